@@ -1,0 +1,130 @@
+# Baton's build. Run `make help` for the targets.
+
+IMG ?= baton-controller:latest
+CONTROLLER_GEN_VERSION ?= v0.23.0
+LOCALBIN ?= $(shell pwd)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+GO ?= go
+# Ginkgo suites report every spec; CI logs get no colour codes.
+GINKGO_FLAGS ?= -ginkgo.v $(if $(CI),-ginkgo.no-color,)
+# Where the local control plane used by the quickstart keeps its state.
+LOCAL_DIR ?= $(shell pwd)/bin/local
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRDs and RBAC under config/.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate the deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	$(GO) fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: vet ## Check formatting and run go vet.
+	@out=$$(gofmt -l main.go api agents controllers hack test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+.PHONY: verify
+verify: manifests generate ## Fail if generated files or go.mod are stale.
+	$(GO) mod tidy
+	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
+		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy', then commit:"; \
+		git status --porcelain -- api config go.mod go.sum; git diff -- api config go.mod go.sum | head -50; exit 1; fi
+
+##@ Tests
+
+.PHONY: test
+test: manifests generate lint test-unit test-integration test-e2e ## Run every suite: unit, integration (envtest) and e2e.
+
+.PHONY: test-unit
+test-unit: ## Unit and property tests of the pure packages.
+	$(GO) test -race -count=1 ./api/... ./agents/... ./controllers/...
+
+.PHONY: envtest-assets
+envtest-assets: ## Make kube-apiserver and etcd available (download, else build from the module proxy).
+	@hack/envtest-assets.sh
+
+.PHONY: test-integration
+test-integration: ## The envtest suite: the operator against a real API server and etcd.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... $(GINKGO_FLAGS)
+
+.PHONY: test-e2e
+test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+
+##@ Run
+
+.PHONY: quickstart
+quickstart: build ## Start a local control plane and the operator, run the helpdesk sample, leave it running.
+	LOCAL_DIR=$(LOCAL_DIR) MANAGER_BIN=$(LOCALBIN)/manager hack/quickstart.sh up
+
+.PHONY: quickstart-down
+quickstart-down: ## Stop what quickstart started.
+	LOCAL_DIR=$(LOCAL_DIR) hack/quickstart.sh down
+
+.PHONY: run
+run: manifests generate ## Run the manager against the current kubeconfig.
+	ENABLE_WEBHOOKS=$${ENABLE_WEBHOOKS:-false} $(GO) run ./main.go
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager binary into bin/.
+	$(GO) build -o $(LOCALBIN)/manager .
+
+.PHONY: docker-build
+docker-build: ## Build the manager image.
+	docker build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image.
+	docker push $(IMG)
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the current cluster.
+	kubectl kustomize config/crd | kubectl apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests ## Remove the CRDs from the current cluster.
+	kubectl kustomize config/crd | kubectl delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests ## Deploy the operator with image $(IMG) to the current cluster.
+	mkdir -p $(LOCALBIN)/deploy && cp -r config $(LOCALBIN)/deploy/
+	cd $(LOCALBIN)/deploy/config/manager && kubectl kustomize edit set image controller=$(IMG) 2>/dev/null || \
+		sed -i 's#image: controller:latest#image: $(IMG)#' $(LOCALBIN)/deploy/config/manager/manager.yaml
+	kubectl kustomize $(LOCALBIN)/deploy/config/default | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: ## Remove the operator from the current cluster.
+	kubectl kustomize config/default | kubectl delete --ignore-not-found -f -
+
+##@ Tools
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into bin/.
+$(CONTROLLER_GEN): $(LOCALBIN)
+	test -s $(CONTROLLER_GEN) && $(CONTROLLER_GEN) --version | grep -q $(CONTROLLER_GEN_VERSION) || \
+		GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)

@@ -1,0 +1,602 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WorkflowMode says who decides which agent acts next.
+// +kubebuilder:validation:Enum=Swarm;Supervisor;StateMachine
+type WorkflowMode string
+
+const (
+	// ModeSwarm lets each agent hand off to the agents it names in its handoffs.
+	ModeSwarm WorkflowMode = "Swarm"
+	// ModeSupervisor lets one routing agent pick every next agent.
+	ModeSupervisor WorkflowMode = "Supervisor"
+	// ModeStateMachine routes on signals through the config's states alone.
+	ModeStateMachine WorkflowMode = "StateMachine"
+)
+
+// ModelProvider names the implementation that runs an agent's steps.
+// +kubebuilder:validation:Enum=Scripted;OpenAI;HTTP
+type ModelProvider string
+
+const (
+	// ProviderScripted plays the agent's script: deterministic, offline.
+	ProviderScripted ModelProvider = "Scripted"
+	// ProviderOpenAI calls an OpenAI-compatible chat completions endpoint.
+	ProviderOpenAI ModelProvider = "OpenAI"
+	// ProviderHTTP posts each step to an agent served over HTTP.
+	ProviderHTTP ModelProvider = "HTTP"
+)
+
+// SignalAction is what a signal does to the run.
+// +kubebuilder:validation:Enum=Terminate;Complete;AwaitInput;None
+type SignalAction string
+
+const (
+	// ActionTerminate ends the run Terminated when a terminator emits it; it is ignored otherwise.
+	ActionTerminate SignalAction = "Terminate"
+	// ActionComplete ends the run Completed.
+	ActionComplete SignalAction = "Complete"
+	// ActionAwaitInput pauses the run until a person replies.
+	ActionAwaitInput SignalAction = "AwaitInput"
+	// ActionNone only records the signal; StateMachine transitions use it.
+	ActionNone SignalAction = "None"
+)
+
+// FinishReason says why a model stopped producing output.
+// +kubebuilder:validation:Enum=stop;length
+type FinishReason string
+
+const (
+	// FinishStop is a complete answer.
+	FinishStop FinishReason = "stop"
+	// FinishLength is an answer cut at the output-token limit.
+	FinishLength FinishReason = "length"
+)
+
+// AgentConfig describes a team of agents, the workflow that connects them and the limits every
+// run of the team is held to. Runs pin the config as it is when they start.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=ac;agentconfig,categories=baton
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Agents",type=integer,JSONPath=`.status.agents`
+// +kubebuilder:printcolumn:name="Entrypoint",type=string,JSONPath=`.spec.entrypoint`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the team, its workflow and its limits.
+	// +required
+	Spec AgentConfigSpec `json:"spec"`
+
+	// status says whether runs can use the config.
+	// +optional
+	Status AgentConfigStatus `json:"status,omitempty,omitzero"`
+}
+
+// AgentConfigStatus says whether runs can use the config.
+type AgentConfigStatus struct {
+	// agents is the number of agents in the team.
+	// +optional
+	Agents int32 `json:"agents,omitempty"`
+
+	// observedGeneration is the spec generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions holds Ready: True when runs can start with the config, False with the reason
+	// (ConfigInvalid) and the fields at fault otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConditionReady is the AgentConfig condition that says whether runs can start with it.
+const ConditionReady = "Ready"
+
+// ReasonValid is the Ready reason of a config runs can use.
+const ReasonValid = "Valid"
+
+// AgentConfigList is a list of AgentConfigs.
+// +kubebuilder:object:root=true
+type AgentConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentConfig `json:"items"`
+}
+
+// AgentConfigSpec is the team, its workflow and its limits.
+// +kubebuilder:validation:XValidation:rule="self.agents.exists(a, a.name == self.entrypoint)",messageExpression="self.entrypoint + ' is not the name of an agent in spec.agents'",fieldPath=".entrypoint",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.agents.all(a, !has(a.handoffs) || a.handoffs.all(h, self.agents.exists(b, b.name == h)))",message="agents[].handoffs: every handoff target must be the name of an agent in spec.agents",fieldPath=".agents",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.mode == 'StateMachine' ? has(self.states) && size(self.states) > 0 : !has(self.states) || size(self.states) == 0",message="required in StateMachine mode and only allowed in it",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.agent) || self.agents.exists(a, a.name == s.agent))",message="states[].agent: every state's agent must be the name of an agent in spec.agents",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, (!has(s.on) || s.on.all(k, self.states.exists(t, t.name == s.on[k]))) && (!has(s.onError) || self.states.exists(t, t.name == s.onError)))",message="states[].on: every transition (on and onError) must lead to a state in spec.states",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.on) || s.on.all(k, has(self.signals) && self.signals.exists(g, g.name == k)))",message="states[].on: every transition must be keyed by a signal declared in spec.signals",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Supervisor' || has(self.routing)",message="required in Supervisor mode",fieldPath=".routing",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.agents.exists(a, a.name == self.routing.supervisor)",messageExpression="self.routing.supervisor + ' is not the name of an agent in spec.agents'",fieldPath=".routing.supervisor",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.routing.defaultAgent) || self.agents.exists(a, a.name == self.routing.defaultAgent)",messageExpression="self.routing.defaultAgent + ' is not the name of an agent in spec.agents'",fieldPath=".routing.defaultAgent",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(g, !has(g.after) || self.agents.exists(a, a.name == g.after))",message="approvals[].after: must be the name of an agent in spec.agents",fieldPath=".approvals",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.loopDetection) || !has(self.loopDetection.allow) || self.loopDetection.allow.all(c, c.cycle.all(n, self.agents.exists(a, a.name == n)))",message="allow[].cycle: every entry must be the name of an agent",fieldPath=".loopDetection.allow",reason=FieldValueInvalid
+type AgentConfigSpec struct {
+	// mode says who decides which agent acts next: Swarm (each agent hands off), Supervisor
+	// (spec.routing.supervisor routes) or StateMachine (spec.states route on signals).
+	// +kubebuilder:default=Swarm
+	// +optional
+	Mode WorkflowMode `json:"mode,omitempty"`
+
+	// entrypoint is the agent that takes the first step, and in Swarm mode the agent that
+	// control returns to. It must name one of spec.agents.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Entrypoint string `json:"entrypoint"`
+
+	// agents is the team. Names are unique.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +required
+	Agents []Agent `json:"agents"`
+
+	// signals are the named markers agents may emit, and what each does to the run. Only
+	// declared signals count.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Signals []Signal `json:"signals,omitempty"`
+
+	// states route a StateMachine run on signals. The run starts in the first state.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	States []State `json:"states,omitempty"`
+
+	// limits bound every run of this config. An AgentRun may override them.
+	// +kubebuilder:default={}
+	// +optional
+	Limits Limits `json:"limits,omitempty,omitzero"`
+
+	// loopDetection configures the detectors that end a run that goes round in circles.
+	// +kubebuilder:default={}
+	// +optional
+	LoopDetection LoopDetection `json:"loopDetection,omitempty,omitzero"`
+
+	// approvals are the human gates a run waits at.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Approvals []ApprovalGate `json:"approvals,omitempty"`
+
+	// routing configures the supervisor in Supervisor mode.
+	// +optional
+	Routing *Routing `json:"routing,omitempty"`
+}
+
+// Agent is one member of the team.
+// +kubebuilder:validation:XValidation:rule="!has(self.script) || size(self.script) == 0 || !has(self.model) || !has(self.model.provider) || self.model.provider == 'Scripted'",message="only allowed when model.provider is Scripted",fieldPath=".script",reason=FieldValueForbidden
+type Agent struct {
+	// name identifies the agent in handoffs, states and status. A DNS-1123 label.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// description tells routing models and other agents what this agent is for.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// instructions is the agent's system prompt.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Instructions string `json:"instructions,omitempty"`
+
+	// model says what runs the agent's steps.
+	// +kubebuilder:default={}
+	// +optional
+	Model ModelSpec `json:"model,omitempty,omitzero"`
+
+	// script is the Scripted provider's deterministic turns, consumed in order with the last
+	// one repeating. Only for model.provider Scripted.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Script []ScriptTurn `json:"script,omitempty"`
+
+	// handoffs are the only agents this one may hand off to (Swarm mode).
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Handoffs []string `json:"handoffs,omitempty"`
+
+	// terminator, when true, lets this agent's Terminate signal end the run, and makes its
+	// plain answers final.
+	// +optional
+	Terminator bool `json:"terminator,omitempty"`
+
+	// maxSteps caps the steps this agent may take in one run.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+
+	// timeout is the deadline of each of this agent's steps. Defaults to limits.agentTimeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// outputSchema is a JSON Schema the agent's final output must satisfy.
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	OutputSchema *apiextensionsv1.JSON `json:"outputSchema,omitempty"`
+}
+
+// ModelSpec says what runs an agent's steps.
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'HTTP' || (has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is HTTP",fieldPath=".endpoint",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'OpenAI' || (has(self.name) && size(self.name) > 0)",message="required when provider is OpenAI",fieldPath=".name",reason=FieldValueRequired
+type ModelSpec struct {
+	// provider is the implementation: Scripted (deterministic turns, offline), OpenAI (any
+	// OpenAI-compatible server) or HTTP (an agent behind an HTTP endpoint).
+	// +kubebuilder:default=Scripted
+	// +optional
+	Provider ModelProvider `json:"provider,omitempty"`
+
+	// name is the model name, for OpenAI.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// endpoint is the base URL of an OpenAI-compatible server, or the HTTP agent's URL.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == '' || isURL(self)",message="must be an absolute URL"
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// apiKeySecretRef names the key of a Secret in the run's namespace that holds the API key.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// maxOutputTokens caps the tokens of one answer.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
+
+	// temperature is the sampling temperature.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2
+	// +optional
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the same namespace.
+type SecretKeyRef struct {
+	// name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// key is the key within the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// ScriptTurn is one deterministic answer of a Scripted agent.
+type ScriptTurn struct {
+	// when, if set, makes this turn eligible only for a step whose input contains it.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	When string `json:"when,omitempty"`
+
+	// output is the text the agent answers.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Output string `json:"output,omitempty"`
+
+	// handoff asks to hand control to this agent.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Handoff string `json:"handoff,omitempty"`
+
+	// reason says why the agent hands off; it is recorded in the handoff sequence.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// signal emits a named signal.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Signal string `json:"signal,omitempty"`
+
+	// tokens is the usage this turn reports.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+
+	// delay is simulated latency before the turn answers.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Delay *metav1.Duration `json:"delay,omitempty"`
+
+	// error makes this turn fail with this message.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Error string `json:"error,omitempty"`
+
+	// finishReason is the reported finish reason; length marks a truncated answer.
+	// +optional
+	FinishReason FinishReason `json:"finishReason,omitempty"`
+
+	// routing is a supervisor's routing decision.
+	// +optional
+	Routing *RoutingDecision `json:"routing,omitempty"`
+}
+
+// RoutingDecision is a supervisor's choice of the next agent.
+type RoutingDecision struct {
+	// target is the agent chosen.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Target string `json:"target"`
+
+	// confidence is the supervisor's confidence in the choice, from 0 to 1.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	Confidence *float64 `json:"confidence,omitempty"`
+
+	// reason explains the choice.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// fallback is the agent to use when confidence is below routing.minConfidence.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// Signal is a named marker an agent may emit, and what it does to the run.
+type Signal struct {
+	// name is the marker, e.g. TERMINATE_WORKFLOW.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_.-]*$`
+	// +required
+	Name string `json:"name"`
+
+	// action is what the signal does: Terminate, Complete, AwaitInput or None.
+	// +kubebuilder:default=None
+	// +optional
+	Action SignalAction `json:"action,omitempty"`
+
+	// description tells models when to emit the signal.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// State is one state of a StateMachine workflow.
+type State struct {
+	// name identifies the state.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_.-]*$`
+	// +required
+	Name string `json:"name"`
+
+	// agent takes the step in this state. A state without an agent is final: the run ends
+	// Completed when it reaches it.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Agent string `json:"agent,omitempty"`
+
+	// on maps a signal to the state it leads to.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	On map[string]string `json:"on,omitempty"`
+
+	// onError is the state a failed step leads to.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	OnError string `json:"onError,omitempty"`
+}
+
+// Limits bound a run. Every field is optional; the defaults are those shown.
+type Limits struct {
+	// maxHandoffs is the most times control may pass between agents. Defaults to 20.
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxHandoffs *int32 `json:"maxHandoffs,omitempty"`
+
+	// maxSteps is the most agent steps in a run. Defaults to 25.
+	// +kubebuilder:default=25
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+
+	// maxTokens is the token budget of a run. Defaults to 50000.
+	// +kubebuilder:default=50000
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// tokenWarningPercent is the share of maxTokens at which the run warns once. Defaults to 90.
+	// +kubebuilder:default=90
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	TokenWarningPercent *int32 `json:"tokenWarningPercent,omitempty"`
+
+	// timeout is the run's wall-clock limit, time waiting for approvals excluded. Defaults to 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// agentTimeout is the deadline of one agent step. Defaults to 2m.
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	AgentTimeout *metav1.Duration `json:"agentTimeout,omitempty"`
+
+	// maxErrors is the number of failed steps that ends a run. Defaults to 5.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxErrors *int32 `json:"maxErrors,omitempty"`
+
+	// maxHandoffDepth is the deepest nested delegation in Supervisor mode. Defaults to 5.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
+}
+
+// LoopDetection configures the detectors that end a run going round in circles.
+// +kubebuilder:validation:XValidation:rule="!has(self.window) || !has(self.minUniqueAgents) || self.minUniqueAgents <= self.window",message="must not be larger than window",fieldPath=".minUniqueAgents",reason=FieldValueInvalid
+type LoopDetection struct {
+	// window is how many of the latest steps' agents the window detector looks at. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	Window *int32 `json:"window,omitempty"`
+
+	// minUniqueAgents is the fewest distinct agents the window must hold. Defaults to 2.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	MinUniqueAgents *int32 `json:"minUniqueAgents,omitempty"`
+
+	// maxCycleRepeats is how many times in a row a cycle of agents may repeat. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +optional
+	MaxCycleRepeats *int32 `json:"maxCycleRepeats,omitempty"`
+
+	// maxRepeatedInputs is how many times one agent may be given the same input. Defaults to 2.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=2
+	// +optional
+	MaxRepeatedInputs *int32 `json:"maxRepeatedInputs,omitempty"`
+
+	// maxRepeatedOutputs is how many times one agent may return the same output. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=2
+	// +optional
+	MaxRepeatedOutputs *int32 `json:"maxRepeatedOutputs,omitempty"`
+
+	// allow lists legitimate loops, each with its own bound.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Allow []AllowedCycle `json:"allow,omitempty"`
+}
+
+// AllowedCycle is a loop of agents that may repeat up to its own bound.
+type AllowedCycle struct {
+	// cycle is one period of the loop, e.g. [coder, reviewer].
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +required
+	Cycle []string `json:"cycle"`
+
+	// maxRepeats is how many times in a row the cycle may repeat.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	MaxRepeats int32 `json:"maxRepeats"`
+}
+
+// ApprovalGate is a point where a run waits for people to approve.
+// +kubebuilder:validation:XValidation:rule="has(self.after) != has(self.before)",message="exactly one of after and before must be set",reason=FieldValueInvalid
+type ApprovalGate struct {
+	// name identifies the gate in annotations and status.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// after opens the gate when this agent's step completes.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	After string `json:"after,omitempty"`
+
+	// before opens the gate before the run completes. The only value is Complete.
+	// +kubebuilder:validation:Enum=Complete
+	// +optional
+	Before string `json:"before,omitempty"`
+
+	// required is the number of distinct approvers needed.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	Required int32 `json:"required,omitempty"`
+
+	// timeout is how long the gate waits for a decision.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// onTimeout is the decision taken when the gate times out: Reject or Approve.
+	// +kubebuilder:validation:Enum=Reject;Approve
+	// +kubebuilder:default=Reject
+	// +optional
+	OnTimeout string `json:"onTimeout,omitempty"`
+}
+
+// Routing configures the supervisor of a Supervisor-mode run.
+type Routing struct {
+	// supervisor is the agent that routes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Supervisor string `json:"supervisor"`
+
+	// minConfidence is the confidence below which a decision's fallback, else defaultAgent,
+	// is used. Defaults to 0.7.
+	// +kubebuilder:default=0.7
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	MinConfidence *float64 `json:"minConfidence,omitempty"`
+
+	// defaultAgent is used when a decision is below minConfidence and has no fallback.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	DefaultAgent string `json:"defaultAgent,omitempty"`
+
+	// maxReroutes is how many failed child steps are re-routed before the run ends
+	// RoutingExhausted. Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxReroutes *int32 `json:"maxReroutes,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentConfig{}, &AgentConfigList{})
+}

@@ -1,0 +1,476 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations a person sets on an AgentRun with kubectl annotate.
+const (
+	// AnnotationCancel ends the run Cancelled; its value is the reason.
+	AnnotationCancel = "agents.baton.dev/cancel"
+	// AnnotationApprove approves the pending gate it names.
+	AnnotationApprove = "agents.baton.dev/approve"
+	// AnnotationReject rejects the pending gate it names.
+	AnnotationReject = "agents.baton.dev/reject"
+	// AnnotationRevise, with a reject, sends the run back to the agent it names (or replan).
+	AnnotationRevise = "agents.baton.dev/revise"
+	// AnnotationFeedback goes with an approve, reject or reply; the next agent sees it.
+	AnnotationFeedback = "agents.baton.dev/feedback"
+	// AnnotationReply answers a run that is AwaitingInput.
+	AnnotationReply = "agents.baton.dev/reply"
+)
+
+// RunPhase is where a run is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;AwaitingInput;Succeeded;Failed;Cancelled
+type RunPhase string
+
+const (
+	// PhasePending: not started yet, e.g. waiting for its AgentConfig.
+	PhasePending RunPhase = "Pending"
+	// PhaseRunning: agents are taking steps.
+	PhaseRunning RunPhase = "Running"
+	// PhaseAwaitingApproval: waiting at a human gate.
+	PhaseAwaitingApproval RunPhase = "AwaitingApproval"
+	// PhaseAwaitingInput: waiting for a person's reply.
+	PhaseAwaitingInput RunPhase = "AwaitingInput"
+	// PhaseSucceeded: ended Completed or Terminated. Terminal.
+	PhaseSucceeded RunPhase = "Succeeded"
+	// PhaseFailed: ended by a limit, a detector, an error or a rejection. Terminal.
+	PhaseFailed RunPhase = "Failed"
+	// PhaseCancelled: ended by the cancel annotation. Terminal.
+	PhaseCancelled RunPhase = "Cancelled"
+)
+
+// Terminal reports whether a run in this phase has ended for good.
+func (p RunPhase) Terminal() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseCancelled
+}
+
+// TerminationReason says why a run ended.
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid
+type TerminationReason string
+
+const (
+	ReasonCompleted              TerminationReason = "Completed"
+	ReasonTerminated             TerminationReason = "Terminated"
+	ReasonMaxHandoffsExceeded    TerminationReason = "MaxHandoffsExceeded"
+	ReasonMaxStepsExceeded       TerminationReason = "MaxStepsExceeded"
+	ReasonAgentStepLimitExceeded TerminationReason = "AgentStepLimitExceeded"
+	ReasonTokenBudgetExceeded    TerminationReason = "TokenBudgetExceeded"
+	ReasonTimeout                TerminationReason = "Timeout"
+	ReasonAgentTimeout           TerminationReason = "AgentTimeout"
+	ReasonLoopDetected           TerminationReason = "LoopDetected"
+	ReasonRoutingExhausted       TerminationReason = "RoutingExhausted"
+	ReasonTooManyErrors          TerminationReason = "TooManyErrors"
+	ReasonInvalidOutput          TerminationReason = "InvalidOutput"
+	ReasonCancelled              TerminationReason = "Cancelled"
+	ReasonRejected               TerminationReason = "Rejected"
+	ReasonApprovalExpired        TerminationReason = "ApprovalExpired"
+	ReasonConfigInvalid          TerminationReason = "ConfigInvalid"
+)
+
+// Phase is the terminal phase a run ends in for this reason.
+func (r TerminationReason) Phase() RunPhase {
+	switch r {
+	case ReasonCompleted, ReasonTerminated:
+		return PhaseSucceeded
+	case ReasonCancelled:
+		return PhaseCancelled
+	default:
+		return PhaseFailed
+	}
+}
+
+// ApprovalPolicy says whether a run stops at the config's human gates.
+// +kubebuilder:validation:Enum=Required;Skip
+type ApprovalPolicy string
+
+const (
+	// ApprovalsRequired makes the run wait at every gate.
+	ApprovalsRequired ApprovalPolicy = "Required"
+	// ApprovalsSkip runs without the gates.
+	ApprovalsSkip ApprovalPolicy = "Skip"
+)
+
+// StepOutcome is how one step ended.
+// +kubebuilder:validation:Enum=Handoff;Returned;Signal;Final;Truncated;Failed
+type StepOutcome string
+
+const (
+	// OutcomeHandoff: the agent handed control to another agent.
+	OutcomeHandoff StepOutcome = "Handoff"
+	// OutcomeReturned: the agent answered without a handoff and control went back to the
+	// entrypoint or supervisor.
+	OutcomeReturned StepOutcome = "Returned"
+	// OutcomeSignal: the agent emitted a signal that ended, paused or routed the run.
+	OutcomeSignal StepOutcome = "Signal"
+	// OutcomeFinal: the agent's answer is the run's final answer.
+	OutcomeFinal StepOutcome = "Final"
+	// OutcomeTruncated: the answer was cut at the output-token limit; the agent is asked again.
+	OutcomeTruncated StepOutcome = "Truncated"
+	// OutcomeFailed: the step errored, timed out or asked for a refused handoff.
+	OutcomeFailed StepOutcome = "Failed"
+)
+
+// LoopDetector names the detector that found a loop.
+// +kubebuilder:validation:Enum=Window;Cycle;RepeatedInput;RepeatedOutput
+type LoopDetector string
+
+const (
+	DetectorWindow         LoopDetector = "Window"
+	DetectorCycle          LoopDetector = "Cycle"
+	DetectorRepeatedInput  LoopDetector = "RepeatedInput"
+	DetectorRepeatedOutput LoopDetector = "RepeatedOutput"
+)
+
+// Condition types of an AgentRun.
+const (
+	// ConditionConfigResolved is True once the run's AgentConfig is found, valid and pinned.
+	// Reasons: ConfigPinned; ConfigNotFound while the config does not exist (the run waits
+	// Pending); ConfigInvalid when it cannot be used (the run ends).
+	ConditionConfigResolved = "ConfigResolved"
+	// ConditionProgressing is True while the run can still take steps (reason: its phase) and
+	// False once it ended (reason: its termination reason).
+	ConditionProgressing = "Progressing"
+	// ConditionSucceeded is set when the run ends: True for Succeeded, False otherwise, with the
+	// termination reason and message.
+	ConditionSucceeded = "Succeeded"
+)
+
+// Condition reasons that are not termination reasons.
+const (
+	ReasonConfigPinned   = "ConfigPinned"
+	ReasonConfigNotFound = "ConfigNotFound"
+)
+
+// AgentRun is one execution of an AgentConfig's team on one input.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ar;run,categories=baton
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.currentAgent`
+// +kubebuilder:printcolumn:name="Handoffs",type=integer,JSONPath=`.status.handoffCount`
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokensUsed`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.terminationReason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.configRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.stepCount`,priority=1
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errorCount`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.terminationMessage`,priority=1
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec is immutable once the run has started",reason=FieldValueForbidden
+type AgentRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what to run. Immutable once the run has started.
+	// +required
+	Spec AgentRunSpec `json:"spec"`
+
+	// status is the run's progress, written only by the operator.
+	// +optional
+	Status AgentRunStatus `json:"status,omitempty,omitzero"`
+}
+
+// AgentRunList is a list of AgentRuns.
+// +kubebuilder:object:root=true
+type AgentRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentRun `json:"items"`
+}
+
+// AgentRunSpec is what to run.
+type AgentRunSpec struct {
+	// configRef names the AgentConfig, in the run's namespace, whose team runs.
+	// +required
+	ConfigRef ConfigReference `json:"configRef"`
+
+	// input is the task given to the entrypoint agent.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Input string `json:"input,omitempty"`
+
+	// limits override the config's limits for this run.
+	// +optional
+	Limits *LimitOverrides `json:"limits,omitempty"`
+
+	// approvals says whether the run stops at the config's human gates: Required or Skip.
+	// +kubebuilder:default=Required
+	// +optional
+	Approvals ApprovalPolicy `json:"approvals,omitempty"`
+}
+
+// ConfigReference names an AgentConfig in the same namespace.
+type ConfigReference struct {
+	// name is the AgentConfig's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// LimitOverrides override a config's limits for one run. Unset fields keep the config's value.
+type LimitOverrides struct {
+	// maxHandoffs overrides limits.maxHandoffs.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxHandoffs *int32 `json:"maxHandoffs,omitempty"`
+
+	// maxSteps overrides limits.maxSteps.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+
+	// maxTokens overrides limits.maxTokens.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+
+	// tokenWarningPercent overrides limits.tokenWarningPercent.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	TokenWarningPercent *int32 `json:"tokenWarningPercent,omitempty"`
+
+	// timeout overrides limits.timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// agentTimeout overrides limits.agentTimeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	AgentTimeout *metav1.Duration `json:"agentTimeout,omitempty"`
+
+	// maxErrors overrides limits.maxErrors.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxErrors *int32 `json:"maxErrors,omitempty"`
+
+	// maxHandoffDepth overrides limits.maxHandoffDepth.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
+}
+
+// AgentRunStatus is a run's progress. It stays small however long the run: the handoff
+// sequence keeps only its latest entries and no step's output piles up in it.
+type AgentRunStatus struct {
+	// phase is where the run is: Pending, Running, AwaitingApproval, AwaitingInput, or one of
+	// the terminal phases Succeeded, Failed and Cancelled.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+
+	// state is the StateMachine state, else the current agent's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	State string `json:"state,omitempty"`
+
+	// currentAgent is the agent that takes the next step (or took the last one).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	CurrentAgent string `json:"currentAgent,omitempty"`
+
+	// configRevision names the pinned snapshot of the AgentConfig this run uses.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ConfigRevision string `json:"configRevision,omitempty"`
+
+	// stepCount is the number of agent steps taken.
+	// +optional
+	StepCount int32 `json:"stepCount,omitempty"`
+
+	// handoffCount is the number of times control passed to an agent.
+	// +optional
+	HandoffCount int32 `json:"handoffCount,omitempty"`
+
+	// tokensUsed is the total tokens the steps reported.
+	// +optional
+	TokensUsed int64 `json:"tokensUsed,omitempty"`
+
+	// errorCount is the number of failed steps.
+	// +optional
+	ErrorCount int32 `json:"errorCount,omitempty"`
+
+	// agentSteps counts the steps each agent has taken.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	AgentSteps map[string]int32 `json:"agentSteps,omitempty"`
+
+	// handoffSequence has one entry per step, oldest first. Only the latest entries are kept;
+	// step numbers say where they fall in the run.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	HandoffSequence []HandoffRecord `json:"handoffSequence,omitempty"`
+
+	// input is what the current agent is given for its next step: the run's input, the
+	// previous agent's output or a note on a failed step. Bounded.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Input string `json:"input,omitempty"`
+
+	// terminationReason says why the run ended. Set once, with the terminal phase.
+	// +optional
+	TerminationReason TerminationReason `json:"terminationReason,omitempty"`
+
+	// terminationMessage says in words why the run ended, naming the evidence.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	TerminationMessage string `json:"terminationMessage,omitempty"`
+
+	// loop is set when a loop detector ended the run.
+	// +optional
+	Loop *LoopStatus `json:"loop,omitempty"`
+
+	// output is the run's final answer. Bounded.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Output string `json:"output,omitempty"`
+
+	// pendingApproval is the gate the run waits at.
+	// +optional
+	PendingApproval *PendingApproval `json:"pendingApproval,omitempty"`
+
+	// approvals records every human decision, oldest first.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+
+	// startTime is when the run started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// observedGeneration is the spec generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are ConfigResolved, Progressing and Succeeded.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HandoffRecord is one step of a run: who acted, where control went and why.
+type HandoffRecord struct {
+	// step is the step's number in the run, from 1.
+	// +required
+	Step int32 `json:"step"`
+
+	// from is the agent that took the step.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	From string `json:"from"`
+
+	// to is the agent that has control after the step; empty when the step ended the run.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	To string `json:"to,omitempty"`
+
+	// outcome is how the step ended.
+	// +optional
+	Outcome StepOutcome `json:"outcome,omitempty"`
+
+	// reason says why control moved: the agent's handoff reason, the signal, or the failure.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// signal is the declared signal the step emitted.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Signal string `json:"signal,omitempty"`
+
+	// time is when the step ended.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// tokens is the usage the step reported.
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+
+	// inputDigest is a short digest of what the agent was given.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	InputDigest string `json:"inputDigest,omitempty"`
+
+	// outputDigest is a short digest of what the agent returned.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	OutputDigest string `json:"outputDigest,omitempty"`
+}
+
+// LoopStatus is the evidence of a loop that ended a run.
+type LoopStatus struct {
+	// detector is the detector that found the loop.
+	// +required
+	Detector LoopDetector `json:"detector"`
+
+	// pattern is the agents that make up the loop.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Pattern []string `json:"pattern,omitempty"`
+
+	// steps are the step numbers where the loop was seen.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Steps []int32 `json:"steps,omitempty"`
+}
+
+// PendingApproval is the gate a run waits at.
+type PendingApproval struct {
+	// gate is the gate's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Gate string `json:"gate"`
+
+	// since is when the gate opened.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// approvedBy are the people who approved so far.
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	ApprovedBy []string `json:"approvedBy,omitempty"`
+}
+
+// ApprovalRecord is one human decision.
+type ApprovalRecord struct {
+	// gate is the gate decided on.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Gate string `json:"gate"`
+
+	// decision is Approved or Rejected.
+	// +kubebuilder:validation:Enum=Approved;Rejected
+	// +required
+	Decision string `json:"decision"`
+
+	// by is who decided.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	By string `json:"by"`
+
+	// time is when the decision was applied.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// feedback is the text that went with the decision.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Feedback string `json:"feedback,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
+}
