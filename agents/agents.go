@@ -1,0 +1,107 @@
+// Package agents runs one agent step. The AgentRun controller asks an Agent to take a step with
+// an input and gets back the output, the handoff or signal it asks for, the tokens it used and
+// why it stopped. Each model provider is an Agent; providers are listed in one table below.
+package agents
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"k8s.io/utils/clock"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Request is one step for one agent.
+type Request struct {
+	// Namespace and Run name the AgentRun the step belongs to.
+	Namespace string
+	Run       string
+	// Step is the step's number in the run, from 1.
+	Step int32
+	// Turn is how many steps this agent took before in this run.
+	Turn int32
+	// Agent is the agent's pinned spec.
+	Agent v1alpha1.Agent
+	// Input is what the agent is given.
+	Input string
+	// Signals are the config's declared signals.
+	Signals []v1alpha1.Signal
+	// Peers describe the agents this one may hand off to.
+	Peers []Peer
+}
+
+// Peer is an agent the stepping agent may hand off to.
+type Peer struct {
+	Name        string
+	Description string
+}
+
+// Result is what a step produced.
+type Result struct {
+	// Output is the agent's answer.
+	Output string
+	// Handoff is the agent it asks to hand control to.
+	Handoff string
+	// Reason is why it hands off.
+	Reason string
+	// Signal is a signal it emits.
+	Signal string
+	// Tokens is the usage the step reports.
+	Tokens int64
+	// FinishReason says why the model stopped.
+	FinishReason v1alpha1.FinishReason
+	// Routing is a supervisor's routing decision.
+	Routing *v1alpha1.RoutingDecision
+}
+
+// Agent takes steps. Step must return when ctx is done.
+type Agent interface {
+	Step(ctx context.Context, req Request) (Result, error)
+}
+
+// Dependencies are what providers may use.
+type Dependencies struct {
+	// Clock measures simulated latency.
+	Clock clock.Clock
+	// HTTPClient calls model servers and HTTP agents.
+	HTTPClient *http.Client
+}
+
+// factories is every provider this build knows. A new provider is one file and one line here.
+var factories = map[v1alpha1.ModelProvider]func(Dependencies) Agent{
+	v1alpha1.ProviderScripted: newScripted,
+}
+
+// Providers hands out the Agent of each provider.
+type Providers struct {
+	agents map[v1alpha1.ModelProvider]Agent
+}
+
+// NewProviders builds every known provider.
+func NewProviders(deps Dependencies) *Providers {
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	if deps.HTTPClient == nil {
+		deps.HTTPClient = http.DefaultClient
+	}
+	p := &Providers{agents: make(map[v1alpha1.ModelProvider]Agent, len(factories))}
+	for name, f := range factories {
+		p.agents[name] = f(deps)
+	}
+	return p
+}
+
+// For returns the Agent that runs steps for the provider.
+func (p *Providers) For(provider v1alpha1.ModelProvider) (Agent, error) {
+	if provider == "" {
+		provider = v1alpha1.ProviderScripted
+	}
+	a, ok := p.agents[provider]
+	if !ok {
+		return nil, fmt.Errorf("model provider %s is not available in this operator build", provider)
+	}
+	return a, nil
+}

@@ -1,0 +1,76 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/utils/clock"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// scripted plays an agent's script: deterministic turns for offline demos, benchmarks and
+// fault injection. It keeps no state of its own: the turn to play follows from how many steps
+// the agent already took in the run, so a restarted operator plays the same turns.
+type scripted struct {
+	clock clock.Clock
+}
+
+func newScripted(deps Dependencies) Agent { return scripted{clock: deps.Clock} }
+
+// ErrNoTurn is returned when no turn of the script fits the step's input.
+var ErrNoTurn = errors.New("no script turn matches the step's input")
+
+func (s scripted) Step(ctx context.Context, req Request) (Result, error) {
+	turn, err := pickTurn(req.Agent.Script, req.Turn, req.Input)
+	if err != nil {
+		return Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
+	}
+	if turn.Delay != nil && turn.Delay.Duration > 0 {
+		t := s.clock.NewTimer(turn.Delay.Duration)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-t.C():
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if turn.Error != "" {
+		return Result{}, errors.New(turn.Error)
+	}
+	finish := turn.FinishReason
+	if finish == "" {
+		finish = v1alpha1.FinishStop
+	}
+	return Result{
+		Output:       turn.Output,
+		Handoff:      turn.Handoff,
+		Reason:       turn.Reason,
+		Signal:       turn.Signal,
+		Tokens:       turn.Tokens,
+		FinishReason: finish,
+		Routing:      turn.Routing.DeepCopy(),
+	}, nil
+}
+
+// pickTurn chooses the turn for an agent's turn-th step (from 0). Turns are consumed in order
+// and the last one repeats: the agent starts at position min(turn, last) and takes the first
+// turn from there whose when is empty or found in the input, wrapping around to the start.
+func pickTurn(script []v1alpha1.ScriptTurn, turn int32, input string) (v1alpha1.ScriptTurn, error) {
+	if len(script) == 0 {
+		return v1alpha1.ScriptTurn{}, errors.New("the agent has no script")
+	}
+	start := min(int(turn), len(script)-1)
+	for i := range script {
+		t := script[(start+i)%len(script)]
+		if t.When == "" || strings.Contains(input, t.When) {
+			return t, nil
+		}
+	}
+	return v1alpha1.ScriptTurn{}, ErrNoTurn
+}
