@@ -1,0 +1,146 @@
+package workflow
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Trip is a guard's verdict that a run must end before its next step.
+type Trip struct {
+	Reason  v1alpha1.TerminationReason
+	Message string
+	Loop    *v1alpha1.LoopStatus
+}
+
+// guardInput is what every guard sees: the plan, the status and the step about to start.
+type guardInput struct {
+	plan   *Plan
+	status *v1alpha1.AgentRunStatus
+	next   string
+	now    time.Time
+}
+
+// A guard trips when the run must not take its next step. It returns the reason and a message
+// that names the evidence; it never quotes model output.
+type guard func(in guardInput) (Trip, bool)
+
+// guards run in this order before every step; the first that trips ends the run.
+var guards = []guard{
+	timeoutGuard,
+	errorGuard,
+	stepGuard,
+	handoffGuard,
+	tokenGuard,
+	agentStepGuard,
+}
+
+// check runs the guard chain for the run's next step.
+func check(p *Plan, st *v1alpha1.AgentRunStatus, now time.Time) (Trip, bool) {
+	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now}
+	for _, g := range guards {
+		if t, ok := g(in); ok {
+			return t, true
+		}
+	}
+	return Trip{}, false
+}
+
+func timeoutGuard(in guardInput) (Trip, bool) {
+	deadline, ok := deadline(in.plan, in.status)
+	if !ok || in.now.Before(deadline) {
+		return Trip{}, false
+	}
+	elapsed := in.now.Sub(in.status.StartTime.Time).Round(time.Second)
+	return Trip{Reason: v1alpha1.ReasonTimeout, Message: fmt.Sprintf(
+		"run timeout: %s elapsed of %s; %s had control after step %d",
+		elapsed, in.plan.Limits.Timeout, in.next, in.status.StepCount)}, true
+}
+
+func errorGuard(in guardInput) (Trip, bool) {
+	if in.status.ErrorCount < in.plan.Limits.MaxErrors {
+		return Trip{}, false
+	}
+	msg := fmt.Sprintf("error limit: %d of %d steps failed", in.status.ErrorCount, in.plan.Limits.MaxErrors)
+	if last := lastFailure(in.status); last != nil {
+		msg += fmt.Sprintf("; last failure at step %d, agent %s: %s", last.Step, last.From, last.Reason)
+	}
+	return Trip{Reason: v1alpha1.ReasonTooManyErrors, Message: msg}, true
+}
+
+func stepGuard(in guardInput) (Trip, bool) {
+	if in.status.StepCount < in.plan.Limits.MaxSteps {
+		return Trip{}, false
+	}
+	return Trip{Reason: v1alpha1.ReasonMaxStepsExceeded, Message: fmt.Sprintf(
+		"step limit: %d of %d steps taken; %s was not started", in.status.StepCount, in.plan.Limits.MaxSteps, in.next)}, true
+}
+
+func handoffGuard(in guardInput) (Trip, bool) {
+	if in.status.HandoffCount < in.plan.Limits.MaxHandoffs {
+		return Trip{}, false
+	}
+	return Trip{Reason: v1alpha1.ReasonMaxHandoffsExceeded, Message: fmt.Sprintf(
+		"handoff limit: handoff %d of %d reached; %s was not started; last handoffs: %s",
+		in.status.HandoffCount, in.plan.Limits.MaxHandoffs, in.next, recentPath(in.status, 6))}, true
+}
+
+func tokenGuard(in guardInput) (Trip, bool) {
+	if in.status.TokensUsed < in.plan.Limits.MaxTokens {
+		return Trip{}, false
+	}
+	return Trip{Reason: v1alpha1.ReasonTokenBudgetExceeded, Message: fmt.Sprintf(
+		"token budget: tokens %d of %d used; %s was not started", in.status.TokensUsed, in.plan.Limits.MaxTokens, in.next)}, true
+}
+
+func agentStepGuard(in guardInput) (Trip, bool) {
+	a := in.plan.Agent(in.next)
+	if a == nil || a.MaxSteps == nil {
+		return Trip{}, false
+	}
+	taken := in.status.AgentSteps[in.next]
+	if taken < *a.MaxSteps {
+		return Trip{}, false
+	}
+	return Trip{Reason: v1alpha1.ReasonAgentStepLimitExceeded, Message: fmt.Sprintf(
+		"agent step limit: %s took %d of its %d steps and was not started again", in.next, taken, *a.MaxSteps)}, true
+}
+
+// deadline is when the run times out.
+func deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
+	if st.StartTime == nil {
+		return time.Time{}, false
+	}
+	return st.StartTime.Add(p.Limits.Timeout), true
+}
+
+// lastFailure is the latest failed step still in the sequence.
+func lastFailure(st *v1alpha1.AgentRunStatus) *v1alpha1.HandoffRecord {
+	for i := len(st.HandoffSequence) - 1; i >= 0; i-- {
+		if st.HandoffSequence[i].Outcome == v1alpha1.OutcomeFailed {
+			return &st.HandoffSequence[i]
+		}
+	}
+	return nil
+}
+
+// recentPath renders the latest n steps as "a -> b -> c".
+func recentPath(st *v1alpha1.AgentRunStatus, n int) string {
+	seq := st.HandoffSequence
+	if len(seq) > n {
+		seq = seq[len(seq)-n:]
+	}
+	if len(seq) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(seq)+1)
+	for _, r := range seq {
+		parts = append(parts, r.From)
+	}
+	if last := seq[len(seq)-1]; last.To != "" {
+		parts = append(parts, last.To)
+	}
+	return strings.Join(parts, " -> ")
+}

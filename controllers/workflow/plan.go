@@ -1,0 +1,185 @@
+package workflow
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Default limits, the same as the API's defaults. They back up configs stored without them.
+const (
+	DefaultMaxHandoffs         int32 = 20
+	DefaultMaxSteps            int32 = 25
+	DefaultMaxTokens           int64 = 50000
+	DefaultTokenWarningPercent int32 = 90
+	DefaultTimeout                   = 10 * time.Minute
+	DefaultAgentTimeout              = 2 * time.Minute
+	DefaultMaxErrors           int32 = 5
+	DefaultMaxHandoffDepth     int32 = 5
+)
+
+// EffectiveLimits are a run's limits after the run's overrides and the defaults are applied.
+type EffectiveLimits struct {
+	MaxHandoffs         int32
+	MaxSteps            int32
+	MaxTokens           int64
+	TokenWarningPercent int32
+	Timeout             time.Duration
+	AgentTimeout        time.Duration
+	MaxErrors           int32
+	MaxHandoffDepth     int32
+}
+
+// Plan is a run's pinned config, checked and indexed for the decisions.
+type Plan struct {
+	Spec   v1alpha1.AgentConfigSpec
+	Limits EffectiveLimits
+
+	agents      map[string]*v1alpha1.Agent
+	signals     map[string]v1alpha1.Signal
+	terminators int
+}
+
+// NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses
+// most bad configs; these checks hold the core's own assumptions whatever was stored.
+func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) (*Plan, field.ErrorList) {
+	p := &Plan{
+		Spec:    spec,
+		Limits:  mergeLimits(spec.Limits, overrides),
+		agents:  make(map[string]*v1alpha1.Agent, len(spec.Agents)),
+		signals: make(map[string]v1alpha1.Signal, len(spec.Signals)),
+	}
+	var errs field.ErrorList
+	specPath := field.NewPath("spec")
+
+	if _, ok := modes[p.Mode()]; !ok {
+		errs = append(errs, field.NotSupported(specPath.Child("mode"), p.Mode(), supportedModes()))
+	}
+	if len(spec.Agents) == 0 {
+		errs = append(errs, field.Required(specPath.Child("agents"), "a config needs at least one agent"))
+	}
+	for i := range spec.Agents {
+		a := &spec.Agents[i]
+		if _, dup := p.agents[a.Name]; dup {
+			errs = append(errs, field.Duplicate(specPath.Child("agents").Index(i).Child("name"), a.Name))
+		}
+		p.agents[a.Name] = a
+		if a.Terminator {
+			p.terminators++
+		}
+	}
+	for _, s := range spec.Signals {
+		p.signals[s.Name] = s
+	}
+	if _, ok := p.agents[spec.Entrypoint]; !ok {
+		errs = append(errs, field.Invalid(specPath.Child("entrypoint"), spec.Entrypoint, "not the name of an agent in spec.agents"))
+	}
+	for i := range spec.Agents {
+		for j, h := range spec.Agents[i].Handoffs {
+			if _, ok := p.agents[h]; !ok {
+				errs = append(errs, field.Invalid(specPath.Child("agents").Index(i).Child("handoffs").Index(j), h, "not the name of an agent in spec.agents"))
+			}
+		}
+	}
+	if m, ok := modes[p.Mode()]; ok {
+		errs = append(errs, m.validate(p, specPath)...)
+	}
+	return p, errs
+}
+
+// Mode is the config's workflow mode, Swarm when unset.
+func (p *Plan) Mode() v1alpha1.WorkflowMode {
+	if p.Spec.Mode == "" {
+		return v1alpha1.ModeSwarm
+	}
+	return p.Spec.Mode
+}
+
+// Agent returns the named agent, or nil.
+func (p *Plan) Agent(name string) *v1alpha1.Agent { return p.agents[name] }
+
+// Signal returns the declared signal of that name.
+func (p *Plan) Signal(name string) (v1alpha1.Signal, bool) {
+	s, ok := p.signals[name]
+	if ok && s.Action == "" {
+		s.Action = v1alpha1.ActionNone
+	}
+	return s, ok
+}
+
+// HasTerminator reports whether any agent is a terminator.
+func (p *Plan) HasTerminator() bool { return p.terminators > 0 }
+
+// StepTimeout is the deadline of one step of the named agent.
+func (p *Plan) StepTimeout(agent string) time.Duration {
+	if a := p.agents[agent]; a != nil && a.Timeout != nil && a.Timeout.Duration > 0 {
+		return a.Timeout.Duration
+	}
+	return p.Limits.AgentTimeout
+}
+
+// CanHandOff reports whether from may hand control to to.
+func (p *Plan) CanHandOff(from, to string) bool {
+	a := p.agents[from]
+	if a == nil {
+		return false
+	}
+	for _, h := range a.Handoffs {
+		if h == to {
+			return true
+		}
+	}
+	return false
+}
+
+func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits {
+	e := EffectiveLimits{
+		MaxHandoffs:         orDefault(l.MaxHandoffs, DefaultMaxHandoffs),
+		MaxSteps:            orDefault(l.MaxSteps, DefaultMaxSteps),
+		MaxTokens:           orDefault(l.MaxTokens, DefaultMaxTokens),
+		TokenWarningPercent: orDefault(l.TokenWarningPercent, DefaultTokenWarningPercent),
+		Timeout:             durationOr(l.Timeout, DefaultTimeout),
+		AgentTimeout:        durationOr(l.AgentTimeout, DefaultAgentTimeout),
+		MaxErrors:           orDefault(l.MaxErrors, DefaultMaxErrors),
+		MaxHandoffDepth:     orDefault(l.MaxHandoffDepth, DefaultMaxHandoffDepth),
+	}
+	if o == nil {
+		return e
+	}
+	e.MaxHandoffs = orDefault(o.MaxHandoffs, e.MaxHandoffs)
+	e.MaxSteps = orDefault(o.MaxSteps, e.MaxSteps)
+	e.MaxTokens = orDefault(o.MaxTokens, e.MaxTokens)
+	e.TokenWarningPercent = orDefault(o.TokenWarningPercent, e.TokenWarningPercent)
+	e.Timeout = durationOr(o.Timeout, e.Timeout)
+	e.AgentTimeout = durationOr(o.AgentTimeout, e.AgentTimeout)
+	e.MaxErrors = orDefault(o.MaxErrors, e.MaxErrors)
+	e.MaxHandoffDepth = orDefault(o.MaxHandoffDepth, e.MaxHandoffDepth)
+	return e
+}
+
+func orDefault[T any](v *T, def T) T {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}
+
+func supportedModes() []string {
+	out := make([]string, 0, len(modes))
+	for _, m := range []v1alpha1.WorkflowMode{v1alpha1.ModeSwarm, v1alpha1.ModeSupervisor, v1alpha1.ModeStateMachine} {
+		if _, ok := modes[m]; ok {
+			out = append(out, string(m))
+		}
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package workflow
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// maxTruncatedRetries is how many more times an agent is asked after a truncated answer.
+const maxTruncatedRetries = 2
+
+// WaitForConfig keeps a run Pending while its AgentConfig does not exist.
+func WaitForConfig(st v1alpha1.AgentRunStatus, config string) Decision {
+	d := Decision{Status: *st.DeepCopy()}
+	s := &d.Status
+	s.Phase = v1alpha1.PhasePending
+	msg := sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config)
+	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != v1alpha1.ReasonConfigNotFound {
+		d.event(EventNormal, EventWaitingForConfig, "%s", msg)
+	}
+	setCondition(s, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, v1alpha1.ReasonConfigNotFound, msg)
+	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting for the AgentConfig")
+	return d
+}
+
+// Start begins a run on its pinned config: the first agent gets control with the run's input.
+func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time.Time) Decision {
+	d := Decision{Status: *st.DeepCopy()}
+	s := &d.Status
+	agent, state := modes[p.Mode()].start(p)
+	start := metav1.NewTime(now)
+	s.Phase = v1alpha1.PhaseRunning
+	s.StartTime = &start
+	s.ConfigRevision = revision
+	s.CurrentAgent = agent
+	s.State = state
+	s.Input = bounded(input, maxInput)
+	setCondition(s, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
+		sprintf("pinned as %s", revision))
+	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
+		sprintf("%s has control", agent))
+	d.event(EventNormal, EventStarted, "run started in %s mode at agent %s (config %s)", p.Mode(), agent, revision)
+	if t, ok := check(p, s, now); ok {
+		end(&d, t, now)
+	}
+	return d
+}
+
+// Next is the step a running run takes next.
+func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
+	return Step{
+		Number:  st.StepCount + 1,
+		Agent:   st.CurrentAgent,
+		Input:   st.Input,
+		Turn:    st.AgentSteps[st.CurrentAgent],
+		Timeout: p.StepTimeout(st.CurrentAgent),
+	}
+}
+
+// Check runs the guards before the run's next step. When one trips, the decision ends the run.
+func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
+	t, ok := check(p, &st, now)
+	if !ok {
+		return Decision{}, false
+	}
+	d := Decision{Status: *st.DeepCopy()}
+	end(&d, t, now)
+	return d, true
+}
+
+// Deadline is when the run times out; ok is false for a run that has not started.
+func Deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) { return deadline(p, st) }
+
+// Cancel ends a run Cancelled at a person's request.
+func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Decision {
+	msg := "cancelled by annotation " + v1alpha1.AnnotationCancel
+	if why != "" {
+		msg += ": " + bounded(why, 256)
+	}
+	return Fail(st, v1alpha1.ReasonCancelled, msg, now)
+}
+
+// Fail ends a run for a reason found outside the steps, such as an invalid config.
+func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message string, now time.Time) Decision {
+	d := Decision{Status: *st.DeepCopy()}
+	if reason == v1alpha1.ReasonConfigInvalid {
+		setCondition(&d.Status, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, string(reason), message)
+	}
+	end(&d, Trip{Reason: reason, Message: message}, now)
+	return d
+}
+
+// Apply records one step's result and decides what comes next: another agent, the same agent
+// again, or the end of the run. The guards for the next step run here too, so a run that
+// reached a limit ends in the same status write as the step that reached it.
+func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
+	d := Decision{Status: *st.DeepCopy()}
+	s := &d.Status
+	s.StepCount++
+	s.TokensUsed += res.Tokens
+	if s.AgentSteps == nil {
+		s.AgentSteps = map[string]int32{}
+	}
+	s.AgentSteps[res.Agent]++
+
+	rec := v1alpha1.HandoffRecord{
+		Step:        s.StepCount,
+		From:        res.Agent,
+		Time:        metav1.NewTime(now),
+		Tokens:      res.Tokens,
+		InputDigest: digest(res.Input),
+	}
+	var r route
+	switch {
+	case res.Error != "":
+		r = route{fail: res.Error}
+	case p.Agent(res.Agent) == nil:
+		r = route{fail: sprintf("agent %s is not in the pinned config", quoteName(res.Agent))}
+	case res.FinishReason == v1alpha1.FinishLength:
+		rec.OutputDigest = digest(res.Output)
+		r = truncated(s, res)
+	default:
+		rec.OutputDigest = digest(res.Output)
+		r = modes[p.Mode()].route(p, s, res)
+	}
+	if r.fail != "" {
+		r = failStep(p, s, res, r)
+	}
+	rec.To = r.to
+	rec.Outcome = r.outcome
+	rec.Reason = bounded(r.reason, maxReason)
+	rec.Signal = r.signal
+	appendRecord(s, rec)
+	d.Events = append(d.Events, r.events...)
+
+	if r.end != "" {
+		if r.final {
+			s.Output = bounded(res.Output, maxOutput)
+		}
+		end(&d, Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}, now)
+		return d
+	}
+	if r.handoff {
+		s.HandoffCount++
+	}
+	s.CurrentAgent = r.to
+	s.State = r.state
+	s.Input = bounded(r.input, maxInput)
+	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
+		sprintf("%s has control after step %d", r.to, s.StepCount))
+	if t, ok := check(p, s, now); ok {
+		end(&d, t, now)
+	}
+	return d
+}
+
+// truncated asks the same agent again after an answer cut at the token limit, at most
+// maxTruncatedRetries more times; after that the step fails.
+func truncated(s *v1alpha1.AgentRunStatus, res StepResult) route {
+	if trailingTruncations(s, res.Agent) >= maxTruncatedRetries {
+		return route{fail: sprintf("answer still truncated at the output-token limit after %d attempts", maxTruncatedRetries+1)}
+	}
+	return route{
+		to:      res.Agent,
+		state:   s.State,
+		outcome: v1alpha1.OutcomeTruncated,
+		reason:  "answer truncated at the output-token limit; asking again",
+		input:   res.Input,
+	}
+}
+
+// trailingTruncations counts the agent's truncated steps at the end of the sequence.
+func trailingTruncations(s *v1alpha1.AgentRunStatus, agent string) int {
+	n := 0
+	for i := len(s.HandoffSequence) - 1; i >= 0; i-- {
+		r := s.HandoffSequence[i]
+		if r.From != agent || r.Outcome != v1alpha1.OutcomeTruncated {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// failStep counts a failed step and hands control to the agent that recovers, or ends the run
+// when no one can.
+func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) route {
+	s.ErrorCount++
+	why := bounded(r.fail, maxReason)
+	out := route{outcome: v1alpha1.OutcomeFailed, reason: why, signal: r.signal, events: r.events}
+	to, state, ok := modes[p.Mode()].recover(p, s, res.Agent)
+	if !ok {
+		out.end = v1alpha1.ReasonTooManyErrors
+		if res.TimedOut {
+			out.end = v1alpha1.ReasonAgentTimeout
+		}
+		out.message = sprintf("%s failed with no agent to recover (%s)", res.Agent, why)
+		return out
+	}
+	out.to, out.state = to, state
+	out.handoff = true
+	out.input = sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
+	if len(r.events) == 0 {
+		out.events = append(out.events, Event{Type: EventWarning, Reason: EventStepFailed,
+			Message: sprintf("step %d of agent %s failed: %s; %s takes over", s.StepCount, res.Agent, why, to)})
+	}
+	return out
+}
+
+// end puts the run in its terminal phase. The reason and message are set exactly once.
+func end(d *Decision, t Trip, now time.Time) {
+	s := &d.Status
+	if s.Phase.Terminal() {
+		return
+	}
+	done := metav1.NewTime(now)
+	s.Phase = t.Reason.Phase()
+	s.TerminationReason = t.Reason
+	s.TerminationMessage = bounded(t.Message, maxMessage)
+	s.Loop = t.Loop
+	s.CompletionTime = &done
+	s.Input = ""
+	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionFalse, string(t.Reason), s.TerminationMessage)
+	succeeded := metav1.ConditionFalse
+	typ := EventWarning
+	if s.Phase == v1alpha1.PhaseSucceeded {
+		succeeded = metav1.ConditionTrue
+	}
+	if s.Phase != v1alpha1.PhaseFailed {
+		typ = EventNormal
+	}
+	setCondition(s, v1alpha1.ConditionSucceeded, succeeded, string(t.Reason), s.TerminationMessage)
+	d.event(typ, string(t.Reason), "%s", s.TerminationMessage)
+}
+
+func setCondition(s *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type:    typ,
+		Status:  status,
+		Reason:  reason,
+		Message: bounded(message, maxMessage),
+	})
+}

@@ -1,0 +1,75 @@
+package workflow
+
+import (
+	"time"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// StepResult is what one agent step produced, as the controller hands it to Apply.
+type StepResult struct {
+	// Agent took the step.
+	Agent string
+	// Input is what the agent was given.
+	Input string
+	// Result is what the agent answered.
+	agents.Result
+	// Error, when set, says why the step failed.
+	Error string
+	// TimedOut is set when the step failed by running past its deadline.
+	TimedOut bool
+}
+
+// Step is the next step a run should take.
+type Step struct {
+	// Number is the step's number in the run, from 1.
+	Number int32
+	// Agent takes the step.
+	Agent string
+	// Input is what the agent is given.
+	Input string
+	// Turn is how many steps the agent took before in this run.
+	Turn int32
+	// Timeout is the step's deadline.
+	Timeout time.Duration
+}
+
+// Event is an Event the controller emits once the status it goes with is written.
+type Event struct {
+	// Type is Normal or Warning.
+	Type string
+	// Reason is a CamelCase reason.
+	Reason string
+	// Message is the Event's text. It never holds raw model output.
+	Message string
+}
+
+// Event types.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event reasons other than the termination reasons, which are used as they are.
+const (
+	EventStarted          = "Started"
+	EventWaitingForConfig = "WaitingForConfig"
+	EventHandoffRefused   = "HandoffRefused"
+	EventTerminateIgnored = "TerminateIgnored"
+	EventStepFailed       = "StepFailed"
+	EventStepTruncated    = "StepTruncated"
+)
+
+// Decision is the run's next status and the Events that go with it.
+type Decision struct {
+	Status v1alpha1.AgentRunStatus
+	Events []Event
+}
+
+// Ended reports whether the decision ends the run.
+func (d Decision) Ended() bool { return d.Status.Phase.Terminal() }
+
+func (d *Decision) event(typ, reason, format string, args ...any) {
+	d.Events = append(d.Events, Event{Type: typ, Reason: reason, Message: bounded(sprintf(format, args...), maxMessage)})
+}

@@ -1,0 +1,210 @@
+// Package builders makes AgentConfigs and AgentRuns for tests, so that a test reads as intent:
+//
+//	MakeRun("r", "ns").Config("helpdesk").Input("Ticket 1").Obj()
+package builders
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// ConfigWrapper builds an AgentConfig.
+type ConfigWrapper struct{ v1alpha1.AgentConfig }
+
+// MakeConfig starts a Swarm config.
+func MakeConfig(name, namespace string) *ConfigWrapper {
+	w := &ConfigWrapper{}
+	w.APIVersion, w.Kind = v1alpha1.GroupVersion.String(), "AgentConfig"
+	w.Name, w.Namespace = name, namespace
+	w.Spec.Mode = v1alpha1.ModeSwarm
+	return w
+}
+
+// Obj returns the config.
+func (w *ConfigWrapper) Obj() *v1alpha1.AgentConfig { return w.AgentConfig.DeepCopy() }
+
+// Mode sets the workflow mode.
+func (w *ConfigWrapper) Mode(m v1alpha1.WorkflowMode) *ConfigWrapper { w.Spec.Mode = m; return w }
+
+// Entrypoint sets the entrypoint.
+func (w *ConfigWrapper) Entrypoint(name string) *ConfigWrapper { w.Spec.Entrypoint = name; return w }
+
+// Agents adds agents; the first added becomes the entrypoint unless one is set.
+func (w *ConfigWrapper) Agents(agents ...*AgentWrapper) *ConfigWrapper {
+	for _, a := range agents {
+		w.Spec.Agents = append(w.Spec.Agents, *a.Agent.DeepCopy())
+	}
+	if w.Spec.Entrypoint == "" && len(w.Spec.Agents) > 0 {
+		w.Spec.Entrypoint = w.Spec.Agents[0].Name
+	}
+	return w
+}
+
+// Signal declares a signal.
+func (w *ConfigWrapper) Signal(name string, action v1alpha1.SignalAction) *ConfigWrapper {
+	w.Spec.Signals = append(w.Spec.Signals, v1alpha1.Signal{Name: name, Action: action})
+	return w
+}
+
+// State adds a StateMachine state; on maps signals to states.
+func (w *ConfigWrapper) State(name, agent string, on map[string]string) *ConfigWrapper {
+	w.Spec.States = append(w.Spec.States, v1alpha1.State{Name: name, Agent: agent, On: on})
+	return w
+}
+
+// MaxHandoffs sets limits.maxHandoffs.
+func (w *ConfigWrapper) MaxHandoffs(n int32) *ConfigWrapper { w.Spec.Limits.MaxHandoffs = &n; return w }
+
+// MaxSteps sets limits.maxSteps.
+func (w *ConfigWrapper) MaxSteps(n int32) *ConfigWrapper { w.Spec.Limits.MaxSteps = &n; return w }
+
+// MaxTokens sets limits.maxTokens.
+func (w *ConfigWrapper) MaxTokens(n int64) *ConfigWrapper { w.Spec.Limits.MaxTokens = &n; return w }
+
+// MaxErrors sets limits.maxErrors.
+func (w *ConfigWrapper) MaxErrors(n int32) *ConfigWrapper { w.Spec.Limits.MaxErrors = &n; return w }
+
+// Timeout sets limits.timeout.
+func (w *ConfigWrapper) Timeout(d time.Duration) *ConfigWrapper {
+	w.Spec.Limits.Timeout = &metav1.Duration{Duration: d}
+	return w
+}
+
+// AgentTimeout sets limits.agentTimeout.
+func (w *ConfigWrapper) AgentTimeout(d time.Duration) *ConfigWrapper {
+	w.Spec.Limits.AgentTimeout = &metav1.Duration{Duration: d}
+	return w
+}
+
+// AgentWrapper builds one agent.
+type AgentWrapper struct{ v1alpha1.Agent }
+
+// MakeAgent starts a Scripted agent.
+func MakeAgent(name string) *AgentWrapper {
+	w := &AgentWrapper{}
+	w.Name = name
+	w.Model.Provider = v1alpha1.ProviderScripted
+	return w
+}
+
+// HandsOffTo sets the agents it may hand off to.
+func (w *AgentWrapper) HandsOffTo(names ...string) *AgentWrapper { w.Handoffs = names; return w }
+
+// Terminator makes it a terminator.
+func (w *AgentWrapper) Terminator() *AgentWrapper { w.Agent.Terminator = true; return w }
+
+// MaxSteps caps its steps.
+func (w *AgentWrapper) MaxSteps(n int32) *AgentWrapper { w.Agent.MaxSteps = ptr.To(n); return w }
+
+// Timeout sets its step deadline.
+func (w *AgentWrapper) Timeout(d time.Duration) *AgentWrapper {
+	w.Agent.Timeout = &metav1.Duration{Duration: d}
+	return w
+}
+
+// Provider sets its model provider.
+func (w *AgentWrapper) Provider(p v1alpha1.ModelProvider) *AgentWrapper {
+	w.Model.Provider = p
+	return w
+}
+
+// Script appends turns to its script.
+func (w *AgentWrapper) Script(turns ...*TurnWrapper) *AgentWrapper {
+	for _, t := range turns {
+		w.Agent.Script = append(w.Agent.Script, *t.ScriptTurn.DeepCopy())
+	}
+	return w
+}
+
+// TurnWrapper builds one script turn.
+type TurnWrapper struct{ v1alpha1.ScriptTurn }
+
+// Says starts a turn that answers output.
+func Says(output string) *TurnWrapper {
+	return &TurnWrapper{v1alpha1.ScriptTurn{Output: output}}
+}
+
+// HandOff asks to hand off to agent.
+func (w *TurnWrapper) HandOff(agent string) *TurnWrapper { w.Handoff = agent; return w }
+
+// Because sets the handoff reason.
+func (w *TurnWrapper) Because(reason string) *TurnWrapper { w.Reason = reason; return w }
+
+// Emits emits a signal.
+func (w *TurnWrapper) Emits(signal string) *TurnWrapper { w.Signal = signal; return w }
+
+// Tokens sets the reported usage.
+func (w *TurnWrapper) Tokens(n int64) *TurnWrapper { w.ScriptTurn.Tokens = n; return w }
+
+// When makes the turn eligible only for inputs that contain s.
+func (w *TurnWrapper) When(s string) *TurnWrapper { w.ScriptTurn.When = s; return w }
+
+// Fails makes the turn fail with msg.
+func (w *TurnWrapper) Fails(msg string) *TurnWrapper { w.Error = msg; return w }
+
+// Truncated marks the answer as cut at the token limit.
+func (w *TurnWrapper) Truncated() *TurnWrapper { w.FinishReason = v1alpha1.FinishLength; return w }
+
+// Delay adds simulated latency.
+func (w *TurnWrapper) Delay(d time.Duration) *TurnWrapper {
+	w.ScriptTurn.Delay = &metav1.Duration{Duration: d}
+	return w
+}
+
+// RunWrapper builds an AgentRun.
+type RunWrapper struct{ v1alpha1.AgentRun }
+
+// MakeRun starts a run.
+func MakeRun(name, namespace string) *RunWrapper {
+	w := &RunWrapper{}
+	w.APIVersion, w.Kind = v1alpha1.GroupVersion.String(), "AgentRun"
+	w.Name, w.Namespace = name, namespace
+	return w
+}
+
+// Obj returns the run.
+func (w *RunWrapper) Obj() *v1alpha1.AgentRun { return w.AgentRun.DeepCopy() }
+
+// Config names its AgentConfig.
+func (w *RunWrapper) Config(name string) *RunWrapper { w.Spec.ConfigRef.Name = name; return w }
+
+// Input sets its input.
+func (w *RunWrapper) Input(s string) *RunWrapper { w.Spec.Input = s; return w }
+
+// MaxTokens overrides limits.maxTokens.
+func (w *RunWrapper) MaxTokens(n int64) *RunWrapper {
+	w.overrides().MaxTokens = &n
+	return w
+}
+
+// MaxHandoffs overrides limits.maxHandoffs.
+func (w *RunWrapper) MaxHandoffs(n int32) *RunWrapper {
+	w.overrides().MaxHandoffs = &n
+	return w
+}
+
+// Timeout overrides limits.timeout.
+func (w *RunWrapper) Timeout(d time.Duration) *RunWrapper {
+	w.overrides().Timeout = &metav1.Duration{Duration: d}
+	return w
+}
+
+// Annotate sets an annotation.
+func (w *RunWrapper) Annotate(key, value string) *RunWrapper {
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[key] = value
+	return w
+}
+
+func (w *RunWrapper) overrides() *v1alpha1.LimitOverrides {
+	if w.Spec.Limits == nil {
+		w.Spec.Limits = &v1alpha1.LimitOverrides{}
+	}
+	return w.Spec.Limits
+}
