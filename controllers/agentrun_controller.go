@@ -1,0 +1,257 @@
+// Package controllers holds the AgentRun controller. It loads a run, calls one agent step at a
+// time through the agents package, and writes what the workflow package decides: one status
+// write per step, Events after the write.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+)
+
+// configRefIndex indexes AgentRuns by the AgentConfig they name.
+const configRefIndex = "spec.configRef.name"
+
+// Options tune the AgentRun controller.
+type Options struct {
+	// MaxConcurrentReconciles is the number of reconcile workers.
+	MaxConcurrentReconciles int
+	// MaxStepsInFlight bounds the agent steps running at once across all runs.
+	MaxStepsInFlight int
+}
+
+// AgentRunReconciler advances AgentRuns one agent step per reconcile.
+type AgentRunReconciler struct {
+	client.Client
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
+	Providers *agents.Providers
+
+	steps     *stepRunner
+	revisions *revisions
+	writes    *writeMemo
+	options   Options
+}
+
+// NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
+func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder,
+	clk clock.Clock, providers *agents.Providers, opts Options) *AgentRunReconciler {
+	return &AgentRunReconciler{
+		Client:    c,
+		Scheme:    scheme,
+		Recorder:  recorder,
+		Clock:     clk,
+		Providers: providers,
+		steps:     newStepRunner(opts.MaxStepsInFlight),
+		revisions: newRevisions(c, apiReader, scheme),
+		writes:    newWriteMemo(),
+		options:   opts,
+	}
+}
+
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile takes a run one step further: it starts the run, starts its next step, or applies
+// the step that just ended, and writes the status once.
+func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	run := &v1alpha1.AgentRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.steps.forget(req.NamespacedName)
+			r.writes.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if run.Status.Phase.Terminal() {
+		// A terminal run never changes again, whatever is annotated or edited later.
+		r.steps.forget(req.NamespacedName)
+		r.writes.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if r.writes.behind(run) {
+		// The cache has not caught up with this operator's last write; its watch event will
+		// bring the run back.
+		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
+		return ctrl.Result{}, nil
+	}
+	now := r.Clock.Now()
+
+	if why, ok := run.Annotations[v1alpha1.AnnotationCancel]; ok {
+		return r.write(ctx, run, nil, workflow.Cancel(run.Status, why, now))
+	}
+	if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
+		return r.start(ctx, run, now)
+	}
+
+	plan, err := r.pinnedPlan(ctx, run)
+	if errors.Is(err, errRevisionGone) {
+		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+			fmt.Sprintf("the pinned config %s no longer exists (the AgentConfig was deleted)", run.Status.ConfigRevision), now))
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
+		return r.write(ctx, run, plan, d)
+	}
+
+	step := workflow.Next(plan, &run.Status)
+	switch state, res := r.steps.lookup(run, step); state {
+	case ended:
+		result, err := r.write(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
+		if err == nil {
+			r.steps.consumed(req.NamespacedName, step.Number)
+		}
+		return result, err
+	case notStarted:
+		logger.V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
+		r.steps.start(run, step, r.stepFunc(plan, run, step))
+	}
+	return r.requeueAtDeadline(plan, run, now), nil
+}
+
+// start pins the run's config and starts the run, or keeps it Pending until the config exists.
+func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+	cfg := &v1alpha1.AgentConfig{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
+	if apierrors.IsNotFound(err) {
+		return r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name))
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan, errs := checkConfig(cfg.Spec, run.Spec.Limits, r.Providers)
+	if len(errs) > 0 {
+		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
+	}
+	revision, err := r.revisions.pin(ctx, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.write(ctx, run, plan, workflow.Start(plan, run.Status, run.Spec.Input, revision, now))
+}
+
+// pinnedPlan is the run's plan from the config it pinned at start.
+func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
+	spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
+	if err != nil {
+		return nil, err
+	}
+	plan, errs := workflow.NewPlan(*spec, run.Spec.Limits)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("pinned config %s: %w", run.Status.ConfigRevision, errs.ToAggregate())
+	}
+	return plan, nil
+}
+
+// stepFunc is the work of one step: ask the agent's provider, and turn what it says into the
+// result the workflow package applies.
+func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) func(context.Context) workflow.StepResult {
+	spec := plan.Agent(step.Agent)
+	req := agents.Request{
+		Namespace: run.Namespace,
+		Run:       run.Name,
+		Step:      step.Number,
+		Turn:      step.Turn,
+		Agent:     *spec,
+		Input:     step.Input,
+		Signals:   plan.Spec.Signals,
+	}
+	for _, h := range spec.Handoffs {
+		if peer := plan.Agent(h); peer != nil {
+			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
+		}
+	}
+	provider := spec.Model.Provider
+	return func(ctx context.Context) workflow.StepResult {
+		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
+		agent, err := r.Providers.For(provider)
+		if err == nil {
+			res.Result, err = agent.Step(ctx, req)
+		}
+		switch {
+		case err == nil:
+			stepsTotal.WithLabelValues(string(provider), "ok").Inc()
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			res.Error, res.TimedOut = fmt.Sprintf("timed out after %s", step.Timeout), true
+			stepsTotal.WithLabelValues(string(provider), "timeout").Inc()
+		default:
+			res.Error = err.Error()
+			stepsTotal.WithLabelValues(string(provider), "error").Inc()
+		}
+		return res
+	}
+}
+
+// requeueAtDeadline brings a running run back when its timeout expires, so the timeout needs
+// no polling.
+func (r *AgentRunReconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha1.AgentRun, now time.Time) ctrl.Result {
+	if plan == nil || run.Status.Phase.Terminal() {
+		return ctrl.Result{}
+	}
+	deadline, ok := workflow.Deadline(plan, &run.Status)
+	if !ok {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: max(deadline.Sub(now), 0) + time.Millisecond}
+}
+
+// SetupWithManager registers the controller: it watches AgentRuns, the AgentConfigs that
+// Pending runs wait for, and the ends of steps.
+func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, configRefIndex,
+		func(o client.Object) []string { return []string{o.(*v1alpha1.AgentRun).Spec.ConfigRef.Name} }); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.AgentRun{}).
+		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.steps.wake, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.options.MaxConcurrentReconciles, 1)}).
+		Complete(r)
+}
+
+// runsWaitingFor maps an AgentConfig to the runs that wait for it to start.
+func (r *AgentRunReconciler) runsWaitingFor(ctx context.Context, cfg client.Object) []reconcile.Request {
+	runs := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, runs, client.InNamespace(cfg.GetNamespace()), client.MatchingFields{configRefIndex: cfg.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "Listing runs of an AgentConfig", "agentConfig", klog.KObj(cfg))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, run := range runs.Items {
+		if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&run)})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+)
+
+// conflictRetry is how soon a run whose status write lost a race is tried again.
+const conflictRetry = 200 * time.Millisecond
+
+// write patches the run's status to the decision, once, and emits the decision's Events after
+// the write succeeded. No change, no write. The patch carries the resourceVersion it was
+// computed from, so a decision made on a stale copy is refused rather than applied.
+func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, error) {
+	d.Status.ObservedGeneration = run.Generation
+	if equality.Semantic.DeepEqual(run.Status, d.Status) {
+		return r.requeueAtDeadline(plan, run, r.Clock.Now()), nil
+	}
+	orig := run.DeepCopy()
+	run.Status = d.Status
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			log.FromContext(ctx).V(2).Info("Status write conflicted; retrying", "agentRun", klog.KObj(run))
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	apiWrites.WithLabelValues("status").Inc()
+	r.writes.wrote(run)
+	for _, e := range d.Events {
+		action := "Step"
+		if e.Reason == string(run.Status.TerminationReason) {
+			action = "End"
+		}
+		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", e.Message)
+		apiWrites.WithLabelValues("event").Inc()
+	}
+	if !orig.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
+		runsEnded.WithLabelValues(string(run.Status.TerminationReason)).Inc()
+		log.FromContext(ctx).V(2).Info("Run ended", "agentRun", klog.KObj(run),
+			"reason", run.Status.TerminationReason, "steps", run.Status.StepCount)
+	}
+	return r.requeueAtDeadline(plan, run, r.Clock.Now()), nil
+}
+
+// writeMemo remembers the resourceVersion of this operator's last status write of each run, so
+// a reconcile that reads an older copy from the cache does not repeat a step already applied.
+type writeMemo struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]string
+}
+
+func newWriteMemo() *writeMemo { return &writeMemo{last: map[types.NamespacedName]string{}} }
+
+func (m *writeMemo) wrote(run *v1alpha1.AgentRun) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last[client.ObjectKeyFromObject(run)] = run.ResourceVersion
+}
+
+// behind reports whether the copy is older than the last write.
+func (m *writeMemo) behind(run *v1alpha1.AgentRun) bool {
+	m.mu.Lock()
+	last, ok := m.last[client.ObjectKeyFromObject(run)]
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, last)
+	return err == nil && cmp < 0
+}
+
+func (m *writeMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, key)
+}

@@ -1,0 +1,119 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// A run pins its AgentConfig by recording the name of a ControllerRevision that holds the
+// config's spec as it was when the run started. Revisions are named after the config and a
+// digest of its UID and spec, so every run of the same config version shares one revision and
+// pinning costs one API write per config change, not one per run. Revisions are owned by their
+// AgentConfig and go away with it.
+const (
+	// LabelManagedBy marks the ControllerRevisions the operator manages (and caches).
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "baton"
+	// LabelConfig names the AgentConfig a revision snapshots.
+	LabelConfig = "agents.baton.dev/config"
+)
+
+// errRevisionGone means a running run's pinned config no longer exists.
+var errRevisionGone = errors.New("pinned config revision no longer exists")
+
+// revisions pins configs and reads pinned specs back, decoding each revision once.
+type revisions struct {
+	client client.Client
+	// reader reads past the cache, for a revision this operator just created.
+	reader  client.Reader
+	scheme  *runtime.Scheme
+	decoded *lru.Cache
+}
+
+func newRevisions(c client.Client, reader client.Reader, scheme *runtime.Scheme) *revisions {
+	return &revisions{client: c, reader: reader, scheme: scheme, decoded: lru.New(1024)}
+}
+
+func revisionName(cfg *v1alpha1.AgentConfig, raw []byte) string {
+	h := sha256.New()
+	h.Write([]byte(cfg.UID))
+	h.Write(raw)
+	sum := hex.EncodeToString(h.Sum(nil))[:10]
+	name := cfg.Name
+	if len(name) > 242 {
+		name = name[:242]
+	}
+	return name + "-" + sum
+}
+
+// pin returns the name of the revision holding cfg's current spec, creating it if needed.
+func (r *revisions) pin(ctx context.Context, cfg *v1alpha1.AgentConfig) (string, error) {
+	raw, err := json.Marshal(cfg.Spec)
+	if err != nil {
+		return "", fmt.Errorf("encoding AgentConfig %s: %w", cfg.Name, err)
+	}
+	name := revisionName(cfg, raw)
+	key := types.NamespacedName{Namespace: cfg.Namespace, Name: name}
+	if err := r.client.Get(ctx, key, &appsv1.ControllerRevision{}); err == nil {
+		return name, nil
+	} else if !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	rev := &appsv1.ControllerRevision{
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: cfg.Generation,
+	}
+	rev.Name, rev.Namespace = name, cfg.Namespace
+	rev.Labels = map[string]string{LabelManagedBy: ManagedBy}
+	if len(cfg.Name) <= 63 {
+		rev.Labels[LabelConfig] = cfg.Name
+	}
+	if err := controllerutil.SetOwnerReference(cfg, rev, r.scheme); err != nil {
+		return "", err
+	}
+	if err := r.client.Create(ctx, rev); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating config revision %s: %w", name, err)
+	}
+	apiWrites.WithLabelValues("revision").Inc()
+	return name, nil
+}
+
+// spec reads a pinned spec back.
+func (r *revisions) spec(ctx context.Context, namespace, name string) (*v1alpha1.AgentConfigSpec, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	rev := &appsv1.ControllerRevision{}
+	err := r.client.Get(ctx, key, rev)
+	if apierrors.IsNotFound(err) {
+		err = r.reader.Get(ctx, key, rev)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %s", errRevisionGone, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := r.decoded.Get(rev.UID); ok {
+		return s.(*v1alpha1.AgentConfigSpec), nil
+	}
+	spec := &v1alpha1.AgentConfigSpec{}
+	if err := json.Unmarshal(rev.Data.Raw, spec); err != nil {
+		return nil, fmt.Errorf("decoding config revision %s: %w", name, err)
+	}
+	r.decoded.Add(rev.UID, spec)
+	return spec, nil
+}

@@ -1,0 +1,105 @@
+// Command manager runs the Baton operator: the AgentRun controller that advances multi-agent
+// runs one agent step at a time.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+}
+
+func main() {
+	var (
+		metricsAddr      string
+		secureMetrics    bool
+		probeAddr        string
+		leaderElect      bool
+		enableHTTP2      bool
+		controllerOpts   controllers.Options
+		leaderElectionNS string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
+		"The address the metrics endpoint binds to, e.g. :8443 (HTTPS) or :8080 (HTTP); 0 disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true,
+		"Serve metrics over HTTPS, with authentication and authorization through the API server.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health and readiness probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false,
+		"Elect a leader, so that only one of several replicas reconciles at a time.")
+	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader election lease; defaults to the namespace the manager runs in.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false,
+		"Serve metrics over HTTP/2 as well; off by default because of HTTP/2 stream attacks.")
+	flag.IntVar(&controllerOpts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8,
+		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
+	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", 512,
+		"Agent steps that may run at once across all runs; further steps wait for a slot.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	var tlsOpts []func(*tls.Config)
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
+	if secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "agents.baton.dev",
+		LeaderElectionNamespace: leaderElectionNS,
+		Cache:                   controllers.CacheOptions(),
+	})
+	if err != nil {
+		setupLog.Error(err, "Unable to create the manager")
+		os.Exit(1)
+	}
+
+	providers := agents.NewProviders(agents.Dependencies{Clock: clock.RealClock{}})
+	if err := controllers.Setup(mgr, providers, clock.RealClock{}, controllerOpts); err != nil {
+		setupLog.Error(err, "Unable to set up the controllers")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		setupLog.Error(err, "Unable to set up the health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		setupLog.Error(err, "Unable to set up the readiness check")
+		os.Exit(1)
+	}
+
+	setupLog.Info("Starting the manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "The manager stopped with an error")
+		os.Exit(1)
+	}
+}
