@@ -1,0 +1,104 @@
+// Command localcluster runs a local Kubernetes control plane (kube-apiserver and etcd, no
+// nodes) for the quickstart and the e2e suite, and writes a kubeconfig for kubectl. It runs
+// until it is interrupted, then stops the control plane and removes its data.
+//
+// The binaries come from KUBEBUILDER_ASSETS; hack/envtest-assets.sh prints that directory.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+type users []string
+
+func (u *users) String() string     { return strings.Join(*u, ",") }
+func (u *users) Set(v string) error { *u = append(*u, v); return nil }
+
+func main() {
+	var (
+		dir   string
+		crds  string
+		extra users
+	)
+	flag.StringVar(&dir, "dir", "", "Directory for the kubeconfig files (required).")
+	flag.StringVar(&crds, "crds", "", "Directory of CustomResourceDefinitions to install once the API server is up.")
+	flag.Var(&extra, "user", "Also write kubeconfig-<name> for a user with no groups beyond system:authenticated; "+
+		"name[:group,group] adds groups. Repeatable.")
+	flag.Parse()
+	logf.SetLogger(zap.New(zap.UseDevMode(false)))
+	if dir == "" {
+		fail(fmt.Errorf("--dir is required"))
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fail(fmt.Errorf("KUBEBUILDER_ASSETS is not set; run hack/envtest-assets.sh to get the directory"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fail(err)
+	}
+
+	env := &envtest.Environment{ErrorIfCRDPathMissing: crds != ""}
+	if crds != "" {
+		env.CRDDirectoryPaths = []string{crds}
+	}
+	if _, err := env.Start(); err != nil {
+		fail(fmt.Errorf("starting the control plane: %w", err))
+	}
+	stop := func(code int) {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+		os.Exit(code)
+	}
+
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err == nil {
+		err = writeKubeconfig(admin, filepath.Join(dir, "kubeconfig"))
+	}
+	for _, spec := range extra {
+		if err != nil {
+			break
+		}
+		name, groups, _ := strings.Cut(spec, ":")
+		u := envtest.User{Name: name}
+		if groups != "" {
+			u.Groups = strings.Split(groups, ",")
+		}
+		var au *envtest.AuthenticatedUser
+		if au, err = env.AddUser(u, nil); err == nil {
+			err = writeKubeconfig(au, filepath.Join(dir, "kubeconfig-"+name))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		stop(1)
+	}
+	fmt.Printf("Control plane ready at %s; kubeconfig %s\n", env.Config.Host, filepath.Join(dir, "kubeconfig"))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	stop(0)
+}
+
+func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
+	data, err := u.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig for %s: %w", path, err)
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
