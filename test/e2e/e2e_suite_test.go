@@ -1,0 +1,208 @@
+// Package e2e does what a user does: it starts the local control plane the quickstart uses,
+// runs the operator binary as a process, and drives it with the real kubectl.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+var (
+	root       = filepath.Join("..", "..")
+	stateDir   string
+	kubeconfig string
+	processes  []*osexec.Cmd
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "e2e suite (local control plane, operator binary, kubectl)")
+}
+
+var _ = BeforeSuite(func() {
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run 'make test-e2e'")
+	manager := os.Getenv("MANAGER_BIN")
+	Expect(manager).NotTo(BeEmpty(), "MANAGER_BIN is not set: run 'make test-e2e', which builds the operator")
+	_, err := osexec.LookPath("kubectl")
+	Expect(err).NotTo(HaveOccurred(), "kubectl must be on the PATH")
+
+	stateDir = GinkgoT().TempDir()
+	kubeconfig = filepath.Join(stateDir, "kubeconfig")
+	localcluster := filepath.Join(stateDir, "localcluster")
+	build := osexec.Command("go", "build", "-o", localcluster, "./hack/localcluster")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+
+	By("starting the local control plane")
+	cp := start("controlplane", localcluster, "--dir", stateDir)
+	Eventually(func() string { return logOf("controlplane") }, 2*time.Minute, 200*time.Millisecond).
+		Should(ContainSubstring("Control plane ready"), "control plane log")
+	Expect(cp.ProcessState).To(BeNil())
+
+	By("installing the CRDs with kubectl")
+	kubectl("apply", "--server-side", "-k", filepath.Join(root, "config", "crd"))
+	kubectl("wait", "--for", "condition=established", "--timeout=60s",
+		"crd/agentconfigs.agents.baton.dev", "crd/agentruns.agents.baton.dev")
+
+	By("starting the operator binary")
+	start("manager", manager, "--health-probe-bind-address=127.0.0.1:0", "--kubeconfig", kubeconfig)
+})
+
+var _ = AfterSuite(func() {
+	for i := len(processes) - 1; i >= 0; i-- {
+		p := processes[i]
+		if p.Process != nil {
+			_ = p.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = p.Process.Kill()
+			}
+		}
+	}
+})
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		AddReportEntry("manager log (tail)", tail(logOf("manager"), 60))
+	}
+})
+
+// start runs a binary in the background, its output in <stateDir>/<name>.log.
+func start(name, bin string, args ...string) *osexec.Cmd {
+	logFile, err := os.Create(filepath.Join(stateDir, name+".log"))
+	Expect(err).NotTo(HaveOccurred())
+	cmd := osexec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	Expect(cmd.Start()).To(Succeed())
+	processes = append(processes, cmd)
+	return cmd
+}
+
+func logOf(name string) string {
+	data, _ := os.ReadFile(filepath.Join(stateDir, name+".log"))
+	return string(data)
+}
+
+// kubectl runs kubectl against the local control plane and returns its output; it fails the
+// spec when kubectl fails.
+func kubectl(args ...string) string {
+	out, err := tryKubectl(args...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s\n%s", strings.Join(args, " "), out)
+	return out
+}
+
+func tryKubectl(args ...string) (string, error) {
+	return kubectlAs(kubeconfig, args...)
+}
+
+func kubectlAs(config string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, "kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+config)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// watcher is a kubectl watch running in the background.
+type watcher struct {
+	cmd    *osexec.Cmd
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	lines  []string
+}
+
+// watch starts kubectl with a watch and returns once kubectl has listed what exists, so that
+// every later change shows up in its output.
+func watch(args ...string) *watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{cmd: osexec.CommandContext(ctx, "kubectl", args...), cancel: cancel}
+	w.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	pr, pw := io.Pipe()
+	w.cmd.Stdout, w.cmd.Stderr = pw, pw
+	Expect(w.cmd.Start()).To(Succeed())
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.lines = append(w.lines, sc.Text())
+			w.mu.Unlock()
+		}
+	}()
+	go func() { _ = w.cmd.Wait(); _ = pw.Close() }()
+	Eventually(w.output, 30*time.Second, 50*time.Millisecond).ShouldNot(BeEmpty(), "kubectl %v printed nothing", args)
+	return w
+}
+
+// output is what the watch printed so far, line by line.
+func (w *watcher) output() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.lines...)
+}
+
+func (w *watcher) stop() { w.cancel() }
+
+// exec runs a command and returns its combined output.
+func exec(name string, args ...string) (string, error) {
+	out, err := osexec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// kubectlStdin runs kubectl with stdin.
+func kubectlStdin(stdin string, args ...string) (string, error) {
+	cmd := osexec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func readFile(path string) string {
+	data, err := os.ReadFile(path)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return string(data)
+}
+
+// sample is the path of a file in config/samples.
+func sample(name string) string { return filepath.Join(root, "config", "samples", name) }
+
+// manifest writes a manifest to a file and returns its path.
+func manifest(name, content string) string {
+	path := filepath.Join(stateDir, name)
+	Expect(os.WriteFile(path, []byte(content), 0o600)).To(Succeed())
+	return path
+}
+
+func jsonpath(kind, name, namespace, expr string) string {
+	return kubectl("get", kind, name, "-n", namespace, "-o", fmt.Sprintf("jsonpath=%s", expr))
+}

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+var _ = Describe("A user with kubectl", Ordered, func() {
+	It("can install the default deployment: kubectl kustomize config/default | kubectl apply --dry-run=server", func() {
+		// A server-side dry run creates nothing, so the namespace the objects go to must exist.
+		kubectl("create", "namespace", "baton-system")
+		rendered, err := exec("kubectl", "kustomize", root+"/config/default")
+		Expect(err).NotTo(HaveOccurred(), rendered)
+		out, err := kubectlStdin(rendered, "apply", "--dry-run=server", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("deployment.apps/baton-controller-manager created (server dry run)"))
+		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/baton-manager-role created (server dry run)"))
+	})
+
+	It("applies the helpdesk sample, watches it progress, and waits for it to succeed", func() {
+		kubectl("create", "namespace", "helpdesk")
+		// The run goes first: it waits Pending for its config, so the watch sees it from the start.
+		split := strings.SplitN(readFile(sample("helpdesk.yaml")), "\n---\n", 2)
+		Expect(split).To(HaveLen(2))
+		kubectl("apply", "-n", "helpdesk", "-f", manifest("ticket.yaml", split[1]))
+		kubectl("wait", "-n", "helpdesk", "--for=jsonpath={.status.phase}=Pending", "--timeout=60s", "agentrun/ticket-1234")
+		w := watch("get", "agentruns", "-n", "helpdesk", "-w")
+		defer w.stop()
+		kubectl("apply", "-n", "helpdesk", "-f", manifest("helpdesk-config.yaml", split[0]))
+		kubectl("wait", "-n", "helpdesk", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "agentrun/ticket-1234")
+		Expect(jsonpath("agentrun", "ticket-1234", "helpdesk", "{.status.terminationReason}")).To(Equal("Terminated"))
+
+		// The watch shows the run move: rows with a rising handoff count, then the end.
+		final := `^ticket-1234\s+Succeeded\s+ticketing\s+ticketing\s+11\s+1340\s+Terminated\s+\S+$`
+		Eventually(w.output, "30s", "100ms").Should(ContainElement(MatchRegexp(final)))
+		lines := w.output()
+		printed := strings.Join(lines, "\n")
+		Expect(lines).To(ContainElement(MatchRegexp(`^NAME\s+PHASE\s+STATE\s+AGENT\s+HANDOFFS\s+TOKENS\s+REASON\s+AGE$`)), printed)
+		row := regexp.MustCompile(`^ticket-1234\s+(\S+)\s+\S+\s+\S+\s+(\d+)\s`)
+		var handoffs []int
+		for _, l := range lines {
+			if m := row.FindStringSubmatch(l); m != nil && m[1] == "Running" {
+				n, _ := strconv.Atoi(m[2])
+				handoffs = append(handoffs, n)
+			}
+		}
+		Expect(len(handoffs)).To(BeNumerically(">=", 3), "rows while Running:\n%s", printed)
+		Expect(sort.IntsAreSorted(handoffs)).To(BeTrue(), "handoffs went down:\n%s", printed)
+		Expect(handoffs[len(handoffs)-1]).To(BeNumerically(">", handoffs[0]), "no progress shown:\n%s", printed)
+
+		describe := kubectl("describe", "agentrun", "ticket-1234", "-n", "helpdesk")
+		Expect(describe).To(ContainSubstring("terminator ticketing emitted TERMINATE_WORKFLOW at step 12"))
+	})
+
+	It("cancels a running run with kubectl annotate", func() {
+		kubectl("create", "namespace", "cancel")
+		kubectl("apply", "-n", "cancel", "-f", manifest("slow.yaml", `
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata:
+  name: slow
+spec:
+  entrypoint: thinker
+  agents:
+  - name: thinker
+    script:
+    - output: "still thinking"
+      delay: 1h
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: long-job
+spec:
+  configRef: {name: slow}
+  input: "think hard"
+`))
+		kubectl("wait", "-n", "cancel", "--for=jsonpath={.status.phase}=Running", "--timeout=60s", "agentrun/long-job")
+		kubectl("annotate", "-n", "cancel", "agentrun/long-job", "agents.baton.dev/cancel=no longer needed")
+		kubectl("wait", "-n", "cancel", "--for=jsonpath={.status.phase}=Cancelled", "--timeout=60s", "agentrun/long-job")
+		Expect(jsonpath("agentrun", "long-job", "cancel", "{.status.terminationReason}")).To(Equal("Cancelled"))
+		Expect(jsonpath("agentrun", "long-job", "cancel", "{.status.terminationMessage}")).
+			To(Equal("cancelled by annotation agents.baton.dev/cancel: no longer needed"))
+	})
+
+	It("gets a clear refusal from the API server for a config that cannot work", func() {
+		out, err := tryKubectl("apply", "-n", "cancel", "-f", manifest("bad.yaml", `
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata:
+  name: bad
+spec:
+  entrypoint: nobody
+  agents:
+  - name: someone
+`))
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("spec.entrypoint"))
+	})
+})

@@ -1,0 +1,127 @@
+package integration
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+func valid(ns string) *ConfigWrapper {
+	return MakeConfig("team", ns).Agents(
+		MakeAgent("lead").HandsOffTo("worker").Script(Says("go").HandOff("worker")),
+		MakeAgent("worker").HandsOffTo("lead").Terminator().Script(Says("done")),
+	)
+}
+
+var _ = Describe("The API server", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("accepts a valid config and fills in the documented defaults", func() {
+		cfg := valid(ns).Obj()
+		cfg.Spec.Mode = ""
+		create(cfg)
+		got := &v1alpha1.AgentConfig{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), got)).To(Succeed())
+		Expect(got.Spec.Mode).To(Equal(v1alpha1.ModeSwarm))
+		Expect(got.Spec.Limits.MaxHandoffs).To(Equal(ptr.To[int32](20)))
+		Expect(got.Spec.Limits.MaxSteps).To(Equal(ptr.To[int32](25)))
+		Expect(got.Spec.Limits.MaxTokens).To(Equal(ptr.To[int64](50000)))
+		Expect(got.Spec.Limits.Timeout.Duration.String()).To(Equal("10m0s"))
+		Expect(got.Spec.Limits.AgentTimeout.Duration.String()).To(Equal("2m0s"))
+		Expect(got.Spec.LoopDetection.Window).To(Equal(ptr.To[int32](3)))
+		Expect(got.Spec.Agents[0].Model.Provider).To(Equal(v1alpha1.ProviderScripted))
+	})
+
+	DescribeTable("refuses a config that cannot work, naming the field",
+		func(mutate func(c *v1alpha1.AgentConfig), message string) {
+			cfg := valid(ns).Obj()
+			mutate(cfg)
+			err := k8sClient.Create(ctx, cfg)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("an entrypoint that is not an agent",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Entrypoint = "ghost" },
+			"spec.entrypoint: Invalid value: ghost is not the name of an agent in spec.agents"),
+		Entry("a handoff target that is not an agent",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Agents[0].Handoffs = []string{"worker", "ghost"} },
+			"spec.agents: Invalid value: agents[].handoffs: every handoff target must be the name of an agent in spec.agents"),
+		Entry("duplicate agent names",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Agents[1].Name = "lead" },
+			`spec.agents[1]: Duplicate value: {"name":"lead"}`),
+		Entry("a negative limit",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Limits.MaxHandoffs = ptr.To[int32](-1) },
+			"spec.limits.maxHandoffs: Invalid value: -1: spec.limits.maxHandoffs in body should be greater than or equal to 1"),
+		Entry("a zero maxErrors",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Limits.MaxErrors = ptr.To[int32](0) },
+			"spec.limits.maxErrors: Invalid value: 0"),
+		Entry("a state naming an unknown agent",
+			func(c *v1alpha1.AgentConfig) {
+				c.Spec.Mode = v1alpha1.ModeStateMachine
+				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "ghost"}}
+			},
+			"spec.states: Invalid value: states[].agent: every state's agent must be the name of an agent in spec.agents"),
+		Entry("a transition to an unknown state",
+			func(c *v1alpha1.AgentConfig) {
+				c.Spec.Mode = v1alpha1.ModeStateMachine
+				c.Spec.Signals = []v1alpha1.Signal{{Name: "NEXT"}}
+				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", On: map[string]string{"NEXT": "NOWHERE"}}}
+			},
+			"spec.states: Invalid value: states[].on: every transition (on and onError) must lead to a state in spec.states"),
+		Entry("a transition on an undeclared signal",
+			func(c *v1alpha1.AgentConfig) {
+				c.Spec.Mode = v1alpha1.ModeStateMachine
+				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", On: map[string]string{"NEXT": "START"}}}
+			},
+			"spec.states: Invalid value: states[].on: every transition must be keyed by a signal declared in spec.signals"),
+		Entry("StateMachine mode without states",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Mode = v1alpha1.ModeStateMachine },
+			"spec.states: Invalid value: required in StateMachine mode"),
+		Entry("a script on an agent that is not Scripted",
+			func(c *v1alpha1.AgentConfig) {
+				c.Spec.Agents[0].Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-4o-mini"}
+			},
+			"spec.agents[0].script: Forbidden: only allowed when model.provider is Scripted"),
+		Entry("an agent name that is not a DNS label",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Agents[1].Name = "Worker_1"; c.Spec.Agents[0].Handoffs = nil },
+			"spec.agents[1].name"),
+		Entry("Supervisor mode without routing",
+			func(c *v1alpha1.AgentConfig) { c.Spec.Mode = v1alpha1.ModeSupervisor },
+			"spec.routing: Required value: required in Supervisor mode"),
+	)
+
+	It("refuses a malformed duration, naming the field", func() {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(valid(ns).Obj())
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: obj}
+		Expect(unstructured.SetNestedField(u.Object, "ten minutes", "spec", "limits", "timeout")).To(Succeed())
+		Expect(k8sClient.Create(ctx, u)).To(MatchError(ContainSubstring(`spec.limits.timeout: Invalid value: "ten minutes"`)))
+	})
+
+	It("refuses a run with a negative limit override, naming the field", func() {
+		run := MakeRun("r", ns).Config("team").MaxTokens(-5).Obj()
+		err := k8sClient.Create(ctx, run)
+		Expect(err).To(MatchError(ContainSubstring("spec.limits.maxTokens")))
+	})
+
+	It("lets a Pending run's spec change, and refuses changes once it started", func() {
+		run := MakeRun("r", ns).Config("not-yet").Input("first").Obj()
+		create(run)
+		Eventually(func() v1alpha1.RunPhase { return get(run).Status.Phase }, runTimeout, poll).Should(Equal(v1alpha1.PhasePending))
+		pending := get(run)
+		pending.Spec.ConfigRef.Name = "team"
+		Expect(k8sClient.Update(ctx, pending)).To(Succeed())
+
+		create(valid(ns).Obj())
+		started := waitForEnd(run)
+		started.Spec.Input = "second"
+		Expect(k8sClient.Update(ctx, started)).To(MatchError(ContainSubstring("spec is immutable once the run has started")))
+	})
+})
