@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs Baton on this machine, offline: a local control plane (kube-apiserver and etcd), the
+# CRDs, the operator, and the helpdesk sample run. Everything keeps running afterwards so that
+# kubectl can be used against it; 'down' stops it all.
+#
+#   hack/quickstart.sh up     start (restarting whatever a previous 'up' left running)
+#   hack/quickstart.sh down   stop
+#
+# Environment: LOCAL_DIR (state, logs and kubeconfig; default bin/local), MANAGER_BIN (the
+# operator binary; default bin/manager).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+LOCAL_DIR=${LOCAL_DIR:-$root/bin/local}
+MANAGER_BIN=${MANAGER_BIN:-$root/bin/manager}
+KUBECONFIG_FILE="$LOCAL_DIR/kubeconfig"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+stop_pid() {
+  local file="$LOCAL_DIR/$1.pid"
+  [ -f "$file" ] || return 0
+  local pid
+  pid=$(cat "$file")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+}
+
+down() {
+  stop_pid manager
+  stop_pid controlplane
+  rm -f "$KUBECONFIG_FILE"
+}
+
+up() {
+  down
+  mkdir -p "$LOCAL_DIR"
+  cd "$root"
+
+  say "Making kube-apiserver and etcd available (built once per machine if they cannot be downloaded)"
+  assets=$(hack/envtest-assets.sh)
+  go build -o bin/localcluster ./hack/localcluster
+
+  say "Starting a local control plane"
+  KUBEBUILDER_ASSETS="$assets" nohup bin/localcluster --dir "$LOCAL_DIR" >"$LOCAL_DIR/controlplane.log" 2>&1 &
+  echo $! >"$LOCAL_DIR/controlplane.pid"
+  for _ in $(seq 1 600); do
+    grep -q "Control plane ready" "$LOCAL_DIR/controlplane.log" 2>/dev/null && break
+    kill -0 "$(cat "$LOCAL_DIR/controlplane.pid")" 2>/dev/null || { cat "$LOCAL_DIR/controlplane.log"; exit 1; }
+    sleep 0.2
+  done
+  grep -q "Control plane ready" "$LOCAL_DIR/controlplane.log" || { echo "the control plane did not start"; cat "$LOCAL_DIR/controlplane.log"; exit 1; }
+  export KUBECONFIG="$KUBECONFIG_FILE"
+  kubectl version
+
+  say "Installing the CRDs"
+  kubectl apply --server-side -k config/crd
+  kubectl wait --for condition=established --timeout=60s crd/agentconfigs.agents.baton.dev crd/agentruns.agents.baton.dev
+
+  say "Starting the operator (log: $LOCAL_DIR/manager.log)"
+  nohup "$MANAGER_BIN" --health-probe-bind-address=0 >"$LOCAL_DIR/manager.log" 2>&1 &
+  echo $! >"$LOCAL_DIR/manager.pid"
+
+  say "Applying the helpdesk sample"
+  kubectl apply -f config/samples/helpdesk.yaml
+  if ! kubectl wait --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s agentrun/ticket-1234; then
+    kubectl get agentrun ticket-1234 -o yaml
+    tail -20 "$LOCAL_DIR/manager.log"
+    exit 1
+  fi
+  kubectl get agentconfigs
+  kubectl get agentruns
+  echo
+  echo "Handoff sequence of ticket-1234:"
+  kubectl get agentrun ticket-1234 \
+    -o go-template='{{range .status.handoffSequence}}  {{.step}}. {{.from}} -> {{or .to "(end)"}}: {{.reason}}{{"\n"}}{{end}}'
+  echo "Termination: $(kubectl get agentrun ticket-1234 -o jsonpath='{.status.terminationReason}: {.status.terminationMessage}')"
+  echo
+  say "Baton is running. To use it:"
+  echo "  export KUBECONFIG=$KUBECONFIG_FILE"
+  echo "  kubectl get agentruns -w"
+  echo "Stop it all with: make quickstart-down"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down; echo "Stopped." ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac
