@@ -18,6 +18,8 @@ type Request struct {
 	// Namespace and Run name the AgentRun the step belongs to.
 	Namespace string
 	Run       string
+	// RunUID tells apart runs that reuse a name.
+	RunUID string
 	// Step is the step's number in the run, from 1.
 	Step int32
 	// Turn is how many steps this agent took before in this run.

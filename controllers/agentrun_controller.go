@@ -29,6 +29,9 @@ import (
 	"github.com/baton-dev/baton/controllers/workflow"
 )
 
+// errPlanInvalid means a running run's pinned config cannot run in this operator build.
+var errPlanInvalid = errors.New("invalid plan")
+
 // configRefIndex indexes AgentRuns by the AgentConfig they name.
 const configRefIndex = "spec.configRef.name"
 
@@ -111,11 +114,13 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	plan, err := r.pinnedPlan(ctx, run)
-	if errors.Is(err, errRevisionGone) {
+	switch {
+	case errors.Is(err, errRevisionGone):
 		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("the pinned config %s no longer exists (the AgentConfig was deleted)", run.Status.ConfigRevision), now))
-	}
-	if err != nil {
+	case errors.Is(err, errPlanInvalid):
+		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
@@ -125,8 +130,8 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	step := workflow.Next(plan, &run.Status)
 	switch state, res := r.steps.lookup(run, step); state {
 	case ended:
-		result, err := r.write(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
-		if err == nil {
+		result, written, err := r.patchStatus(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
+		if written {
 			r.steps.consumed(req.NamespacedName, step.Number)
 		}
 		return result, err
@@ -165,9 +170,9 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 	if err != nil {
 		return nil, err
 	}
-	plan, errs := workflow.NewPlan(*spec, run.Spec.Limits)
+	plan, errs := checkConfig(*spec, run.Spec.Limits, r.Providers)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("pinned config %s: %w", run.Status.ConfigRevision, errs.ToAggregate())
+		return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 	}
 	return plan, nil
 }
@@ -179,6 +184,7 @@ func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRu
 	req := agents.Request{
 		Namespace: run.Namespace,
 		Run:       run.Name,
+		RunUID:    string(run.UID),
 		Step:      step.Number,
 		Turn:      step.Turn,
 		Agent:     *spec,

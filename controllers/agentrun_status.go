@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,18 +26,26 @@ const conflictRetry = 200 * time.Millisecond
 // the write succeeded. No change, no write. The patch carries the resourceVersion it was
 // computed from, so a decision made on a stale copy is refused rather than applied.
 func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, error) {
+	res, _, err := r.patchStatus(ctx, run, plan, d)
+	return res, err
+}
+
+// patchStatus is write that also reports whether the decision is now in the API server: false
+// after a conflict, whose retry must decide again on a fresh copy.
+func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, bool, error) {
 	d.Status.ObservedGeneration = run.Generation
 	if equality.Semantic.DeepEqual(run.Status, d.Status) {
-		return r.requeueAtDeadline(plan, run, r.Clock.Now()), nil
+		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
 	orig := run.DeepCopy()
 	run.Status = d.Status
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		run.Status = orig.Status
 		if apierrors.IsConflict(err) {
 			log.FromContext(ctx).V(2).Info("Status write conflicted; retrying", "agentRun", klog.KObj(run))
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, false, nil
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	apiWrites.WithLabelValues("status").Inc()
 	r.writes.wrote(run)
@@ -45,7 +54,7 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 		if e.Reason == string(run.Status.TerminationReason) {
 			action = "End"
 		}
-		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", e.Message)
+		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", boundedBytes(e.Message, maxEventNote))
 		apiWrites.WithLabelValues("event").Inc()
 	}
 	if !orig.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
@@ -53,7 +62,22 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 		log.FromContext(ctx).V(2).Info("Run ended", "agentRun", klog.KObj(run),
 			"reason", run.Status.TerminationReason, "steps", run.Status.StepCount)
 	}
-	return r.requeueAtDeadline(plan, run, r.Clock.Now()), nil
+	return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
+}
+
+// maxEventNote keeps Event notes under the API's 1 KiB limit.
+const maxEventNote = 1000
+
+// boundedBytes cuts s to at most n bytes on a character boundary.
+func boundedBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // writeMemo remembers the resourceVersion of this operator's last status write of each run, so

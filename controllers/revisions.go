@@ -96,6 +96,10 @@ func (r *revisions) pin(ctx context.Context, cfg *v1alpha1.AgentConfig) (string,
 // spec reads a pinned spec back.
 func (r *revisions) spec(ctx context.Context, namespace, name string) (*v1alpha1.AgentConfigSpec, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
+	// Revision names are content addressed: a name always holds the same spec.
+	if s, ok := r.decoded.Get(key); ok {
+		return s.(*v1alpha1.AgentConfigSpec), nil
+	}
 	rev := &appsv1.ControllerRevision{}
 	err := r.client.Get(ctx, key, rev)
 	if apierrors.IsNotFound(err) {
@@ -107,13 +111,10 @@ func (r *revisions) spec(ctx context.Context, namespace, name string) (*v1alpha1
 	if err != nil {
 		return nil, err
 	}
-	if s, ok := r.decoded.Get(rev.UID); ok {
-		return s.(*v1alpha1.AgentConfigSpec), nil
-	}
 	spec := &v1alpha1.AgentConfigSpec{}
 	if err := json.Unmarshal(rev.Data.Raw, spec); err != nil {
 		return nil, fmt.Errorf("decoding config revision %s: %w", name, err)
 	}
-	r.decoded.Add(rev.UID, spec)
+	r.decoded.Add(key, spec)
 	return spec, nil
 }

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -101,7 +103,7 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, do func(c
 		}
 		stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
 		began := time.Now()
-		res := do(stepCtx)
+		res := awaitStep(stepCtx, step, do)
 		stepDuration.Observe(time.Since(began).Seconds())
 		stop()
 		<-s.slots
@@ -122,6 +124,25 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, do func(c
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// awaitStep runs do and returns its result, or a timeout result at the step's deadline if do
+// has not returned by then: a provider that ignores its context loses its answer, not the slot.
+func awaitStep(ctx context.Context, step workflow.Step, do func(context.Context) workflow.StepResult) workflow.StepResult {
+	out := make(chan workflow.StepResult, 1)
+	go func() { out <- do(ctx) }()
+	select {
+	case res := <-out:
+		return res
+	case <-ctx.Done():
+		select {
+		case res := <-out:
+			return res
+		case <-time.After(time.Second):
+			return workflow.StepResult{Agent: step.Agent, Input: step.Input, TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded),
+				Error: fmt.Sprintf("timed out after %s", step.Timeout)}
+		}
+	}
 }
 
 // forget cancels and drops the run's step, if any.
