@@ -407,10 +407,18 @@ type State struct {
 	// +optional
 	Agent string `json:"agent,omitempty"`
 
-	// on maps a signal to the state it leads to.
+	// on maps a signal to the state it leads to. Quote the key in YAML ("on":): YAML reads a
+	// bare on as the boolean true.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	On map[string]string `json:"on,omitempty"`
+
+	// BareOn catches an unquoted on key, which YAML turns into "true", to refuse it with a hint
+	// instead of an unknown-field error. It is never valid.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="false",message="write the on key quoted (\"on\":) in YAML: a bare on is read as the boolean true"
+	// +optional
+	BareOn map[string]string `json:"true,omitempty"`
 
 	// onError is the state a failed step leads to.
 	// +kubebuilder:validation:MaxLength=63
@@ -492,18 +500,21 @@ type LoopDetection struct {
 	// maxCycleRepeats is how many times in a row a cycle of agents may repeat. Defaults to 3.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=25
 	// +optional
 	MaxCycleRepeats *int32 `json:"maxCycleRepeats,omitempty"`
 
 	// maxRepeatedInputs is how many times one agent may be given the same input. Defaults to 2.
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=50
 	// +optional
 	MaxRepeatedInputs *int32 `json:"maxRepeatedInputs,omitempty"`
 
 	// maxRepeatedOutputs is how many times one agent may return the same output. Defaults to 3.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=50
 	// +optional
 	MaxRepeatedOutputs *int32 `json:"maxRepeatedOutputs,omitempty"`
 
@@ -513,7 +524,9 @@ type LoopDetection struct {
 	Allow []AllowedCycle `json:"allow,omitempty"`
 }
 
-// AllowedCycle is a loop of agents that may repeat up to its own bound.
+// AllowedCycle is a loop of agents that may repeat up to its own bound. The loop detectors see
+// the latest 50 steps, so a cycle's length times (maxRepeats + 1) must fit in 50.
+// +kubebuilder:validation:XValidation:rule="size(self.cycle) * (self.maxRepeats + 1) <= 50",message="cycle length × (maxRepeats + 1) must be at most 50 steps, the history the loop detectors see",fieldPath=".maxRepeats",reason=FieldValueInvalid
 type AllowedCycle struct {
 	// cycle is one period of the loop, e.g. [coder, reviewer].
 	// +kubebuilder:validation:MinItems=1

@@ -135,12 +135,17 @@ const (
 	// ConditionSucceeded is set when the run ends: True for Succeeded, False otherwise, with the
 	// termination reason and message.
 	ConditionSucceeded = "Succeeded"
+	// ConditionTokenBudgetWarning is set True, once, when the tokens used reach
+	// limits.tokenWarningPercent of limits.maxTokens. Reason: ThresholdReached.
+	ConditionTokenBudgetWarning = "TokenBudgetWarning"
 )
 
 // Condition reasons that are not termination reasons.
 const (
 	ReasonConfigPinned   = "ConfigPinned"
 	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonThresholdReached is the TokenBudgetWarning reason.
+	ReasonThresholdReached = "ThresholdReached"
 )
 
 // AgentRun is one execution of an AgentConfig's team on one input.
@@ -308,7 +313,7 @@ type AgentRunStatus struct {
 
 	// input is what the current agent is given for its next step: the run's input, the
 	// previous agent's output or a note on a failed step. Bounded.
-	// +kubebuilder:validation:MaxLength=8192
+	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	Input string `json:"input,omitempty"`
 
@@ -326,7 +331,7 @@ type AgentRunStatus struct {
 	Loop *LoopStatus `json:"loop,omitempty"`
 
 	// output is the run's final answer. Bounded.
-	// +kubebuilder:validation:MaxLength=8192
+	// +kubebuilder:validation:MaxLength=16384
 	// +optional
 	Output string `json:"output,omitempty"`
 
