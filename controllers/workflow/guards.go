@@ -35,6 +35,10 @@ var guards = []guard{
 	handoffGuard,
 	tokenGuard,
 	agentStepGuard,
+	windowGuard,
+	cycleGuard,
+	repeatedInputGuard,
+	repeatedOutputGuard,
 }
 
 // check runs the guard chain for the run's next step.

@@ -19,7 +19,8 @@ type mode interface {
 }
 
 var modes = map[v1alpha1.WorkflowMode]mode{
-	v1alpha1.ModeSwarm: swarm{},
+	v1alpha1.ModeSwarm:        swarm{},
+	v1alpha1.ModeStateMachine: stateMachine{},
 }
 
 // route is a mode's decision about the end of one step.

@@ -19,7 +19,23 @@ const (
 	DefaultAgentTimeout              = 2 * time.Minute
 	DefaultMaxErrors           int32 = 5
 	DefaultMaxHandoffDepth     int32 = 5
+
+	DefaultWindow             int32 = 3
+	DefaultMinUniqueAgents    int32 = 2
+	DefaultMaxCycleRepeats    int32 = 3
+	DefaultMaxRepeatedInputs  int32 = 2
+	DefaultMaxRepeatedOutputs int32 = 3
 )
+
+// LoopSettings are the loop detectors' settings after defaults.
+type LoopSettings struct {
+	Window             int32
+	MinUniqueAgents    int32
+	MaxCycleRepeats    int32
+	MaxRepeatedInputs  int32
+	MaxRepeatedOutputs int32
+	Allow              []v1alpha1.AllowedCycle
+}
 
 // EffectiveLimits are a run's limits after the run's overrides and the defaults are applied.
 type EffectiveLimits struct {
@@ -37,9 +53,11 @@ type EffectiveLimits struct {
 type Plan struct {
 	Spec   v1alpha1.AgentConfigSpec
 	Limits EffectiveLimits
+	Loops  LoopSettings
 
 	agents      map[string]*v1alpha1.Agent
 	signals     map[string]v1alpha1.Signal
+	states      map[string]v1alpha1.State
 	terminators int
 }
 
@@ -49,8 +67,10 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	p := &Plan{
 		Spec:    spec,
 		Limits:  mergeLimits(spec.Limits, overrides),
+		Loops:   loopSettings(spec.LoopDetection),
 		agents:  make(map[string]*v1alpha1.Agent, len(spec.Agents)),
 		signals: make(map[string]v1alpha1.Signal, len(spec.Signals)),
+		states:  make(map[string]v1alpha1.State, len(spec.States)),
 	}
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
@@ -73,6 +93,9 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	}
 	for _, s := range spec.Signals {
 		p.signals[s.Name] = s
+	}
+	for _, s := range spec.States {
+		p.states[s.Name] = s
 	}
 	if _, ok := p.agents[spec.Entrypoint]; !ok {
 		errs = append(errs, field.Invalid(specPath.Child("entrypoint"), spec.Entrypoint, "not the name of an agent in spec.agents"))
@@ -107,6 +130,12 @@ func (p *Plan) Signal(name string) (v1alpha1.Signal, bool) {
 	if ok && s.Action == "" {
 		s.Action = v1alpha1.ActionNone
 	}
+	return s, ok
+}
+
+// State returns the named state.
+func (p *Plan) State(name string) (v1alpha1.State, bool) {
+	s, ok := p.states[name]
 	return s, ok
 }
 
@@ -158,6 +187,17 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 	e.MaxErrors = orDefault(o.MaxErrors, e.MaxErrors)
 	e.MaxHandoffDepth = orDefault(o.MaxHandoffDepth, e.MaxHandoffDepth)
 	return e
+}
+
+func loopSettings(l v1alpha1.LoopDetection) LoopSettings {
+	return LoopSettings{
+		Window:             orDefault(l.Window, DefaultWindow),
+		MinUniqueAgents:    orDefault(l.MinUniqueAgents, DefaultMinUniqueAgents),
+		MaxCycleRepeats:    orDefault(l.MaxCycleRepeats, DefaultMaxCycleRepeats),
+		MaxRepeatedInputs:  orDefault(l.MaxRepeatedInputs, DefaultMaxRepeatedInputs),
+		MaxRepeatedOutputs: orDefault(l.MaxRepeatedOutputs, DefaultMaxRepeatedOutputs),
+		Allow:              l.Allow,
+	}
 }
 
 func orDefault[T any](v *T, def T) T {

@@ -13,7 +13,7 @@ import (
 const maxTruncatedRetries = 2
 
 // WaitForConfig keeps a run Pending while its AgentConfig does not exist.
-func WaitForConfig(st v1alpha1.AgentRunStatus, config string) Decision {
+func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.Phase = v1alpha1.PhasePending
@@ -21,8 +21,8 @@ func WaitForConfig(st v1alpha1.AgentRunStatus, config string) Decision {
 	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != v1alpha1.ReasonConfigNotFound {
 		d.event(EventNormal, EventWaitingForConfig, "%s", msg)
 	}
-	setCondition(s, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, v1alpha1.ReasonConfigNotFound, msg)
-	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting for the AgentConfig")
+	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, v1alpha1.ReasonConfigNotFound, msg)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting for the AgentConfig")
 	return d
 }
 
@@ -38,11 +38,15 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 	s.CurrentAgent = agent
 	s.State = state
 	s.Input = bounded(input, maxInput)
-	setCondition(s, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
+	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
 		sprintf("pinned as %s", revision))
-	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
 		sprintf("%s has control", agent))
 	d.event(EventNormal, EventStarted, "run started in %s mode at agent %s (config %s)", p.Mode(), agent, revision)
+	if agent == "" {
+		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: sprintf("the first state %s is final", state)}, now)
+		return d
+	}
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
 	}
@@ -62,6 +66,9 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 
 // Check runs the guards before the run's next step. When one trips, the decision ends the run.
 func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
+	if st.Phase.Terminal() {
+		return Decision{}, false
+	}
 	t, ok := check(p, &st, now)
 	if !ok {
 		return Decision{}, false
@@ -87,7 +94,7 @@ func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Decision {
 func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message string, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
 	if reason == v1alpha1.ReasonConfigInvalid {
-		setCondition(&d.Status, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, string(reason), message)
+		setCondition(&d.Status, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, string(reason), message)
 	}
 	end(&d, Trip{Reason: reason, Message: message}, now)
 	return d
@@ -98,7 +105,11 @@ func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message
 // reached a limit ends in the same status write as the step that reached it.
 func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
+	if st.Phase.Terminal() {
+		return d
+	}
 	s := &d.Status
+	before := s.TokensUsed
 	s.StepCount++
 	s.TokensUsed += res.Tokens
 	if s.AgentSteps == nil {
@@ -124,8 +135,10 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		r = truncated(s, res)
 	default:
 		rec.OutputDigest = digest(res.Output)
+		res.Signal = detectSignal(p, res)
 		r = modes[p.Mode()].route(p, s, res)
 	}
+
 	if r.fail != "" {
 		r = failStep(p, s, res, r)
 	}
@@ -143,18 +156,33 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		end(&d, Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}, now)
 		return d
 	}
+	warnTokens(p, &d, before, now)
 	if r.handoff {
 		s.HandoffCount++
 	}
 	s.CurrentAgent = r.to
 	s.State = r.state
 	s.Input = bounded(r.input, maxInput)
-	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
 		sprintf("%s has control after step %d", r.to, s.StepCount))
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
 	}
 	return d
+}
+
+// warnTokens warns once, with an Event and a condition, when a step carries the tokens used
+// across limits.tokenWarningPercent of the budget.
+func warnTokens(p *Plan, d *Decision, before int64, now time.Time) {
+	s := &d.Status
+	threshold := p.Limits.MaxTokens * int64(p.Limits.TokenWarningPercent) / 100
+	if s.TokensUsed < threshold || before >= threshold {
+		return
+	}
+	msg := sprintf("token budget: tokens %d of %d used (%d%%), past the warning at %d%%",
+		s.TokensUsed, p.Limits.MaxTokens, s.TokensUsed*100/p.Limits.MaxTokens, p.Limits.TokenWarningPercent)
+	setCondition(s, now, v1alpha1.ConditionTokenBudgetWarning, metav1.ConditionTrue, v1alpha1.ReasonThresholdReached, msg)
+	d.event(EventWarning, EventTokenBudgetWarning, "%s", msg)
 }
 
 // truncated asks the same agent again after an answer cut at the token limit, at most
@@ -200,8 +228,8 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 		out.message = sprintf("%s failed with no agent to recover (%s)", res.Agent, why)
 		return out
 	}
+	// Recovery moves control but is not a handoff: failures count against maxErrors only.
 	out.to, out.state = to, state
-	out.handoff = true
 	out.input = sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
 	if len(r.events) == 0 {
 		out.events = append(out.events, Event{Type: EventWarning, Reason: EventStepFailed,
@@ -222,8 +250,7 @@ func end(d *Decision, t Trip, now time.Time) {
 	s.TerminationMessage = bounded(t.Message, maxMessage)
 	s.Loop = t.Loop
 	s.CompletionTime = &done
-	s.Input = ""
-	setCondition(s, v1alpha1.ConditionProgressing, metav1.ConditionFalse, string(t.Reason), s.TerminationMessage)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionFalse, string(t.Reason), s.TerminationMessage)
 	succeeded := metav1.ConditionFalse
 	typ := EventWarning
 	if s.Phase == v1alpha1.PhaseSucceeded {
@@ -232,15 +259,17 @@ func end(d *Decision, t Trip, now time.Time) {
 	if s.Phase != v1alpha1.PhaseFailed {
 		typ = EventNormal
 	}
-	setCondition(s, v1alpha1.ConditionSucceeded, succeeded, string(t.Reason), s.TerminationMessage)
+	setCondition(s, now, v1alpha1.ConditionSucceeded, succeeded, string(t.Reason), s.TerminationMessage)
 	d.event(typ, string(t.Reason), "%s", s.TerminationMessage)
 }
 
-func setCondition(s *v1alpha1.AgentRunStatus, typ string, status metav1.ConditionStatus, reason, message string) {
+// setCondition sets a condition; its transition time is the decision's time, not the clock's.
+func setCondition(s *v1alpha1.AgentRunStatus, now time.Time, typ string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type:    typ,
-		Status:  status,
-		Reason:  reason,
-		Message: bounded(message, maxMessage),
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            bounded(message, maxMessage),
+		LastTransitionTime: metav1.NewTime(now),
 	})
 }

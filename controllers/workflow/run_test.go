@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,10 +80,10 @@ func TestApplySwarm(t *testing.T) {
 			result: StepResult{Result: agents.Result{Output: "on it", Handoff: "worker", Reason: "needs work"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "worker", handoffs: 1, outcome: v1alpha1.OutcomeHandoff},
 		},
-		"a handoff outside the agent's handoffs is refused, counted as a failure and recovered by the entrypoint": {
+		"a handoff outside the agent's handoffs is refused, counted as a failure (not a handoff) and recovered by the entrypoint": {
 			from:   "worker",
 			result: StepResult{Result: agents.Result{Output: "skip ahead", Handoff: "closer"}},
-			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, errors: 1, outcome: v1alpha1.OutcomeFailed,
+			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 1, errors: 1, outcome: v1alpha1.OutcomeFailed,
 				events: []string{EventHandoffRefused}},
 		},
 		"a refused handoff from the entrypoint leaves no one to recover": {
@@ -95,7 +96,7 @@ func TestApplySwarm(t *testing.T) {
 		"a handoff target that is free text is quoted, never echoed raw": {
 			from:   "worker",
 			result: StepResult{Result: agents.Result{Output: "x", Handoff: "The Closer, please"}},
-			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, errors: 1, outcome: v1alpha1.OutcomeFailed,
+			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 1, errors: 1, outcome: v1alpha1.OutcomeFailed,
 				events: []string{EventHandoffRefused}, message: `handoff to "The Closer, please" refused`},
 		},
 		"Terminate from a terminator ends the run Terminated with its answer": {
@@ -149,7 +150,7 @@ func TestApplySwarm(t *testing.T) {
 		"a failed step goes to the entrypoint": {
 			from:   "worker",
 			result: StepResult{Error: "tool crashed"},
-			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, errors: 1, outcome: v1alpha1.OutcomeFailed,
+			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 1, errors: 1, outcome: v1alpha1.OutcomeFailed,
 				events: []string{EventStepFailed}},
 		},
 		"the entrypoint timing out ends the run AgentTimeout": {
@@ -282,6 +283,9 @@ func TestGuardsEndTheRunBeforeTheNextStep(t *testing.T) {
 					t.Fatalf("ended early before step %d: %s", i+1, st.TerminationMessage)
 				}
 				r.Input = st.Input
+				if r.Output == "" {
+					r.Output = fmt.Sprintf("progress %d", i) // every step says something new
+				}
 				st = Apply(p, st, r, t0).Status
 			}
 			if tc.after > 0 {
@@ -336,12 +340,16 @@ func TestStartPinsAndHandsControlToTheEntrypoint(t *testing.T) {
 func TestStatusStaysBounded(t *testing.T) {
 	p := mustPlan(t, MakeConfig("ping", "ns").Agents(
 		MakeAgent("a").HandsOffTo("b"), MakeAgent("b").HandsOffTo("a")).
-		MaxSteps(1000).MaxHandoffs(1000).MaxTokens(1<<40))
+		MaxSteps(1000).MaxHandoffs(1000).MaxTokens(1<<40).Allow(1000, "a", "b"))
 	st := started(p)
 	long := strings.Repeat("x", 100_000)
 	for i := 0; i < 500; i++ {
-		r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{Output: long, Handoff: map[string]string{"a": "b", "b": "a"}[st.CurrentAgent]}}
+		r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{
+			Output: fmt.Sprint(i, long), Handoff: map[string]string{"a": "b", "b": "a"}[st.CurrentAgent]}}
 		st = Apply(p, st, r, t0).Status
+		if st.Phase.Terminal() {
+			t.Fatalf("ended at step %d: %s", st.StepCount, st.TerminationMessage)
+		}
 	}
 	if st.StepCount != 500 || len(st.HandoffSequence) != maxSequence {
 		t.Fatalf("want 500 steps and %d records, got %d and %d", maxSequence, st.StepCount, len(st.HandoffSequence))

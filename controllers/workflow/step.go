@@ -53,12 +53,12 @@ const (
 
 // Event reasons other than the termination reasons, which are used as they are.
 const (
-	EventStarted          = "Started"
-	EventWaitingForConfig = "WaitingForConfig"
-	EventHandoffRefused   = "HandoffRefused"
-	EventTerminateIgnored = "TerminateIgnored"
-	EventStepFailed       = "StepFailed"
-	EventStepTruncated    = "StepTruncated"
+	EventStarted            = "Started"
+	EventWaitingForConfig   = "WaitingForConfig"
+	EventHandoffRefused     = "HandoffRefused"
+	EventTerminateIgnored   = "TerminateIgnored"
+	EventStepFailed         = "StepFailed"
+	EventTokenBudgetWarning = "TokenBudgetWarning"
 )
 
 // Decision is the run's next status and the Events that go with it.

@@ -14,8 +14,8 @@ import (
 
 // Bounds of what the status holds, below the API's own limits.
 const (
-	maxInput    = 4096
-	maxOutput   = 4096
+	maxInput    = 32768
+	maxOutput   = 16384
 	maxReason   = 256
 	maxMessage  = 1024
 	maxSequence = 50

@@ -1,0 +1,324 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"pgregory.net/rapid"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// These properties hold for every workflow, not just the examples: rapid generates random
+// teams, handoff graphs, state machines, limits and scripts, and plays each run to its end
+// through the Scripted provider. RAPID_CHECKS sets how many cases run (make test-unit: 500).
+
+var scriptedAgent = agents.NewProviders(agents.Dependencies{})
+
+// uniform draws an integer in [lo, hi] with every value equally likely. rapid's own integer
+// draws lean towards small values, which would make most generated runs end at their first
+// step; bits drawn as Bools are uniform, and shrink towards lo.
+func uniform(t *rapid.T, lo, hi int, label string) int {
+	span := hi - lo + 1
+	v := 0
+	for bit := 1; bit < span; bit <<= 1 {
+		v <<= 1
+		if rapid.Bool().Draw(t, label) {
+			v |= 1
+		}
+	}
+	return lo + v%span
+}
+
+// chance is true with probability percent/100.
+func chance(t *rapid.T, percent int, label string) bool { return uniform(t, 0, 99, label) < percent }
+
+func pick[T any](t *rapid.T, from []T, label string) T {
+	return from[uniform(t, 0, len(from)-1, label)]
+}
+
+// genConfig draws a config whose agents are Scripted with random turns.
+func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
+	n := uniform(t, 1, 5, "agents")
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("a%d", i)
+	}
+	signals := []v1alpha1.Signal{
+		{Name: "END", Action: v1alpha1.ActionTerminate},
+		{Name: "DONE", Action: v1alpha1.ActionComplete},
+		{Name: "NEXT", Action: v1alpha1.ActionNone},
+		{Name: "OTHER", Action: v1alpha1.ActionNone},
+	}
+	// Signals the turns may emit, including one that is not declared.
+	emitted := []string{"", "", "", "END", "DONE", "NEXT", "NEXT", "NEXT", "OTHER", "OTHER", "OTHER", "UNDECLARED"}
+	targets := append(slices.Clone(names), names...)
+	targets = append(targets, "stranger")
+	spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm, Entrypoint: names[0], Signals: signals}
+	for _, name := range names {
+		a := v1alpha1.Agent{Name: name, Terminator: chance(t, 25, "terminator")}
+		for _, h := range names {
+			if chance(t, 75, "handoff") {
+				a.Handoffs = append(a.Handoffs, h)
+			}
+		}
+		if chance(t, 20, "agentMaxSteps") {
+			a.MaxSteps = ptr.To(int32(uniform(t, 1, 10, "maxSteps")))
+		}
+		for range uniform(t, 1, 6, "turns") {
+			turn := v1alpha1.ScriptTurn{
+				Output: pick(t, []string{"same", "again", "progress"}, "output"),
+				Tokens: int64(uniform(t, 0, 500, "tokens")),
+				Signal: pick(t, emitted, "signal"),
+			}
+			if chance(t, 60, "unique") {
+				turn.Output += fmt.Sprint(" ", uniform(t, 0, 1<<20, "suffix"))
+			}
+			switch {
+			case !chance(t, 75, "handsOff"):
+			case len(a.Handoffs) > 0 && chance(t, 85, "allowedTarget"):
+				turn.Handoff = pick(t, a.Handoffs, "target")
+			default:
+				turn.Handoff = pick(t, targets, "anyTarget")
+			}
+			switch uniform(t, 0, 19, "fault") {
+			case 0:
+				turn.Error = "scripted failure"
+			case 1:
+				turn.FinishReason = v1alpha1.FinishLength
+			}
+			a.Script = append(a.Script, turn)
+		}
+		spec.Agents = append(spec.Agents, a)
+	}
+	if rapid.Bool().Draw(t, "stateMachine") {
+		spec.Mode = v1alpha1.ModeStateMachine
+		k := uniform(t, 1, 6, "states")
+		stateNames := make([]string, k)
+		for i := range stateNames {
+			stateNames[i] = fmt.Sprintf("S%d", i)
+		}
+		for i, sn := range stateNames {
+			st := v1alpha1.State{Name: sn}
+			if i == 0 || chance(t, 80, "hasAgent") {
+				st.Agent = pick(t, names, "stateAgent")
+				st.On = map[string]string{}
+				for _, sig := range []string{"END", "DONE", "NEXT", "OTHER"} {
+					if chance(t, 75, "transition") {
+						st.On[sig] = pick(t, stateNames, "to")
+					}
+				}
+				if chance(t, 50, "onError") {
+					st.OnError = pick(t, stateNames, "onErrorTo")
+				}
+			}
+			spec.States = append(spec.States, st)
+		}
+	}
+	spec.Limits = v1alpha1.Limits{
+		MaxHandoffs: ptr.To(int32(uniform(t, 1, 40, "maxHandoffs"))),
+		MaxSteps:    ptr.To(int32(uniform(t, 1, 50, "maxSteps"))),
+		MaxTokens:   ptr.To(int64(uniform(t, 1, 20000, "maxTokens"))),
+		MaxErrors:   ptr.To(int32(uniform(t, 1, 8, "maxErrors"))),
+		Timeout:     &metav1.Duration{Duration: time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second},
+	}
+	window := int32(uniform(t, 2, 8, "window"))
+	spec.LoopDetection = v1alpha1.LoopDetection{
+		Window:             ptr.To(window),
+		MinUniqueAgents:    ptr.To(int32(uniform(t, 1, int(window), "minUnique"))),
+		MaxCycleRepeats:    ptr.To(int32(uniform(t, 2, 12, "cycleRepeats"))),
+		MaxRepeatedInputs:  ptr.To(int32(uniform(t, 2, 12, "repeatedInputs"))),
+		MaxRepeatedOutputs: ptr.To(int32(uniform(t, 2, 12, "repeatedOutputs"))),
+	}
+	if n >= 2 && rapid.Bool().Draw(t, "allow") {
+		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: names[:2], MaxRepeats: int32(uniform(t, 1, 10, "allowRepeats"))}}
+	}
+	return spec
+}
+
+// played is a run played to its end, with every status it went through.
+type played struct {
+	plan     *Plan
+	statuses []v1alpha1.AgentRunStatus
+	now      time.Time
+	maxStep  int64
+}
+
+func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.statuses)-1] }
+
+// play runs a config through the Scripted provider until the run ends, advancing a fake clock
+// by a random step duration each step. It stops after maxSteps+1 steps whatever happens.
+func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, stepSeconds []int) played {
+	plan, errs := NewPlan(spec, nil)
+	if len(errs) > 0 {
+		t.Fatalf("generated an invalid config: %v", errs)
+	}
+	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
+	now := t0
+	out := played{plan: plan}
+	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
+	out.statuses = append(out.statuses, st)
+	for i := 0; !st.Phase.Terminal(); i++ {
+		if i > int(plan.Limits.MaxSteps) {
+			t.Fatalf("no end after %d steps: %+v", i, st)
+		}
+		if d, tripped := Check(plan, st, now); tripped {
+			st = d.Status
+			out.statuses = append(out.statuses, st)
+			break
+		}
+		step := Next(plan, &st)
+		res := StepResult{Agent: step.Agent, Input: step.Input}
+		r, err := scripted.Step(context.Background(), agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
+		if err != nil {
+			res.Error = err.Error()
+		}
+		res.Result = r
+		out.maxStep = max(out.maxStep, r.Tokens)
+		now = now.Add(time.Duration(stepSeconds[i%len(stepSeconds)]) * time.Second)
+		st = Apply(plan, st, res, now).Status
+		out.statuses = append(out.statuses, st)
+	}
+	out.now = now
+	return out
+}
+
+func drawDurations(t *rapid.T) []int {
+	out := make([]int, uniform(t, 1, 8, "durations"))
+	for i := range out {
+		out[i] = uniform(t, 0, 5, "stepSeconds")
+	}
+	return out
+}
+
+// guardReasons can only come from the guard chain.
+var guardReasons = []v1alpha1.TerminationReason{
+	v1alpha1.ReasonTimeout, v1alpha1.ReasonMaxStepsExceeded, v1alpha1.ReasonMaxHandoffsExceeded,
+	v1alpha1.ReasonTokenBudgetExceeded, v1alpha1.ReasonAgentStepLimitExceeded, v1alpha1.ReasonLoopDetected,
+}
+
+func TestPropertyEveryRunEndsWithinItsLimits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := genConfig(t)
+		run := play(t, spec, drawDurations(t))
+		st, l := run.final(), run.plan.Limits
+
+		if !st.Phase.Terminal() || st.TerminationReason == "" || st.TerminationMessage == "" {
+			t.Fatalf("the run did not end with a reason and a message: %+v", st)
+		}
+		if st.Phase != st.TerminationReason.Phase() {
+			t.Fatalf("phase %s does not match reason %s", st.Phase, st.TerminationReason)
+		}
+		if st.StepCount > l.MaxSteps || st.HandoffCount > l.MaxHandoffs || st.ErrorCount > l.MaxErrors {
+			t.Fatalf("a count passed its limit: steps %d/%d handoffs %d/%d errors %d/%d",
+				st.StepCount, l.MaxSteps, st.HandoffCount, l.MaxHandoffs, st.ErrorCount, l.MaxErrors)
+		}
+		if st.TokensUsed >= l.MaxTokens+run.maxStep && st.TokensUsed > 0 {
+			t.Fatalf("tokens %d passed the budget %d by more than one step (%d)", st.TokensUsed, l.MaxTokens, run.maxStep)
+		}
+		for name, n := range st.AgentSteps {
+			if a := run.plan.Agent(name); a.MaxSteps != nil && n > *a.MaxSteps {
+				t.Fatalf("agent %s took %d steps, its limit is %d", name, n, *a.MaxSteps)
+			}
+		}
+		if len(st.HandoffSequence) > maxSequence {
+			t.Fatalf("the sequence holds %d records", len(st.HandoffSequence))
+		}
+	})
+}
+
+func TestPropertyTerminationIsSetOnceAndMatchesTheFirstGuard(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		run := play(t, genConfig(t), drawDurations(t))
+		st := run.final()
+		for i, s := range run.statuses[:len(run.statuses)-1] {
+			if s.TerminationReason != "" || s.Phase.Terminal() {
+				t.Fatalf("status %d already ended (%s) before the last one", i, s.TerminationReason)
+			}
+		}
+		// Nothing changes an ended run.
+		again := Apply(run.plan, st, StepResult{Agent: st.CurrentAgent, Result: agents.Result{Output: "late", Signal: "DONE"}}, run.now.Add(time.Hour))
+		if diff := cmp.Diff(st, again.Status); diff != "" || len(again.Events) != 0 {
+			t.Fatalf("an ended run changed:\n%s", diff)
+		}
+		if _, ok := Check(run.plan, st, run.now.Add(time.Hour)); ok {
+			t.Fatalf("Check ended an ended run again")
+		}
+		// A run a guard ended ended with the first guard of the chain that trips.
+		if slices.Contains(guardReasons, st.TerminationReason) {
+			open := st.DeepCopy()
+			open.Phase = v1alpha1.PhaseRunning
+			trip, ok := check(run.plan, open, run.now)
+			if !ok || trip.Reason != st.TerminationReason {
+				t.Fatalf("ended %s, but the first guard to trip is %q", st.TerminationReason, trip.Reason)
+			}
+			if (st.TerminationReason == v1alpha1.ReasonLoopDetected) != (st.Loop != nil) {
+				t.Fatalf("status.loop %v does not match reason %s", st.Loop, st.TerminationReason)
+			}
+		}
+	})
+}
+
+func TestPropertyOnlyTerminatorsTerminate(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		run := play(t, genConfig(t), drawDurations(t))
+		st := run.final()
+		if st.TerminationReason != v1alpha1.ReasonTerminated {
+			return
+		}
+		last := st.HandoffSequence[len(st.HandoffSequence)-1]
+		if !run.plan.Agent(last.From).Terminator {
+			t.Fatalf("%s ended the run Terminated but is not a terminator", last.From)
+		}
+	})
+}
+
+func TestPropertyRunsAreDeterministic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec, durations := genConfig(t), drawDurations(t)
+		first, second := play(t, spec, durations), play(t, spec, durations)
+		if diff := cmp.Diff(first.statuses, second.statuses); diff != "" {
+			t.Fatalf("the same config and script gave different runs:\n%s", diff)
+		}
+	})
+}
+
+// An allowed cycle whose outputs keep changing is progress: it is never flagged before it has
+// repeated more than its own bound.
+func TestPropertyAllowedProgressingCyclesAreNotLoops(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		length := uniform(t, 2, 4, "cycleLength")
+		bound := int32(uniform(t, 1, 50/length-1, "maxRepeats"))
+		cycle := make([]string, length)
+		spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm}
+		for i := range cycle {
+			cycle[i] = fmt.Sprintf("a%d", i)
+		}
+		for i, name := range cycle {
+			spec.Agents = append(spec.Agents, v1alpha1.Agent{Name: name, Handoffs: []string{cycle[(i+1)%length]}})
+		}
+		spec.Entrypoint = cycle[0]
+		spec.Limits = v1alpha1.Limits{MaxSteps: ptr.To[int32](200), MaxHandoffs: ptr.To[int32](200)}
+		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: cycle, MaxRepeats: bound}}
+		plan, _ := NewPlan(spec, nil)
+		st := Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
+		for i := 0; !st.Phase.Terminal(); i++ {
+			next := cycle[(slices.Index(cycle, st.CurrentAgent)+1)%length]
+			st = Apply(plan, st, StepResult{Agent: st.CurrentAgent, Input: st.Input,
+				Result: agents.Result{Output: fmt.Sprintf("revision %d", i), Handoff: next}}, t0).Status
+		}
+		if st.TerminationReason != v1alpha1.ReasonLoopDetected || st.Loop.Detector != v1alpha1.DetectorCycle {
+			t.Fatalf("want the cycle detector at the allowed bound, got %s: %s", st.TerminationReason, st.TerminationMessage)
+		}
+		if ran := st.StepCount; ran < int32(length)*(bound+1)-1 {
+			t.Fatalf("flagged after %d steps, before %d repeats of a %d-agent cycle", ran, bound+1, length)
+		}
+	})
+}

@@ -1,0 +1,37 @@
+package workflow
+
+import (
+	"strings"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// detectSignal is the declared signal a step emitted: its structured signal when that is
+// declared, else the last marker line of its output. A marker line starts with the signal's
+// name, alone or followed by ':' or a space ("MEMORY_FOUND: cached fix" or "TERMINATE_WORKFLOW").
+// Signals the config does not declare do not count.
+func detectSignal(p *Plan, res StepResult) string {
+	if _, ok := p.Signal(res.Signal); ok {
+		return res.Signal
+	}
+	found := ""
+	for _, line := range strings.Split(res.Output, "\n") {
+		line = strings.Trim(strings.TrimSpace(line), "*_`#> ")
+		name, _, _ := strings.Cut(line, ":")
+		name, _, _ = strings.Cut(name, " ")
+		if _, ok := p.Signal(name); ok {
+			found = name
+		}
+	}
+	return found
+}
+
+// hasSignal reports whether the config declares a signal with this action.
+func hasSignal(p *Plan, action v1alpha1.SignalAction) bool {
+	for _, s := range p.Spec.Signals {
+		if s.Action == action {
+			return true
+		}
+	}
+	return false
+}

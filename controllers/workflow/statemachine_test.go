@@ -1,0 +1,99 @@
+package workflow
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+// triage is a small StateMachine: check, then fix or escalate, then done.
+func triage() *ConfigWrapper {
+	return MakeConfig("triage", "ns").Mode(v1alpha1.ModeStateMachine).Agents(
+		MakeAgent("checker"), MakeAgent("fixer"), MakeAgent("human-desk"),
+	).Signal("KNOWN", v1alpha1.ActionNone).Signal("UNKNOWN", v1alpha1.ActionNone).Signal("FIXED", v1alpha1.ActionNone).
+		State("CHECK", "checker", map[string]string{"KNOWN": "FIX", "UNKNOWN": "ESCALATE"}).
+		State("FIX", "fixer", map[string]string{"FIXED": "DONE"}).
+		State("ESCALATE", "human-desk", map[string]string{"FIXED": "DONE"}).
+		State("DONE", "", nil)
+}
+
+func TestStateMachineRoutesOnSignals(t *testing.T) {
+	p := mustPlan(t, triage())
+	st := started(p)
+	if st.State != "CHECK" || st.CurrentAgent != "checker" {
+		t.Fatalf("start: state %s agent %s", st.State, st.CurrentAgent)
+	}
+	st = drive(t, p, turn{Output: "Seen it before.\nKNOWN"}, turn{Output: "Applied the fix", Signal: "FIXED"})
+	if st.Phase != v1alpha1.PhaseSucceeded || st.TerminationReason != v1alpha1.ReasonCompleted {
+		t.Fatalf("want Completed, got %s: %s", st.TerminationReason, st.TerminationMessage)
+	}
+	if st.TerminationMessage != "reached final state DONE on FIXED from FIX at step 2" {
+		t.Fatalf("message %q", st.TerminationMessage)
+	}
+	var reasons []string
+	for _, r := range st.HandoffSequence {
+		reasons = append(reasons, r.From+" "+r.Reason)
+	}
+	if diff := cmp.Diff([]string{"checker KNOWN: CHECK -> FIX", "fixer FIXED: FIX -> DONE"}, reasons); diff != "" {
+		t.Fatalf("sequence (-want +got):\n%s", diff)
+	}
+}
+
+func TestStateMachineFailedSteps(t *testing.T) {
+	cases := map[string]struct {
+		config  *ConfigWrapper
+		answer  turn
+		state   string
+		agent   string
+		reason  v1alpha1.TerminationReason
+		message string
+	}{
+		"no signal and no onError ends the run": {
+			config:  triage(),
+			answer:  turn{Output: "hmm"},
+			reason:  v1alpha1.ReasonTooManyErrors,
+			message: "checker failed with no agent to recover (state CHECK: checker emitted no signal; expected one of KNOWN, UNKNOWN) at step 1",
+		},
+		"a signal without a transition goes to onError": {
+			config: func() *ConfigWrapper {
+				c := triage()
+				c.Spec.States[0].OnError = "ESCALATE"
+				return c
+			}(),
+			answer: turn{Output: "done already", Signal: "FIXED"},
+			state:  "ESCALATE",
+			agent:  "human-desk",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := drive(t, mustPlan(t, tc.config), tc.answer)
+			if st.ErrorCount != 1 || st.HandoffSequence[0].Outcome != v1alpha1.OutcomeFailed {
+				t.Fatalf("want one failed step, got errors %d, %+v", st.ErrorCount, st.HandoffSequence[0])
+			}
+			if st.TerminationReason != tc.reason || st.State != firstNonEmpty(tc.state, st.State) || (tc.agent != "" && st.CurrentAgent != tc.agent) {
+				t.Fatalf("got reason %q state %s agent %s (%s)", st.TerminationReason, st.State, st.CurrentAgent, st.TerminationMessage)
+			}
+			if tc.message != "" && st.TerminationMessage != tc.message {
+				t.Fatalf("message %q", st.TerminationMessage)
+			}
+		})
+	}
+}
+
+func TestStateMachineTerminateNeedsATerminator(t *testing.T) {
+	c := triage().Signal("STOP", v1alpha1.ActionTerminate)
+	c.Spec.States[0].On["STOP"] = "DONE"
+	d := Apply(mustPlan(t, c), started(mustPlan(t, c)), StepResult{Agent: "checker", Result: turn{Output: "STOP"}}, t0)
+	if d.Status.TerminationReason != v1alpha1.ReasonCompleted || !cmp.Equal(eventReasons(d), []string{EventTerminateIgnored, "Completed"}) {
+		t.Fatalf("a non-terminator's Terminate must be ignored and the transition taken: %s %v", d.Status.TerminationReason, eventReasons(d))
+	}
+	c.Spec.Agents[0].Terminator = true
+	d = Apply(mustPlan(t, c), started(mustPlan(t, c)), StepResult{Agent: "checker", Result: turn{Output: "STOP"}}, t0)
+	if d.Status.TerminationReason != v1alpha1.ReasonTerminated {
+		t.Fatalf("a terminator's Terminate ends the run Terminated, got %s", d.Status.TerminationReason)
+	}
+}
