@@ -51,11 +51,20 @@ verify: manifests generate ## Fail if generated files or go.mod are stale.
 ##@ Tests
 
 .PHONY: test
-test: manifests generate lint test-unit test-integration test-e2e ## Run every suite: unit, integration (envtest) and e2e.
+test: manifests generate lint test-unit fuzz test-integration test-e2e ## Run every suite: unit, fuzz, integration (envtest) and e2e.
+
+# Property tests: cases per property.
+RAPID_CHECKS ?= 500
+# Fuzzing time per target.
+FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests of the pure packages.
-	$(GO) test -race -count=1 ./api/... ./agents/... ./controllers/...
+	RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the decision core for FUZZTIME (the seed corpus also runs in test-unit).
+	$(GO) test ./controllers/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Make kube-apiserver and etcd available (download, else build from the module proxy).

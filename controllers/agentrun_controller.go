@@ -147,7 +147,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {
-		return r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name))
+		return r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
 	}
 	if err != nil {
 		return ctrl.Result{}, err

@@ -56,6 +56,20 @@ func (w *ConfigWrapper) State(name, agent string, on map[string]string) *ConfigW
 	return w
 }
 
+// Allow lets the cycle of agents repeat up to maxRepeats times.
+func (w *ConfigWrapper) Allow(maxRepeats int32, cycle ...string) *ConfigWrapper {
+	w.Spec.LoopDetection.Allow = append(w.Spec.LoopDetection.Allow, v1alpha1.AllowedCycle{Cycle: cycle, MaxRepeats: maxRepeats})
+	return w
+}
+
+// LoopDetection sets the loop detectors' settings; nil leaves a setting at its default.
+func (w *ConfigWrapper) LoopDetection(window, minUnique, cycleRepeats, repeatedInputs, repeatedOutputs *int32) *ConfigWrapper {
+	l := &w.Spec.LoopDetection
+	l.Window, l.MinUniqueAgents, l.MaxCycleRepeats = window, minUnique, cycleRepeats
+	l.MaxRepeatedInputs, l.MaxRepeatedOutputs = repeatedInputs, repeatedOutputs
+	return w
+}
+
 // MaxHandoffs sets limits.maxHandoffs.
 func (w *ConfigWrapper) MaxHandoffs(n int32) *ConfigWrapper { w.Spec.Limits.MaxHandoffs = &n; return w }
 

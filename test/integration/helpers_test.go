@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +73,12 @@ func eventsOf(run *v1alpha1.AgentRun) []string {
 		}
 	}
 	return out
+}
+
+// digestOf is the short digest status uses for a step's input or output.
+func digestOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }
 
 // loadSample reads the objects of a file in config/samples into namespace.

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -21,12 +22,19 @@ var helpdeskSequence = []string{
 	"orchestrator->summarization", "summarization->orchestrator", "orchestrator->ticketing", "ticketing->",
 }
 
-// pingPong is a Swarm of two agents that hand off to each other forever.
+// pingPong is a Swarm of two agents that hand off to each other forever, with the loop
+// detectors relaxed so that the limits are what ends it.
 func pingPong(ns string) *ConfigWrapper {
-	return MakeConfig("ping-pong", ns).Agents(
+	return tolerant(MakeConfig("ping-pong", ns).Agents(
 		MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b").Tokens(100)),
 		MakeAgent("b").HandsOffTo("a").Script(Says("to a").HandOff("a").Tokens(100)),
-	).MaxHandoffs(100).MaxSteps(100)
+	).MaxHandoffs(100).MaxSteps(100))
+}
+
+// tolerant relaxes the loop detectors for a config whose agents a and b say the same things
+// over and over, so that a limit test sees its limit.
+func tolerant(c *ConfigWrapper) *ConfigWrapper {
+	return c.LoopDetection(nil, nil, nil, ptr.To[int32](50), ptr.To[int32](50)).Allow(24, "a", "b")
 }
 
 var _ = Describe("An AgentRun", func() {
@@ -87,22 +95,22 @@ var _ = Describe("An AgentRun", func() {
 			).AgentTimeout(500 * time.Millisecond)
 		}, v1alpha1.ReasonAgentTimeout, `^a failed with no agent to recover \(timed out after 500ms\) at step 1$`),
 		Entry("an agent's own timeout: its steps fail until maxErrors", func(ns string) *ConfigWrapper {
-			return MakeConfig("flaky", ns).Agents(
+			return tolerant(MakeConfig("flaky", ns).Agents(
 				MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b")),
 				MakeAgent("b").HandsOffTo("a").Timeout(300*time.Millisecond).Script(Says("late").Delay(time.Hour)),
-			).MaxErrors(2)
+			).MaxErrors(2))
 		}, v1alpha1.ReasonTooManyErrors, `^error limit: 2 of 2 steps failed; last failure at step 4, agent b: timed out after 300ms$`),
 		Entry("maxErrors", func(ns string) *ConfigWrapper {
-			return MakeConfig("broken", ns).Agents(
+			return tolerant(MakeConfig("broken", ns).Agents(
 				MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b")),
 				MakeAgent("b").HandsOffTo("a").Script(Says("").Fails("database unavailable")),
-			).MaxErrors(3)
+			).MaxErrors(3))
 		}, v1alpha1.ReasonTooManyErrors, `^error limit: 3 of 3 steps failed; last failure at step 6, agent b: database unavailable$`),
 		Entry("an agent's maxSteps", func(ns string) *ConfigWrapper {
-			return MakeConfig("capped", ns).Agents(
+			return tolerant(MakeConfig("capped", ns).Agents(
 				MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b")),
 				MakeAgent("b").HandsOffTo("a").MaxSteps(2).Script(Says("to a").HandOff("a")),
-			)
+			))
 		}, v1alpha1.ReasonAgentStepLimitExceeded, `^agent step limit: b took 2 of its 2 steps and was not started again$`),
 	)
 
@@ -263,10 +271,10 @@ var _ = Describe("An AgentRun", func() {
 	})
 
 	It("continues where it stopped when the operator restarts", func() {
-		cfg := MakeConfig("relay", ns).Agents(
+		cfg := tolerant(MakeConfig("relay", ns).Agents(
 			MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b").Delay(300*time.Millisecond)),
 			MakeAgent("b").HandsOffTo("a").Script(Says("to a").HandOff("a").Delay(300*time.Millisecond)),
-		).MaxHandoffs(8).Obj()
+		).MaxHandoffs(8)).Obj()
 		run := MakeRun("r", ns).Config(cfg.Name).Obj()
 		create(cfg, run)
 		Eventually(func() int32 { return get(run).Status.StepCount }, runTimeout, poll).Should(BeNumerically(">=", 2))
