@@ -78,6 +78,10 @@ test-integration: ## The envtest suite: the operator against a real API server a
 test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
+.PHONY: bench
+bench: ## Benchmarks against a real API server: API writes per handoff, runs and handoffs per second.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 30m
+
 ##@ Run
 
 .PHONY: quickstart

@@ -42,7 +42,7 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 		sprintf("pinned as %s", revision))
 	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
 		sprintf("%s has control", agent))
-	d.event(EventNormal, EventStarted, "run started in %s mode at agent %s (config %s)", p.Mode(), agent, revision)
+	// No Event: status says the run started, and an Event is one more write per run.
 	if agent == "" {
 		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: sprintf("the first state %s is final", state)}, now)
 		return d

@@ -328,7 +328,7 @@ func TestStartPinsAndHandsControlToTheEntrypoint(t *testing.T) {
 		s.ConfigRevision != "team-abc" || !s.StartTime.Time.Equal(t0) {
 		t.Fatalf("unexpected start status: %+v", s)
 	}
-	if got := eventReasons(d); !cmp.Equal(got, []string{EventStarted}) {
+	if got := eventReasons(d); len(got) != 0 {
 		t.Fatalf("events: %v", got)
 	}
 	step := Next(p, &s)

@@ -53,7 +53,6 @@ const (
 
 // Event reasons other than the termination reasons, which are used as they are.
 const (
-	EventStarted            = "Started"
 	EventWaitingForConfig   = "WaitingForConfig"
 	EventHandoffRefused     = "HandoffRefused"
 	EventTerminateIgnored   = "TerminateIgnored"

@@ -296,3 +296,28 @@ var _ = Describe("An AgentRun", func() {
 		Expect(steps).To(Equal([]int32{1, 2, 3, 4, 5, 6, 7, 8}))
 	})
 })
+
+var _ = Describe("A slow agent step", func() {
+	It("does not hold up other runs", func() {
+		ns := newNamespace()
+		slow := MakeConfig("slow", ns).Agents(MakeAgent("a").Script(Says("eventually").Delay(time.Hour))).Obj()
+		helpdesk, _ := loadSample("helpdesk.yaml", ns)
+		create(slow, helpdesk)
+		// More slow runs than the manager has reconcile workers (4), started first.
+		var slowRuns []*v1alpha1.AgentRun
+		for i := range 8 {
+			r := MakeRun(fmt.Sprintf("slow-%d", i), ns).Config("slow").Obj()
+			slowRuns = append(slowRuns, r)
+			create(r)
+		}
+		for _, r := range slowRuns {
+			Eventually(func() v1alpha1.RunPhase { return get(r).Status.Phase }, runTimeout, poll).Should(Equal(v1alpha1.PhaseRunning))
+		}
+		fast := MakeRun("fast", ns).Config("helpdesk").Input("Ticket 9: VPN drops").Obj()
+		create(fast)
+		Expect(waitForEnd(fast).Status.TerminationReason).To(Equal(v1alpha1.ReasonTerminated))
+		for _, r := range slowRuns {
+			Expect(get(r).Status.Phase).To(Equal(v1alpha1.PhaseRunning), "%s is still in its first step", r.Name)
+		}
+	})
+})
