@@ -18,6 +18,11 @@ const (
 	AnnotationFeedback = "agents.baton.dev/feedback"
 	// AnnotationReply answers a run that is AwaitingInput.
 	AnnotationReply = "agents.baton.dev/reply"
+	// AnnotationDecisions holds decisions queued for the operator, oldest first, as JSON. Only
+	// Baton writes it: its admission webhook moves each approve, reject or reply annotation
+	// there, stamped with who made it, so that no decision is lost or overwritten while the
+	// operator is away.
+	AnnotationDecisions = "agents.baton.dev/decisions"
 )
 
 // RunPhase is where a run is in its life.
@@ -135,6 +140,10 @@ const (
 	// ConditionSucceeded is set when the run ends: True for Succeeded, False otherwise, with the
 	// termination reason and message.
 	ConditionSucceeded = "Succeeded"
+	// ConditionDecision says what became of the latest human decision: True, reason Applied,
+	// when it took effect; False when it changed nothing, with the reason (NotWaiting,
+	// GateNotPending, AlreadyApproved, InvalidValue, UnknownAgent) and what was expected.
+	ConditionDecision = "Decision"
 	// ConditionTokenBudgetWarning is set True, once, when the tokens used reach
 	// limits.tokenWarningPercent of limits.maxTokens. Reason: ThresholdReached.
 	ConditionTokenBudgetWarning = "TokenBudgetWarning"
@@ -146,6 +155,13 @@ const (
 	ReasonConfigNotFound = "ConfigNotFound"
 	// ReasonThresholdReached is the TokenBudgetWarning reason.
 	ReasonThresholdReached = "ThresholdReached"
+	// Decision condition reasons.
+	ReasonApplied         = "Applied"
+	ReasonNotWaiting      = "NotWaiting"
+	ReasonGateNotPending  = "GateNotPending"
+	ReasonAlreadyApproved = "AlreadyApproved"
+	ReasonInvalidValue    = "InvalidValue"
+	ReasonUnknownAgent    = "UnknownAgent"
 )
 
 // AgentRun is one execution of an AgentConfig's team on one input.
@@ -300,6 +316,17 @@ type AgentRunStatus struct {
 	// +optional
 	ErrorCount int32 `json:"errorCount,omitempty"`
 
+	// waited is the time the run spent waiting for people (approvals and replies); it does not
+	// count against limits.timeout.
+	// +kubebuilder:validation:Type=string
+	// +optional
+	Waited *metav1.Duration `json:"waited,omitempty"`
+
+	// lastDecision is the sequence number of the latest queued human decision the run has
+	// taken, so that no decision is applied twice.
+	// +optional
+	LastDecision int64 `json:"lastDecision,omitempty"`
+
 	// agentSteps counts the steps each agent has taken.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
@@ -339,14 +366,18 @@ type AgentRunStatus struct {
 	// +optional
 	PendingApproval *PendingApproval `json:"pendingApproval,omitempty"`
 
-	// approvals records every human decision, oldest first.
+	// pendingInput is the question of an agent that waits for a reply.
+	// +optional
+	PendingInput *PendingInput `json:"pendingInput,omitempty"`
+
+	// approvals records every human decision, oldest first (the latest 64).
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Approvals []ApprovalRecord `json:"approvals,omitempty"`
 
-	// startTime is when the run started.
+	// startTime is when the run started, to the microsecond: the run's deadline counts from it.
 	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
+	StartTime *metav1.MicroTime `json:"startTime,omitempty"`
 
 	// completionTime is when the run ended.
 	// +optional
@@ -438,28 +469,67 @@ type PendingApproval struct {
 	// +required
 	Gate string `json:"gate"`
 
-	// since is when the gate opened.
+	// since is when the gate opened, to the microsecond.
 	// +required
-	Since metav1.Time `json:"since"`
+	Since metav1.MicroTime `json:"since"`
 
 	// approvedBy are the people who approved so far.
 	// +kubebuilder:validation:MaxItems=10
 	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	ApprovedBy []string `json:"approvedBy,omitempty"`
+
+	// completes is set when the run ends once the gate passes: the step before the gate
+	// finished the run.
+	// +optional
+	Completes *Completion `json:"completes,omitempty"`
+}
+
+// Completion is how a run ends once its pending gate passes.
+type Completion struct {
+	// reason is the termination reason, Completed or Terminated.
+	// +required
+	Reason TerminationReason `json:"reason"`
+
+	// message is the termination message.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PendingInput is an agent's question that waits for a reply.
+type PendingInput struct {
+	// agent asked the question and gets the reply.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Agent string `json:"agent"`
+
+	// question is what the agent asked. Bounded.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Question string `json:"question,omitempty"`
+
+	// since is when the run started waiting, to the microsecond.
+	// +required
+	Since metav1.MicroTime `json:"since"`
 }
 
 // ApprovalRecord is one human decision.
 type ApprovalRecord struct {
-	// gate is the gate decided on.
+	// gate is the gate decided on; empty for a reply.
 	// +kubebuilder:validation:MaxLength=63
-	// +required
-	Gate string `json:"gate"`
+	// +optional
+	Gate string `json:"gate,omitempty"`
 
-	// decision is Approved or Rejected.
-	// +kubebuilder:validation:Enum=Approved;Rejected
+	// decision is Approved, Rejected or Replied.
+	// +kubebuilder:validation:Enum=Approved;Rejected;Replied
 	// +required
 	Decision string `json:"decision"`
+
+	// revise is where a rejection sent the run: an agent, or replan.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Revise string `json:"revise,omitempty"`
 
 	// by is who decided.
 	// +kubebuilder:validation:MaxLength=253

@@ -57,7 +57,7 @@ func timeoutGuard(in guardInput) (Trip, bool) {
 	if !ok || in.now.Before(deadline) {
 		return Trip{}, false
 	}
-	elapsed := in.now.Sub(in.status.StartTime.Time).Round(time.Second)
+	elapsed := in.now.Sub(deadline.Add(-in.plan.Limits.Timeout)).Round(time.Second)
 	return Trip{Reason: v1alpha1.ReasonTimeout, Message: fmt.Sprintf(
 		"run timeout: %s elapsed of %s; %s had control after step %d",
 		elapsed, in.plan.Limits.Timeout, in.next, in.status.StepCount)}, true
@@ -113,11 +113,17 @@ func agentStepGuard(in guardInput) (Trip, bool) {
 }
 
 // deadline is when the run times out.
+// Time spent waiting for people does not count: a waiting run has no deadline, and the time it
+// waited moves the deadline back.
 func deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
-	if st.StartTime == nil {
+	if st.StartTime == nil || st.Phase == v1alpha1.PhaseAwaitingApproval || st.PendingInput != nil {
 		return time.Time{}, false
 	}
-	return st.StartTime.Add(p.Limits.Timeout), true
+	d := st.StartTime.Add(p.Limits.Timeout)
+	if st.Waited != nil {
+		d = d.Add(st.Waited.Duration)
+	}
+	return d, true
 }
 
 // lastFailure is the latest failed step still in the sequence.

@@ -42,6 +42,8 @@ type route struct {
 	input string
 	// handoff counts the move of control as a handoff.
 	handoff bool
+	// await pauses the run until a person replies to the agent.
+	await bool
 	// fail, when set, makes the step a failed step for this reason.
 	fail   string
 	events []Event
@@ -55,6 +57,9 @@ var signalActions = map[v1alpha1.SignalAction]signalAction{
 	v1alpha1.ActionTerminate: terminateSignal,
 	v1alpha1.ActionComplete:  completeSignal,
 	v1alpha1.ActionNone:      noneSignal,
+	v1alpha1.ActionAwaitInput: func(_ *Plan, _ StepResult, sig v1alpha1.Signal) (route, bool) {
+		return route{await: true, outcome: v1alpha1.OutcomeSignal, reason: sig.Name, signal: sig.Name}, true
+	},
 }
 
 func terminateSignal(p *Plan, res StepResult, sig v1alpha1.Signal) (route, bool) {

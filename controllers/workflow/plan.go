@@ -59,6 +59,9 @@ type Plan struct {
 	signals     map[string]v1alpha1.Signal
 	states      map[string]v1alpha1.State
 	terminators int
+
+	runName, runNamespace string
+	skipGates             bool
 }
 
 // NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses

@@ -56,9 +56,10 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		{Name: "DONE", Action: v1alpha1.ActionComplete},
 		{Name: "NEXT", Action: v1alpha1.ActionNone},
 		{Name: "OTHER", Action: v1alpha1.ActionNone},
+		{Name: "ASK", Action: v1alpha1.ActionAwaitInput},
 	}
 	// Signals the turns may emit, including one that is not declared.
-	emitted := []string{"", "", "", "END", "DONE", "NEXT", "NEXT", "NEXT", "OTHER", "OTHER", "OTHER", "UNDECLARED"}
+	emitted := []string{"", "", "", "END", "DONE", "NEXT", "NEXT", "NEXT", "OTHER", "OTHER", "OTHER", "UNDECLARED", "ASK"}
 	targets := append(slices.Clone(names), names...)
 	targets = append(targets, "stranger")
 	spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm, Entrypoint: names[0], Signals: signals}
@@ -137,6 +138,20 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		MaxRepeatedInputs:  ptr.To(int32(uniform(t, 2, 12, "repeatedInputs"))),
 		MaxRepeatedOutputs: ptr.To(int32(uniform(t, 2, 12, "repeatedOutputs"))),
 	}
+	for i, name := range names {
+		if chance(t, 25, "gateAfter") {
+			spec.Approvals = append(spec.Approvals, v1alpha1.ApprovalGate{Name: fmt.Sprintf("after-%d", i), After: name,
+				Required: int32(uniform(t, 1, 2, "required")), OnTimeout: pick(t, []string{"Reject", "Approve"}, "onTimeout")})
+		}
+	}
+	if chance(t, 30, "gateComplete") {
+		spec.Approvals = append(spec.Approvals, v1alpha1.ApprovalGate{Name: "final", Before: "Complete", Required: 1, OnTimeout: "Reject"})
+	}
+	for i := range spec.Approvals {
+		if chance(t, 30, "gateTimeout") {
+			spec.Approvals[i].Timeout = &metav1.Duration{Duration: time.Duration(uniform(t, 1, 30, "gateSeconds")) * time.Second}
+		}
+	}
 	if n >= 2 && rapid.Bool().Draw(t, "allow") {
 		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: names[:2], MaxRepeats: int32(uniform(t, 1, 10, "allowRepeats"))}}
 	}
@@ -155,7 +170,7 @@ func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.status
 
 // play runs a config through the Scripted provider until the run ends, advancing a fake clock
 // by a random step duration each step. It stops after maxSteps+1 steps whatever happens.
-func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, stepSeconds []int) played {
+func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	plan, errs := NewPlan(spec, nil)
 	if len(errs) > 0 {
 		t.Fatalf("generated an invalid config: %v", errs)
@@ -163,11 +178,36 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, stepSeconds []int) played {
 	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
 	now := t0
 	out := played{plan: plan}
+	plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired)
 	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
 	out.statuses = append(out.statuses, st)
+	var seq int64
+	decisions := 0
 	for i := 0; !st.Phase.Terminal(); i++ {
-		if i > int(plan.Limits.MaxSteps) {
-			t.Fatalf("no end after %d steps: %+v", i, st)
+		if int(st.StepCount) > int(plan.Limits.MaxSteps) || decisions > 200 {
+			t.Fatalf("no end after %d steps and %d decisions: %+v", st.StepCount, decisions, st)
+		}
+		if st.Phase == v1alpha1.PhaseAwaitingApproval || st.Phase == v1alpha1.PhaseAwaitingInput {
+			// People decide: sometimes late (the gate may time out), sometimes wrongly.
+			now = now.Add(time.Duration(tl.at(tl.thinkSeconds, decisions)) * time.Second)
+			if d, expired := CheckWaiting(plan, st, now); expired {
+				st = d.Status
+				out.statuses = append(out.statuses, st)
+				continue
+			}
+			seq++
+			decisions++
+			q := decisionAt(tl, plan, st, seq)
+			if decisions%4 == 0 {
+				// Someone new eventually makes the right call.
+				q = v1alpha1.QueuedDecision{Seq: seq, By: fmt.Sprint("reviewer-", seq), Action: v1alpha1.DecisionReply, Reply: "yes"}
+				if st.PendingApproval != nil {
+					q.Action, q.Gate = v1alpha1.DecisionApprove, st.PendingApproval.Gate
+				}
+			}
+			st = Decide(plan, st, q, now).Status
+			out.statuses = append(out.statuses, st)
+			continue
 		}
 		if d, tripped := Check(plan, st, now); tripped {
 			st = d.Status
@@ -182,7 +222,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, stepSeconds []int) played {
 		}
 		res.Result = r
 		out.maxStep = max(out.maxStep, r.Tokens)
-		now = now.Add(time.Duration(stepSeconds[i%len(stepSeconds)]) * time.Second)
+		now = now.Add(time.Duration(tl.at(tl.stepSeconds, i)) * time.Second)
 		st = Apply(plan, st, res, now).Status
 		out.statuses = append(out.statuses, st)
 	}
@@ -190,13 +230,61 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, stepSeconds []int) played {
 	return out
 }
 
-func drawDurations(t *rapid.T) []int {
-	out := make([]int, uniform(t, 1, 8, "durations"))
-	for i := range out {
-		out[i] = uniform(t, 0, 5, "stepSeconds")
+// decisionAt is what a person annotates as the run's seq-th decision: mostly the right one,
+// sometimes a wrong one.
+func decisionAt(tl timeline, p *Plan, st v1alpha1.AgentRunStatus, seq int64) v1alpha1.QueuedDecision {
+	i := int(seq)
+	q := v1alpha1.QueuedDecision{Seq: seq, By: []string{"alice", "bob", "carol"}[tl.at(tl.by, i)]}
+	gate := "none"
+	if st.PendingApproval != nil {
+		gate = st.PendingApproval.Gate
 	}
-	return out
+	switch tl.at(tl.choices, i) {
+	case 0:
+		q.Action, q.Gate = v1alpha1.DecisionApprove, "no-such-gate"
+	case 1:
+		q.Action, q.Reply = v1alpha1.DecisionReply, "an answer"
+	case 2:
+		q.Action, q.Gate = v1alpha1.DecisionReject, gate
+		q.Revise = []string{"", "replan", p.Spec.Agents[0].Name, "ghost"}[tl.at(tl.revises, i)]
+	default:
+		if st.Phase == v1alpha1.PhaseAwaitingInput {
+			q.Action, q.Reply = v1alpha1.DecisionReply, fmt.Sprint("answer ", seq)
+		} else {
+			q.Action, q.Gate = v1alpha1.DecisionApprove, gate
+		}
+	}
+	return q
 }
+
+// timeline is what happens around a run, drawn up front so that replays are identical: how
+// long steps take, and what people decide, when.
+type timeline struct {
+	stepSeconds  []int
+	thinkSeconds []int
+	choices      []int
+	revises      []int
+	by           []int
+}
+
+func drawDurations(t *rapid.T) timeline {
+	draw := func(n, lo, hi int, label string) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = uniform(t, lo, hi, label)
+		}
+		return out
+	}
+	return timeline{
+		stepSeconds:  draw(uniform(t, 1, 8, "durations"), 0, 5, "stepSeconds"),
+		thinkSeconds: draw(uniform(t, 1, 6, "thinks"), 0, 40, "thinkSeconds"),
+		choices:      draw(uniform(t, 1, 8, "choices"), 0, 9, "decision"),
+		revises:      draw(uniform(t, 1, 4, "revises"), 0, 3, "revise"),
+		by:           draw(uniform(t, 1, 4, "people"), 0, 2, "by"),
+	}
+}
+
+func (tl timeline) at(xs []int, i int) int { return xs[i%len(xs)] }
 
 // guardReasons can only come from the guard chain.
 var guardReasons = []v1alpha1.TerminationReason{

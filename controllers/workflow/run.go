@@ -31,7 +31,7 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	agent, state := modes[p.Mode()].start(p)
-	start := metav1.NewTime(now)
+	start := metav1.NewMicroTime(now)
 	s.Phase = v1alpha1.PhaseRunning
 	s.StartTime = &start
 	s.ConfigRevision = revision
@@ -66,7 +66,7 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 
 // Check runs the guards before the run's next step. When one trips, the decision ends the run.
 func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
-	if st.Phase.Terminal() {
+	if st.Phase != v1alpha1.PhaseRunning {
 		return Decision{}, false
 	}
 	t, ok := check(p, &st, now)
@@ -78,8 +78,15 @@ func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) 
 	return d, true
 }
 
-// Deadline is when the run times out; ok is false for a run that has not started.
-func Deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) { return deadline(p, st) }
+// Deadline is when the run must be looked at again without anything else happening: its
+// timeout while it runs, its gate's timeout while it waits for approval. ok is false when
+// there is no such time.
+func Deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
+	if st.Phase == v1alpha1.PhaseAwaitingApproval {
+		return WaitDeadline(p, st)
+	}
+	return deadline(p, st)
+}
 
 // Cancel ends a run Cancelled at a person's request.
 func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Decision {
@@ -105,7 +112,7 @@ func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message
 // reached a limit ends in the same status write as the step that reached it.
 func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
-	if st.Phase.Terminal() {
+	if st.Phase != v1alpha1.PhaseRunning {
 		return d
 	}
 	s := &d.Status
@@ -153,10 +160,26 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		if r.final {
 			s.Output = bounded(res.Output, maxOutput)
 		}
-		end(&d, Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}, now)
+		t := Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}
+		// A run that would complete waits at the agent's gate, else at the before-Complete gate.
+		if t.Reason.Phase() == v1alpha1.PhaseSucceeded {
+			g, ok := p.gateAfter(res.Agent)
+			if !ok {
+				g, ok = p.gateBeforeComplete()
+			}
+			if ok {
+				openGate(p, &d, g, &v1alpha1.Completion{Reason: t.Reason, Message: t.Message}, now)
+				return d
+			}
+		}
+		end(&d, t, now)
 		return d
 	}
 	warnTokens(p, &d, before, now)
+	if r.await {
+		awaitInput(p, &d, res.Agent, res.Output, now)
+		return d
+	}
 	if r.handoff {
 		s.HandoffCount++
 	}
@@ -167,6 +190,13 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		sprintf("%s has control after step %d", r.to, s.StepCount))
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
+		return d
+	}
+	// A gate after the agent opens once its step completed; a limit already reached wins.
+	if rec.Outcome != v1alpha1.OutcomeFailed && rec.Outcome != v1alpha1.OutcomeTruncated {
+		if g, ok := p.gateAfter(res.Agent); ok {
+			openGate(p, &d, g, nil, now)
+		}
 	}
 	return d
 }

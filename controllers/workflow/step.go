@@ -43,6 +43,10 @@ type Event struct {
 	Reason string
 	// Message is the Event's text. It never holds raw model output.
 	Message string
+	// Action is what the Event is about, when it is not the step or the end of the run. Events
+	// of one write that share type, reason and action are merged into one, so each decision's
+	// Events carry their own.
+	Action string
 }
 
 // Event types.
@@ -58,6 +62,10 @@ const (
 	EventTerminateIgnored   = "TerminateIgnored"
 	EventStepFailed         = "StepFailed"
 	EventTokenBudgetWarning = "TokenBudgetWarning"
+	EventAwaitingApproval   = "AwaitingApproval"
+	EventAwaitingInput      = "AwaitingInput"
+	EventDecisionApplied    = "DecisionApplied"
+	EventDecisionIgnored    = "DecisionIgnored"
 )
 
 // Decision is the run's next status and the Events that go with it.

@@ -70,6 +70,28 @@ func (w *ConfigWrapper) LoopDetection(window, minUnique, cycleRepeats, repeatedI
 	return w
 }
 
+// Gate adds a human gate that opens after the agent's step ("Complete": before the run
+// completes), needing required approvals.
+func (w *ConfigWrapper) Gate(name, after string, required int32) *ConfigWrapper {
+	g := v1alpha1.ApprovalGate{Name: name, After: after, Required: required, OnTimeout: "Reject"}
+	if after == "Complete" {
+		g.After, g.Before = "", "Complete"
+	}
+	w.Spec.Approvals = append(w.Spec.Approvals, g)
+	return w
+}
+
+// GateTimeout sets the timeout of the named gate and what happens then (Reject or Approve).
+func (w *ConfigWrapper) GateTimeout(name string, d time.Duration, onTimeout string) *ConfigWrapper {
+	for i := range w.Spec.Approvals {
+		if w.Spec.Approvals[i].Name == name {
+			w.Spec.Approvals[i].Timeout = &metav1.Duration{Duration: d}
+			w.Spec.Approvals[i].OnTimeout = onTimeout
+		}
+	}
+	return w
+}
+
 // MaxHandoffs sets limits.maxHandoffs.
 func (w *ConfigWrapper) MaxHandoffs(n int32) *ConfigWrapper { w.Spec.Limits.MaxHandoffs = &n; return w }
 
@@ -206,6 +228,9 @@ func (w *RunWrapper) Timeout(d time.Duration) *RunWrapper {
 	w.overrides().Timeout = &metav1.Duration{Duration: d}
 	return w
 }
+
+// SkipApprovals runs without the config's gates.
+func (w *RunWrapper) SkipApprovals() *RunWrapper { w.Spec.Approvals = v1alpha1.ApprovalsSkip; return w }
 
 // Annotate sets an annotation.
 func (w *RunWrapper) Annotate(key, value string) *RunWrapper {

@@ -1,0 +1,331 @@
+package workflow
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Human gates and replies. A gate opens after its agent's step, or when the run would complete;
+// the run then waits in AwaitingApproval, with no deadline running, until enough people approve,
+// someone rejects (ending the run or sending it back to an agent), or the gate times out. An
+// AwaitInput signal pauses the run in AwaitingInput until a reply. Decisions arrive as queued
+// decisions (see api/v1alpha1/decisions.go) and are applied here one at a time, in order.
+
+// ForRun tells the plan which run it is for: the name and namespace go into the commands that
+// Events give people, and the policy says whether the run stops at gates.
+func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy) *Plan {
+	p.runName, p.runNamespace = name, namespace
+	p.skipGates = policy == v1alpha1.ApprovalsSkip
+	return p
+}
+
+// gateAfter is the gate that opens after the agent's step, if any.
+func (p *Plan) gateAfter(agent string) (v1alpha1.ApprovalGate, bool) {
+	if p.skipGates {
+		return v1alpha1.ApprovalGate{}, false
+	}
+	for _, g := range p.Spec.Approvals {
+		if g.After == agent {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+// gateBeforeComplete is the gate that opens when the run would complete, if any.
+func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
+	if p.skipGates {
+		return v1alpha1.ApprovalGate{}, false
+	}
+	for _, g := range p.Spec.Approvals {
+		if g.Before == "Complete" {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+func (p *Plan) gate(name string) (v1alpha1.ApprovalGate, bool) {
+	for _, g := range p.Spec.Approvals {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
+
+// openGate makes the run wait at gate g. completes is how the run ends once the gate passes,
+// when the step before it finished the run.
+func openGate(p *Plan, d *Decision, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingApproval
+	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), Completes: completes}
+	msg := fmt.Sprintf("waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
+		g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
+		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name,
+		v1alpha1.AnnotationRevise, v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingApproval), msg)
+	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
+}
+
+// awaitInput pauses the run until a person replies to the agent's question.
+func awaitInput(p *Plan, d *Decision, agent, question string, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingInput
+	s.CurrentAgent = agent
+	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, v1alpha1.MaxDecisionValue), Since: metav1.NewMicroTime(now)}
+	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
+		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingInput), msg)
+	d.event(EventNormal, EventAwaitingInput, "%s", msg)
+}
+
+// resume puts a waiting run back to work, counting the wait as time not spent on the run.
+func resume(p *Plan, d *Decision, since metav1.MicroTime, now time.Time) {
+	s := &d.Status
+	waited := now.Sub(since.Time)
+	if s.Waited != nil {
+		waited += s.Waited.Duration
+	}
+	s.Waited = &metav1.Duration{Duration: waited}
+	s.PendingApproval, s.PendingInput = nil, nil
+	s.Phase = v1alpha1.PhaseRunning
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
+		sprintf("%s has control after step %d", s.CurrentAgent, s.StepCount))
+	if t, ok := check(p, s, now); ok {
+		end(d, t, now)
+	}
+}
+
+// passGate lets the run through its pending gate: on to the next agent, or to its end (past the
+// before-Complete gate, if that is not the one that just passed).
+func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
+	s := &d.Status
+	pending := *s.PendingApproval
+	if pending.Completes != nil {
+		if g, ok := p.gateBeforeComplete(); ok && g.Name != pending.Gate {
+			since := pending.Since
+			openGate(p, d, g, pending.Completes, now)
+			s.Waited = addWait(s.Waited, now.Sub(since.Time))
+			return
+		}
+		s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
+		s.PendingApproval = nil
+		end(d, Trip{Reason: pending.Completes.Reason, Message: pending.Completes.Message}, now)
+		return
+	}
+	if feedback != "" {
+		s.Input = bounded(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
+	}
+	resume(p, d, pending.Since, now)
+}
+
+func addWait(w *metav1.Duration, more time.Duration) *metav1.Duration {
+	if w != nil {
+		more += w.Duration
+	}
+	return &metav1.Duration{Duration: more}
+}
+
+// Decide applies one queued human decision. A decision the run cannot take changes nothing but
+// the Decision condition and an Event that say why.
+func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Decision {
+	if st.Phase.Terminal() {
+		return Decision{Status: st}
+	}
+	d := decide(p, st, q, now)
+	for i := range d.Events {
+		d.Events[i].Action = fmt.Sprintf("Decision%d", q.Seq)
+	}
+	return d
+}
+
+func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Decision {
+	d := Decision{Status: *st.DeepCopy()}
+	s := &d.Status
+	s.LastDecision = max(s.LastDecision, q.Seq)
+	by := firstNonEmpty(q.By, v1alpha1.ByUnverified)
+	what := describeDecision(q, by)
+	if why, reason, ok := refuse(p, s, q, by); !ok {
+		msg := what + " changed nothing: " + why
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionFalse, reason, msg)
+		d.event(EventWarning, EventDecisionIgnored, "%s", msg)
+		return d
+	}
+	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(now), Feedback: q.Feedback}
+	applied := func(msg string) {
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
+		d.event(EventNormal, EventDecisionApplied, "%s", msg)
+	}
+	switch q.Action {
+	case v1alpha1.DecisionApprove:
+		record.Decision = v1alpha1.RecordApproved
+		appendApproval(s, record)
+		pa := s.PendingApproval
+		pa.ApprovedBy = append(pa.ApprovedBy, by)
+		g, _ := p.gate(pa.Gate)
+		if len(pa.ApprovedBy) < required(g) {
+			applied(fmt.Sprintf("%s: %d of %d approvals", what, len(pa.ApprovedBy), required(g)))
+			return d
+		}
+		applied(fmt.Sprintf("%s: gate %s passed", what, pa.Gate))
+		passGate(p, &d, q.Feedback, now)
+	case v1alpha1.DecisionReject:
+		record.Decision = v1alpha1.RecordRejected
+		record.Revise = q.Revise
+		appendApproval(s, record)
+		pending := *s.PendingApproval
+		if q.Revise == "" {
+			applied(what)
+			s.PendingApproval = nil
+			s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
+			msg := fmt.Sprintf("gate %s rejected by %s", pending.Gate, by)
+			if q.Feedback != "" {
+				msg += ": " + q.Feedback
+			}
+			end(&d, Trip{Reason: v1alpha1.ReasonRejected, Message: msg}, now)
+			return d
+		}
+		agent, state, _ := reviser(p, q.Revise)
+		earlier := s.Input
+		if pending.Completes != nil {
+			earlier = s.Output
+		}
+		s.CurrentAgent, s.State = agent, state
+		s.Input = bounded(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
+			pending.Gate, by, firstNonEmpty(q.Feedback, "(none)"), earlier), maxInput)
+		s.Output = ""
+		applied(fmt.Sprintf("%s: %s revises", what, agent))
+		resume(p, &d, pending.Since, now)
+	case v1alpha1.DecisionReply:
+		record.Decision = v1alpha1.RecordReplied
+		appendApproval(s, record)
+		since := s.PendingInput.Since
+		s.Input = q.Reply
+		if q.Feedback != "" {
+			s.Input += "\n\nFeedback: " + q.Feedback
+		}
+		s.Input = bounded(s.Input, maxInput)
+		applied(fmt.Sprintf("%s: %s continues", what, s.CurrentAgent))
+		resume(p, &d, since, now)
+	}
+	return d
+}
+
+// refuse says why a decision cannot be taken, if it cannot.
+func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, by string) (string, string, bool) {
+	tooLong := func(v string) bool { return len([]rune(v)) > v1alpha1.MaxDecisionValue }
+	switch {
+	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 63 || len(q.Revise) > 63:
+		return fmt.Sprintf("a value is longer than %d characters", v1alpha1.MaxDecisionValue), v1alpha1.ReasonInvalidValue, false
+	case q.Action == v1alpha1.DecisionReply && s.Phase != v1alpha1.PhaseAwaitingInput:
+		return fmt.Sprintf("the run is not waiting for input (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
+	case q.Action == v1alpha1.DecisionReply && q.Reply == "":
+		return "the reply is empty", v1alpha1.ReasonInvalidValue, false
+	case q.Action == v1alpha1.DecisionReply:
+		return "", "", true
+	case q.Gate == "":
+		return "the annotation names no gate", v1alpha1.ReasonInvalidValue, false
+	case s.Phase != v1alpha1.PhaseAwaitingApproval || s.PendingApproval == nil:
+		return fmt.Sprintf("the run is not waiting for approval (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
+	case q.Gate != s.PendingApproval.Gate:
+		return fmt.Sprintf("gate %s is not pending; the pending gate is %s", quoteName(q.Gate), s.PendingApproval.Gate), v1alpha1.ReasonGateNotPending, false
+	case q.Action == v1alpha1.DecisionApprove && slices.Contains(s.PendingApproval.ApprovedBy, by):
+		g, _ := p.gate(q.Gate)
+		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
+			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
+	case q.Action == v1alpha1.DecisionReject && q.Revise != "":
+		if _, _, ok := reviser(p, q.Revise); !ok {
+			return fmt.Sprintf("revise=%s names no agent that can take over (use an agent's name or replan)", quoteName(q.Revise)), v1alpha1.ReasonUnknownAgent, false
+		}
+	}
+	return "", "", true
+}
+
+// reviser is the agent (and state) a rejection sends the run back to.
+func reviser(p *Plan, revise string) (agent, state string, ok bool) {
+	if revise == v1alpha1.ReviseReplan {
+		agent, state = modes[p.Mode()].start(p)
+		return agent, state, agent != ""
+	}
+	if p.Agent(revise) == nil {
+		return "", "", false
+	}
+	if p.Mode() != v1alpha1.ModeStateMachine {
+		return revise, revise, true
+	}
+	for _, st := range p.Spec.States {
+		if st.Agent == revise {
+			return revise, st.Name, true
+		}
+	}
+	return "", "", false
+}
+
+func describeDecision(q v1alpha1.QueuedDecision, by string) string {
+	switch q.Action {
+	case v1alpha1.DecisionReply:
+		return fmt.Sprintf("reply by %s", by)
+	case v1alpha1.DecisionReject:
+		if q.Revise != "" {
+			return fmt.Sprintf("reject=%s revise=%s by %s", quoteName(q.Gate), quoteName(q.Revise), by)
+		}
+	}
+	return fmt.Sprintf("%s=%s by %s", q.Action, quoteName(q.Gate), by)
+}
+
+// maxApprovals is how many decisions status.approvals keeps.
+const maxApprovals = 64
+
+func appendApproval(s *v1alpha1.AgentRunStatus, r v1alpha1.ApprovalRecord) {
+	r.Feedback = bounded(r.Feedback, v1alpha1.MaxDecisionValue)
+	s.Approvals = append(s.Approvals, r)
+	if over := len(s.Approvals) - maxApprovals; over > 0 {
+		s.Approvals = append([]v1alpha1.ApprovalRecord(nil), s.Approvals[over:]...)
+	}
+}
+
+// CheckWaiting ends or passes a gate whose timeout expired.
+func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
+	deadline, ok := WaitDeadline(p, &st)
+	if !ok || now.Before(deadline) {
+		return Decision{}, false
+	}
+	d := Decision{Status: *st.DeepCopy()}
+	s := &d.Status
+	g, _ := p.gate(s.PendingApproval.Gate)
+	if g.OnTimeout == "Approve" {
+		appendApproval(s, v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)})
+		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.Duration)
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
+		d.event(EventNormal, EventDecisionApplied, "%s", msg)
+		passGate(p, &d, "", now)
+		return d, true
+	}
+	since := s.PendingApproval.Since
+	s.Waited = addWait(s.Waited, now.Sub(since.Time))
+	msg := fmt.Sprintf("gate %s expired after %s with %d of %d approvals", g.Name, g.Timeout.Duration,
+		len(s.PendingApproval.ApprovedBy), required(g))
+	s.PendingApproval = nil
+	end(&d, Trip{Reason: v1alpha1.ReasonApprovalExpired, Message: msg}, now)
+	return d, true
+}
+
+// WaitDeadline is when the pending gate times out, if it has a timeout.
+func WaitDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil {
+		return time.Time{}, false
+	}
+	g, ok := p.gate(st.PendingApproval.Gate)
+	if !ok || g.Timeout == nil || g.Timeout.Duration <= 0 {
+		return time.Time{}, false
+	}
+	return st.PendingApproval.Since.Add(g.Timeout.Duration), true
+}

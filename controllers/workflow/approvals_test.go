@@ -1,0 +1,236 @@
+package workflow
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+// pipeline: planner -> worker -> reporter (terminator), a plan gate after the planner and a
+// final gate before completion.
+func pipeline() *ConfigWrapper {
+	return MakeConfig("pipeline", "ns").Agents(
+		MakeAgent("planner").HandsOffTo("worker"),
+		MakeAgent("worker").HandsOffTo("reporter"),
+		MakeAgent("reporter").Terminator(),
+	).Gate("plan", "planner", 1).Gate("final", "Complete", 1)
+}
+
+func gatedPlan(t *testing.T, c *ConfigWrapper) *Plan {
+	return mustPlan(t, c).ForRun("r", "ns", v1alpha1.ApprovalsRequired)
+}
+
+func decision(seq int64, action, gate, by string) v1alpha1.QueuedDecision {
+	return v1alpha1.QueuedDecision{Seq: seq, Action: action, Gate: gate, By: by}
+}
+
+// atPlanGate is the pipeline after the planner's step, waiting at the plan gate.
+func atPlanGate(t *testing.T, p *Plan) v1alpha1.AgentRunStatus {
+	st := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "the plan", Handoff: "worker"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval.Gate != "plan" || st.CurrentAgent != "worker" {
+		t.Fatalf("not waiting at the plan gate: %s %+v", st.Phase, st.PendingApproval)
+	}
+	return st
+}
+
+func TestGatesOpenAndPass(t *testing.T) {
+	p := gatedPlan(t, pipeline())
+	st := atPlanGate(t, p)
+	d := Decide(p, st, decision(1, "approve", "plan", "alice"), t0.Add(time.Minute))
+	if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.CurrentAgent != "worker" || d.Status.Input != "the plan" {
+		t.Fatalf("approval should hand the plan to the worker: %s %s %q", d.Status.Phase, d.Status.CurrentAgent, d.Status.Input)
+	}
+	if d.Status.Waited.Duration != time.Minute || d.Status.LastDecision != 1 {
+		t.Fatalf("waited %v, last decision %d", d.Status.Waited, d.Status.LastDecision)
+	}
+	if got := eventReasons(d); !cmp.Equal(got, []string{EventDecisionApplied}) || d.Events[0].Action != "Decision1" {
+		t.Fatalf("events %v %+v", got, d.Events)
+	}
+	// The worker's step, then the reporter's final answer waits at the final gate.
+	st = Apply(p, d.Status, StepResult{Agent: "worker", Input: "the plan", Result: turn{Output: "work", Handoff: "reporter"}}, t0.Add(2*time.Minute)).Status
+	st = Apply(p, st, StepResult{Agent: "reporter", Input: "work", Result: turn{Output: "report"}}, t0.Add(3*time.Minute)).Status
+	want := &v1alpha1.PendingApproval{Gate: "final", Since: metav1.NewMicroTime(t0.Add(3 * time.Minute)),
+		Completes: &v1alpha1.Completion{Reason: v1alpha1.ReasonCompleted, Message: "terminator reporter gave the final answer at step 3"}}
+	if diff := cmp.Diff(want, st.PendingApproval); diff != "" || st.Output != "report" {
+		t.Fatalf("final gate (-want +got):\n%s output %q", diff, st.Output)
+	}
+	d = Decide(p, st, decision(2, "approve", "final", "bob"), t0.Add(4*time.Minute))
+	if d.Status.TerminationReason != v1alpha1.ReasonCompleted || d.Status.Waited.Duration != 2*time.Minute {
+		t.Fatalf("want Completed after waiting 2m in all, got %s, waited %v", d.Status.TerminationReason, d.Status.Waited)
+	}
+	if len(d.Status.Approvals) != 2 || d.Status.Approvals[1].By != "bob" {
+		t.Fatalf("approvals: %+v", d.Status.Approvals)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	cases := map[string]struct {
+		revise string
+		agent  string
+		ended  v1alpha1.TerminationReason
+	}{
+		"without revise the run ends Rejected":   {revise: "", ended: v1alpha1.ReasonRejected},
+		"revise=replan goes back to the planner": {revise: "replan", agent: "planner"},
+		"revise=<agent> goes back to that agent": {revise: "worker", agent: "worker"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := gatedPlan(t, pipeline())
+			q := decision(1, "reject", "plan", "alice")
+			q.Revise, q.Feedback = tc.revise, "too broad"
+			d := Decide(p, atPlanGate(t, p), q, t0)
+			s := d.Status
+			if s.TerminationReason != tc.ended || (tc.agent != "" && (s.Phase != v1alpha1.PhaseRunning || s.CurrentAgent != tc.agent)) {
+				t.Fatalf("got %s %s %s", s.Phase, s.TerminationReason, s.CurrentAgent)
+			}
+			if tc.agent != "" && s.Input != "Rejected at gate plan by alice. Feedback: too broad\n\nEarlier output:\nthe plan" {
+				t.Fatalf("the reviser's input: %q", s.Input)
+			}
+			if tc.ended != "" && s.TerminationMessage != "gate plan rejected by alice: too broad" {
+				t.Fatalf("message %q", s.TerminationMessage)
+			}
+			if r := s.Approvals[0]; r.Decision != v1alpha1.RecordRejected || r.Revise != tc.revise || r.Feedback != "too broad" {
+				t.Fatalf("record %+v", r)
+			}
+		})
+	}
+}
+
+func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
+	quorum := pipeline()
+	quorum.Spec.Approvals[0].Required = 2
+	cases := map[string]struct {
+		config *ConfigWrapper
+		prior  []v1alpha1.QueuedDecision
+		q      v1alpha1.QueuedDecision
+		reason string
+		msg    string
+	}{
+		"a gate that is not pending": {q: decision(1, "approve", "final", "alice"), reason: v1alpha1.ReasonGateNotPending,
+			msg: "approve=final by alice changed nothing: gate final is not pending; the pending gate is plan"},
+		"a reply when no one asked": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "reply", Reply: "yes", By: "alice"}, reason: v1alpha1.ReasonNotWaiting,
+			msg: "reply by alice changed nothing: the run is not waiting for input (phase AwaitingApproval)"},
+		"an empty gate name": {q: decision(1, "approve", "", "alice"), reason: v1alpha1.ReasonInvalidValue,
+			msg: `approve="" by alice changed nothing: the annotation names no gate`},
+		"an oversized feedback": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "approve", Gate: "plan", By: "alice", Feedback: string(make([]byte, 4097))},
+			reason: v1alpha1.ReasonInvalidValue, msg: "approve=plan by alice changed nothing: a value is longer than 4096 characters"},
+		"a revise to an unknown agent": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "reject", Gate: "plan", Revise: "ghost", By: "alice"},
+			reason: v1alpha1.ReasonUnknownAgent, msg: "reject=plan revise=ghost by alice changed nothing: revise=ghost names no agent that can take over (use an agent's name or replan)"},
+		"the same person twice towards a quorum": {config: quorum, prior: []v1alpha1.QueuedDecision{decision(1, "approve", "plan", "alice")},
+			q: decision(2, "approve", "plan", "alice"), reason: v1alpha1.ReasonAlreadyApproved,
+			msg: "approve=plan by alice changed nothing: alice already approved gate plan (1 of 2 approvals); approvals must come from different people"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := tc.config
+			if cfg == nil {
+				cfg = pipeline()
+			}
+			p := gatedPlan(t, cfg)
+			st := atPlanGate(t, p)
+			for _, q := range tc.prior {
+				st = Decide(p, st, q, t0).Status
+			}
+			d := Decide(p, st, tc.q, t0)
+			got := d.Status.DeepCopy()
+			cond := conditionOf(*got, v1alpha1.ConditionDecision)
+			if cond == nil || cond.Reason != tc.reason || cond.Message != tc.msg || string(cond.Status) != "False" {
+				t.Fatalf("Decision condition %+v, want %s %q", cond, tc.reason, tc.msg)
+			}
+			if len(d.Events) != 1 || d.Events[0].Reason != EventDecisionIgnored || d.Events[0].Message != tc.msg {
+				t.Fatalf("events %+v", d.Events)
+			}
+			// Nothing else moved but the decision's sequence number.
+			got.Conditions, got.LastDecision = st.Conditions, st.LastDecision
+			if diff := cmp.Diff(st, *got); diff != "" {
+				t.Fatalf("the run changed (-before +after):\n%s", diff)
+			}
+			if d.Status.LastDecision != tc.q.Seq {
+				t.Fatalf("last decision %d, want %d", d.Status.LastDecision, tc.q.Seq)
+			}
+		})
+	}
+}
+
+func TestGateTimeouts(t *testing.T) {
+	for _, onTimeout := range []string{"Reject", "Approve"} {
+		t.Run(onTimeout, func(t *testing.T) {
+			p := gatedPlan(t, pipeline().GateTimeout("plan", time.Hour, onTimeout))
+			st := atPlanGate(t, p)
+			if at, ok := Deadline(p, &st); !ok || !at.Equal(t0.Add(time.Hour)) {
+				t.Fatalf("deadline %v %v", at, ok)
+			}
+			if _, expired := CheckWaiting(p, st, t0.Add(59*time.Minute)); expired {
+				t.Fatal("expired early")
+			}
+			d, expired := CheckWaiting(p, st, t0.Add(time.Hour))
+			if !expired {
+				t.Fatal("did not expire")
+			}
+			switch onTimeout {
+			case "Reject":
+				if d.Status.TerminationReason != v1alpha1.ReasonApprovalExpired ||
+					d.Status.TerminationMessage != "gate plan expired after 1h0m0s with 0 of 1 approvals" {
+					t.Fatalf("got %s: %s", d.Status.TerminationReason, d.Status.TerminationMessage)
+				}
+			case "Approve":
+				if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.Approvals[0].By != v1alpha1.ByTimeout {
+					t.Fatalf("got %s %+v", d.Status.Phase, d.Status.Approvals)
+				}
+			}
+		})
+	}
+}
+
+func TestWaitingDoesNotCountAgainstTheTimeout(t *testing.T) {
+	p := gatedPlan(t, pipeline().Timeout(10*time.Minute))
+	st := atPlanGate(t, p)
+	if _, ok := Deadline(p, &st); ok {
+		t.Fatal("a waiting run has no run deadline")
+	}
+	st = Decide(p, st, decision(1, "approve", "plan", "alice"), t0.Add(3*time.Hour)).Status
+	if at, _ := Deadline(p, &st); !at.Equal(t0.Add(3*time.Hour + 10*time.Minute)) {
+		t.Fatalf("deadline %v, want start + timeout + 3h waited", at)
+	}
+	if _, tripped := Check(p, st, t0.Add(3*time.Hour+5*time.Minute)); tripped {
+		t.Fatal("timed out counting the wait")
+	}
+}
+
+func TestAwaitInputAndReply(t *testing.T) {
+	p := gatedPlan(t, MakeConfig("ask", "ns").Agents(MakeAgent("support").Terminator()).Signal("ASK", v1alpha1.ActionAwaitInput))
+	st := Apply(p, started(p), StepResult{Agent: "support", Input: "help", Result: turn{Output: "Which cluster?\nASK"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseAwaitingInput || st.PendingInput.Question != "Which cluster?\nASK" || st.PendingInput.Agent != "support" {
+		t.Fatalf("not waiting for input: %s %+v", st.Phase, st.PendingInput)
+	}
+	d := Decide(p, st, v1alpha1.QueuedDecision{Seq: 1, Action: "reply", Reply: "prod-east", By: "carol"}, t0.Add(time.Minute))
+	if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.CurrentAgent != "support" || d.Status.Input != "prod-east" || d.Status.PendingInput != nil {
+		t.Fatalf("reply did not resume the agent: %+v", d.Status)
+	}
+	empty := Decide(p, st, v1alpha1.QueuedDecision{Seq: 2, Action: "reply", By: "carol"}, t0)
+	if c := conditionOf(empty.Status, v1alpha1.ConditionDecision); c.Reason != v1alpha1.ReasonInvalidValue || empty.Status.Phase != v1alpha1.PhaseAwaitingInput {
+		t.Fatalf("an empty reply was taken: %+v", c)
+	}
+}
+
+func TestSkipApprovals(t *testing.T) {
+	p := mustPlan(t, pipeline()).ForRun("r", "ns", v1alpha1.ApprovalsSkip)
+	st := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "plan", Handoff: "worker"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseRunning {
+		t.Fatalf("a gate opened for a run that skips them: %s", st.Phase)
+	}
+}
+
+func conditionOf(st v1alpha1.AgentRunStatus, typ string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
