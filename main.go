@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -54,6 +55,15 @@ func main() {
 		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
 	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", 512,
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
+	var webhookPort int
+	var webhookCertDir string
+	flag.BoolVar(&controllerOpts.EnableWebhooks, "enable-webhooks", os.Getenv("ENABLE_WEBHOOKS") != "false",
+		"Serve the admission webhook that records who approves (default true; ENABLE_WEBHOOKS=false turns it off).")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "The port the admission webhook listens on.")
+	flag.StringVar(&webhookCertDir, "webhook-cert-dir", "",
+		"Directory with the webhook's serving certificate (tls.crt, tls.key); defaults to controller-runtime's.")
+	flag.BoolVar(&controllerOpts.DisableControllers, "webhook-only", false,
+		"Serve only the admission webhook, without the controllers.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -77,14 +87,20 @@ func main() {
 		LeaderElectionID:        "agents.baton.dev",
 		LeaderElectionNamespace: leaderElectionNS,
 		Cache:                   controllers.CacheOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port:    webhookPort,
+			CertDir: webhookCertDir,
+			TLSOpts: tlsOpts,
+		}),
 	})
 	if err != nil {
 		setupLog.Error(err, "Unable to create the manager")
 		os.Exit(1)
 	}
 
+	ctx := ctrl.SetupSignalHandler()
 	providers := agents.NewProviders(agents.Dependencies{Clock: clock.RealClock{}})
-	if err := controllers.Setup(mgr, providers, clock.RealClock{}, controllerOpts); err != nil {
+	if err := controllers.Setup(ctx, mgr, providers, clock.RealClock{}, controllerOpts); err != nil {
 		setupLog.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -98,7 +114,7 @@ func main() {
 	}
 
 	setupLog.Info("Starting the manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "The manager stopped with an error")
 		os.Exit(1)
 	}

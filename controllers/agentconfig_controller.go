@@ -74,18 +74,11 @@ func checkConfig(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrid
 	return plan, errs
 }
 
-// notYetSupported refuses what this build cannot do yet, rather than silently skip it.
+// notYetSupported refuses what this build cannot do yet (output schemas), rather than silently
+// skip it.
 func notYetSupported(spec v1alpha1.AgentConfigSpec) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec")
-	if len(spec.Approvals) > 0 {
-		errs = append(errs, field.Forbidden(path.Child("approvals"), "human gates are not supported by this operator version"))
-	}
-	for i, s := range spec.Signals {
-		if s.Action == v1alpha1.ActionAwaitInput {
-			errs = append(errs, field.Forbidden(path.Child("signals").Index(i).Child("action"), "AwaitInput is not supported by this operator version"))
-		}
-	}
 	for i, a := range spec.Agents {
 		if a.OutputSchema != nil {
 			errs = append(errs, field.Forbidden(path.Child("agents").Index(i).Child("outputSchema"), "output schemas are not supported by this operator version"))

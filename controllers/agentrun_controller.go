@@ -41,6 +41,10 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// MaxStepsInFlight bounds the agent steps running at once across all runs.
 	MaxStepsInFlight int
+	// EnableWebhooks serves the decisions admission webhook.
+	EnableWebhooks bool
+	// DisableControllers leaves out the controllers, to serve only the webhook.
+	DisableControllers bool
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.
@@ -73,7 +77,7 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 	}
 }
 
-// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
@@ -83,6 +87,7 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 // the step that just ended, and writes the status once.
 func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	// Order: the end of the run, then a cancel, then people's decisions, then the work.
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -109,7 +114,14 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if why, ok := run.Annotations[v1alpha1.AnnotationCancel]; ok {
 		return r.write(ctx, run, nil, workflow.Cancel(run.Status, why, now))
 	}
+	if annotations, d, ok := rawDecision(run, now); ok {
+		return r.intake(ctx, run, annotations, d)
+	}
+	pending := pendingDecisions(ctx, run)
 	if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
+		if len(pending) > 0 {
+			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
+		}
 		return r.start(ctx, run, now)
 	}
 
@@ -123,20 +135,38 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case err != nil:
 		return ctrl.Result{}, err
 	}
+	if len(pending) > 0 {
+		return r.write(ctx, run, plan, decideAll(plan, run.Status, pending, now))
+	}
+	switch run.Status.Phase {
+	case v1alpha1.PhaseAwaitingApproval:
+		if d, expired := workflow.CheckWaiting(plan, run.Status, now); expired {
+			return r.write(ctx, run, plan, d)
+		}
+		return r.requeueAtDeadline(plan, run, now), nil
+	case v1alpha1.PhaseAwaitingInput:
+		return ctrl.Result{}, nil
+	}
+	return r.advance(ctx, run, plan, now)
+}
+
+// advance checks the guards and runs the next step: it starts the step, or applies the step that
+// just ended.
+func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
 	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
 		return r.write(ctx, run, plan, d)
 	}
-
+	key := client.ObjectKeyFromObject(run)
 	step := workflow.Next(plan, &run.Status)
 	switch state, res := r.steps.lookup(run, step); state {
 	case ended:
 		result, written, err := r.patchStatus(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
 		if written {
-			r.steps.consumed(req.NamespacedName, step.Number)
+			r.steps.consumed(key, step.Number)
 		}
 		return result, err
 	case notStarted:
-		logger.V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
+		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
 		r.steps.start(run, step, r.stepFunc(plan, run, step))
 	}
 	return r.requeueAtDeadline(plan, run, now), nil
@@ -157,6 +187,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 	}
+	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
 	revision, err := r.revisions.pin(ctx, cfg)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -174,7 +205,7 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 	}
-	return plan, nil
+	return plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals), nil
 }
 
 // stepFunc is the work of one step: ask the agent's provider, and turn what it says into the

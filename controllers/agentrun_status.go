@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -50,9 +51,13 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	apiWrites.WithLabelValues("status").Inc()
 	r.writes.wrote(run)
 	for _, e := range d.Events {
-		action := "Step"
-		if e.Reason == string(run.Status.TerminationReason) {
+		action := e.Action
+		switch {
+		case action != "":
+		case e.Reason == string(run.Status.TerminationReason):
 			action = "End"
+		default:
+			action = fmt.Sprintf("Step%d", run.Status.StepCount)
 		}
 		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", boundedBytes(e.Message, maxEventNote))
 		apiWrites.WithLabelValues("event").Inc()

@@ -1,12 +1,16 @@
 package controllers
 
 import (
+	"context"
+
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/agents"
 )
@@ -19,13 +23,32 @@ func CacheOptions() cache.Options {
 	}}
 }
 
-// Setup registers Baton's controllers with the manager.
-func Setup(mgr ctrl.Manager, providers *agents.Providers, clk clock.Clock, opts Options) error {
-	runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
-		mgr.GetEventRecorder("baton-controller"), clk, providers, opts)
-	if err := runs.SetupWithManager(mgr); err != nil {
-		return err
+// Setup registers Baton's controllers and its admission webhook with the manager, as the
+// options say. Controllers run on the elected leader only; the webhook is served by every
+// replica, so that people can decide while the leader is away.
+func Setup(ctx context.Context, mgr ctrl.Manager, providers *agents.Providers, clk clock.Clock, opts Options) error {
+	if !opts.DisableControllers {
+		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
+			mgr.GetEventRecorder("baton-controller"), clk, providers, opts)
+		if err := runs.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: providers}
+		if err := configs.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
-	configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: providers}
-	return configs.SetupWithManager(mgr)
+	if opts.EnableWebhooks {
+		// A client of its own: the webhook must answer before the manager's cache has started.
+		c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return err
+		}
+		hook, err := NewDecisionWebhook(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
+		if err != nil {
+			return err
+		}
+		mgr.GetWebhookServer().Register(DecisionWebhookPath, &webhook.Admission{Handler: hook})
+	}
+	return nil
 }

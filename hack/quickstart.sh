@@ -46,7 +46,7 @@ up() {
   go build -o bin/localcluster ./hack/localcluster
 
   say "Starting a local control plane"
-  KUBEBUILDER_ASSETS="$assets" nohup bin/localcluster --dir "$LOCAL_DIR" >"$LOCAL_DIR/controlplane.log" 2>&1 &
+  KUBEBUILDER_ASSETS="$assets" nohup bin/localcluster --dir "$LOCAL_DIR" --webhooks config/webhook >"$LOCAL_DIR/controlplane.log" 2>&1 &
   echo $! >"$LOCAL_DIR/controlplane.pid"
   for _ in $(seq 1 600); do
     grep -q "Control plane ready" "$LOCAL_DIR/controlplane.log" 2>/dev/null && break
@@ -62,7 +62,10 @@ up() {
   kubectl wait --for condition=established --timeout=60s crd/agentconfigs.agents.baton.dev crd/agentruns.agents.baton.dev
 
   say "Starting the operator (log: $LOCAL_DIR/manager.log)"
-  nohup "$MANAGER_BIN" --health-probe-bind-address=0 >"$LOCAL_DIR/manager.log" 2>&1 &
+  # The operator has its own identity, and serves the admission webhook that records who decides.
+  # shellcheck disable=SC2046
+  KUBECONFIG="$LOCAL_DIR/kubeconfig-operator" nohup "$MANAGER_BIN" --health-probe-bind-address=0 \
+    $(cat "$LOCAL_DIR/webhook.flags") >"$LOCAL_DIR/manager.log" 2>&1 &
   echo $! >"$LOCAL_DIR/manager.pid"
 
   say "Applying the helpdesk sample"
@@ -79,6 +82,15 @@ up() {
   kubectl get agentrun ticket-1234 \
     -o go-template='{{range .status.handoffSequence}}  {{.step}}. {{.from}} -> {{or .to "(end)"}}: {{.reason}}{{"\n"}}{{end}}'
   echo "Termination: $(kubectl get agentrun ticket-1234 -o jsonpath='{.status.terminationReason}: {.status.terminationMessage}')"
+  echo
+
+  say "Applying the two-gate pipeline: it waits for you at its plan gate"
+  kubectl apply -f config/samples/approvals-pipeline.yaml
+  kubectl wait --for=jsonpath='{.status.phase}'=AwaitingApproval --timeout=60s agentrun/vendor-review
+  kubectl get agentrun vendor-review
+  echo "  approve the plan:  kubectl annotate agentrun vendor-review agents.baton.dev/approve=plan"
+  echo "  then the results:  kubectl annotate agentrun vendor-review agents.baton.dev/approve=final"
+  echo "  or send it back:   kubectl annotate agentrun vendor-review agents.baton.dev/reject=final agents.baton.dev/revise=crm agents.baton.dev/feedback='check the disputes'"
   echo
   say "Baton is running. To use it:"
   echo "  export KUBECONFIG=$KUBECONFIG_FILE"

@@ -1,6 +1,10 @@
 // Command localcluster runs a local Kubernetes control plane (kube-apiserver and etcd, no
-// nodes) for the quickstart and the e2e suite, and writes a kubeconfig for kubectl. It runs
-// until it is interrupted, then stops the control plane and removes its data.
+// nodes) for the quickstart and the e2e suite. It writes a kubeconfig for people (user admin)
+// and one for the operator (user baton-operator), both cluster admins, so that the admission
+// webhook can tell them apart. With --webhooks it installs the webhook configurations found
+// there, pointed at a local port with a certificate it generates, and writes the operator
+// flags to serve them into webhook.flags. It runs until it is interrupted, then stops the
+// control plane and removes its data.
 //
 // The binaries come from KUBEBUILDER_ASSETS; hack/envtest-assets.sh prints that directory.
 package main
@@ -26,12 +30,14 @@ func (u *users) Set(v string) error { *u = append(*u, v); return nil }
 
 func main() {
 	var (
-		dir   string
-		crds  string
-		extra users
+		dir      string
+		crds     string
+		webhooks string
+		extra    users
 	)
 	flag.StringVar(&dir, "dir", "", "Directory for the kubeconfig files (required).")
 	flag.StringVar(&crds, "crds", "", "Directory of CustomResourceDefinitions to install once the API server is up.")
+	flag.StringVar(&webhooks, "webhooks", "", "Directory of webhook configurations to install, served by a local operator.")
 	flag.Var(&extra, "user", "Also write kubeconfig-<name> for a user with no groups beyond system:authenticated; "+
 		"name[:group,group] adds groups. Repeatable.")
 	flag.Parse()
@@ -50,6 +56,9 @@ func main() {
 	if crds != "" {
 		env.CRDDirectoryPaths = []string{crds}
 	}
+	if webhooks != "" {
+		env.WebhookInstallOptions.Paths = []string{webhooks}
+	}
 	if _, err := env.Start(); err != nil {
 		fail(fmt.Errorf("starting the control plane: %w", err))
 	}
@@ -63,6 +72,17 @@ func main() {
 	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err == nil {
 		err = writeKubeconfig(admin, filepath.Join(dir, "kubeconfig"))
+	}
+	if err == nil {
+		var operator *envtest.AuthenticatedUser
+		if operator, err = env.AddUser(envtest.User{Name: "baton-operator", Groups: []string{"system:masters"}}, nil); err == nil {
+			err = writeKubeconfig(operator, filepath.Join(dir, "kubeconfig-operator"))
+		}
+	}
+	if err == nil && webhooks != "" {
+		w := env.WebhookInstallOptions
+		flags := fmt.Sprintf("--webhook-port=%d --webhook-cert-dir=%s\n", w.LocalServingPort, w.LocalServingCertDir)
+		err = os.WriteFile(filepath.Join(dir, "webhook.flags"), []byte(flags), 0o600)
 	}
 	for _, spec := range extra {
 		if err != nil {

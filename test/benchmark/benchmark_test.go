@@ -107,10 +107,10 @@ func start(b *testing.B, opts controllers.Options) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, agents.NewProviders(agents.Dependencies{}), clock.RealClock{}, opts); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := controllers.Setup(ctx, mgr, agents.NewProviders(agents.Dependencies{}), clock.RealClock{}, opts); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	return &env{c: c, writes: counter, stop: func() {

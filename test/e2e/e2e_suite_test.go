@@ -48,8 +48,9 @@ var _ = BeforeSuite(func() {
 	out, err := build.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), string(out))
 
-	By("starting the local control plane")
-	cp := start("controlplane", localcluster, "--dir", stateDir)
+	By("starting the local control plane, with the admission webhook pointed at a local operator")
+	cp := start("controlplane", localcluster, "--dir", stateDir, "--webhooks", filepath.Join(root, "config", "webhook"),
+		"--user", "alice", "--user", "bob")
 	Eventually(func() string { return logOf("controlplane") }, 2*time.Minute, 200*time.Millisecond).
 		Should(ContainSubstring("Control plane ready"), "control plane log")
 	Expect(cp.ProcessState).To(BeNil())
@@ -59,8 +60,10 @@ var _ = BeforeSuite(func() {
 	kubectl("wait", "--for", "condition=established", "--timeout=60s",
 		"crd/agentconfigs.agents.baton.dev", "crd/agentruns.agents.baton.dev")
 
-	By("starting the operator binary")
-	start("manager", manager, "--health-probe-bind-address=127.0.0.1:0", "--kubeconfig", kubeconfig)
+	By("starting the operator binary, as its own user")
+	webhookFlags := strings.Fields(readFile(filepath.Join(stateDir, "webhook.flags")))
+	start("manager", manager, append([]string{"--health-probe-bind-address=127.0.0.1:0",
+		"--kubeconfig", filepath.Join(stateDir, "kubeconfig-operator")}, webhookFlags...)...)
 })
 
 var _ = AfterSuite(func() {

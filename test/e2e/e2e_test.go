@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -12,7 +13,11 @@ import (
 
 var _ = Describe("A user with kubectl", Ordered, func() {
 	It("can install the default deployment: kubectl kustomize config/default | kubectl apply --dry-run=server", func() {
-		// A server-side dry run creates nothing, so the namespace the objects go to must exist.
+		// config/default needs cert-manager's CRDs; a server-side dry run creates nothing, so the
+		// namespace the objects go to must exist.
+		crds, err := exec(filepath.Join(root, "hack", "cert-manager-crds.sh"))
+		Expect(err).NotTo(HaveOccurred(), crds)
+		kubectl("apply", "--server-side", "-f", strings.TrimSpace(crds))
 		kubectl("create", "namespace", "baton-system")
 		rendered, err := exec("kubectl", "kustomize", root+"/config/default")
 		Expect(err).NotTo(HaveOccurred(), rendered)
@@ -20,6 +25,9 @@ var _ = Describe("A user with kubectl", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("deployment.apps/baton-controller-manager created (server dry run)"))
 		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/baton-manager-role created (server dry run)"))
+		Expect(out).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/baton-approver created (server dry run)"))
+		Expect(out).To(ContainSubstring("certificate.cert-manager.io/baton-serving-cert created (server dry run)"))
+		Expect(out).To(ContainSubstring("mutatingwebhookconfiguration.admissionregistration.k8s.io/baton-mutating-webhook-configuration created (server dry run)"))
 	})
 
 	It("applies the helpdesk sample, watches it progress, and waits for it to succeed", func() {
@@ -101,5 +109,42 @@ spec:
 `))
 		Expect(err).To(HaveOccurred())
 		Expect(out).To(ContainSubstring("spec.entrypoint"))
+	})
+
+	It("lets an approver approve with kubectl annotate, records who did, and refuses someone who may not", func() {
+		ns := "review"
+		kubectl("create", "namespace", ns)
+		// Both may edit runs; only alice may approve (the shipped approver role).
+		kubectl("apply", "-f", filepath.Join(root, "config", "rbac", "approver_role.yaml"))
+		kubectl("create", "role", "run-editor", "-n", ns, "--verb=get,list,watch,patch", "--resource=agentruns.agents.baton.dev")
+		kubectl("create", "rolebinding", "editors", "-n", ns, "--role=run-editor", "--user=alice", "--user=bob")
+		kubectl("create", "rolebinding", "approvers", "-n", ns, "--clusterrole=approver", "--user=alice")
+		alice := filepath.Join(stateDir, "kubeconfig-alice")
+		bob := filepath.Join(stateDir, "kubeconfig-bob")
+
+		kubectl("apply", "-n", ns, "-f", sample("approvals-pipeline.yaml"))
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=AwaitingApproval", "--timeout=60s", "agentrun/vendor-review")
+		Expect(kubectl("get", "events", "-n", ns, "--field-selector", "reason=AwaitingApproval", "-o", "jsonpath={.items[*].message}")).
+			To(ContainSubstring("kubectl annotate agentrun vendor-review -n review agents.baton.dev/approve=plan"))
+
+		out, err := kubectlAs(bob, "annotate", "-n", ns, "agentrun/vendor-review", "agents.baton.dev/approve=plan")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring(`user "bob" may not approve gates of AgentRun review/vendor-review: it needs the "approve" verb on agentruns.agents.baton.dev in namespace review`))
+
+		out, err = kubectlAs(alice, "annotate", "-n", ns, "agentrun/vendor-review", "agents.baton.dev/approve=plan", "agents.baton.dev/feedback=go ahead")
+		Expect(err).NotTo(HaveOccurred(), out)
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.pendingApproval.gate}=final", "--timeout=60s", "agentrun/vendor-review")
+		out, err = kubectlAs(alice, "annotate", "-n", ns, "agentrun/vendor-review", "agents.baton.dev/reject=final",
+			"agents.baton.dev/revise=crm", "agents.baton.dev/feedback=check whether the disputes are resolved")
+		Expect(err).NotTo(HaveOccurred(), out)
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.stepCount}=7", "--timeout=60s", "agentrun/vendor-review")
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=AwaitingApproval", "--timeout=60s", "agentrun/vendor-review")
+		out, err = kubectlAs(alice, "annotate", "-n", ns, "agentrun/vendor-review", "agents.baton.dev/approve=final")
+		Expect(err).NotTo(HaveOccurred(), out)
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "agentrun/vendor-review")
+
+		Expect(jsonpath("agentrun", "vendor-review", ns, `{range .status.approvals[*]}{.decision} {.gate} {.by}{"\n"}{end}`)).
+			To(Equal("Approved plan alice\nRejected final alice\nApproved final alice\n"))
+		Expect(jsonpath("agentrun", "vendor-review", ns, "{.status.output}")).To(HavePrefix("Risk: low"))
 	})
 })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +74,12 @@ func eventsOf(run *v1alpha1.AgentRun) []string {
 		}
 	}
 	return out
+}
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return data
 }
 
 // digestOf is the short digest status uses for a step's input or output.

@@ -25,6 +25,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -32,11 +33,13 @@ import (
 )
 
 var (
-	testEnv     *envtest.Environment
-	restConfig  *rest.Config
+	testEnv    *envtest.Environment
+	restConfig *rest.Config
+	// k8sClient acts as a cluster admin who is not the operator.
 	k8sClient   client.Client
 	scheme      = runtime.NewScheme()
 	stopManager func()
+	stopWebhook func()
 )
 
 func TestIntegration(t *testing.T) {
@@ -54,41 +57,47 @@ var _ = BeforeSuite(func() {
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	}
 	var err error
 	restConfig, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(restConfig, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	stopManager = startManager()
+	k8sClient = clientFor(envtest.User{Name: "tester", Groups: []string{"system:masters"}})
+	// The webhook is served apart from the controllers, as by a second replica: the
+	// controllers can stop while people keep deciding.
+	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})
+	stopManager = startManager(controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64})
 })
 
 var _ = AfterSuite(func() {
 	if stopManager != nil {
 		stopManager()
 	}
+	if stopWebhook != nil {
+		stopWebhook()
+	}
 	if testEnv != nil {
 		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
 
-// startManager runs the operator's controllers, wired as main.go wires them, until the
-// returned function is called.
-func startManager() func() {
+// startManager runs the operator, wired as main.go wires it, until the returned function is
+// called.
+func startManager(opts controllers.Options) func() {
+	w := testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  controllers.CacheOptions(),
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}),
 		// The restart spec starts a second manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	providers := agents.NewProviders(agents.Dependencies{Clock: clock.RealClock{}})
-	Expect(controllers.Setup(mgr, providers, clock.RealClock{}, controllers.Options{
-		MaxConcurrentReconciles: 4, MaxStepsInFlight: 64,
-	})).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
+	Expect(controllers.Setup(ctx, mgr, providers, clock.RealClock{}, opts)).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
@@ -99,6 +108,15 @@ func startManager() func() {
 		cancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
+}
+
+// clientFor is a client that acts as the user.
+func clientFor(u envtest.User) client.Client {
+	au, err := testEnv.AddUser(u, nil)
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(au.Config(), client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
 }
 
 // newNamespace makes a namespace for one spec.

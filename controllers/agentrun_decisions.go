@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+)
+
+// rawDecision finds a decision annotation the admission webhook did not take (it is not
+// installed): the annotations without it, and the decision, whose maker is unknown.
+func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1alpha1.QueuedDecision, bool) {
+	annotations := make(map[string]string, len(run.Annotations))
+	for k, v := range run.Annotations {
+		annotations[k] = v
+	}
+	d, ok := v1alpha1.TakeDecision(annotations, "", metav1.NewTime(now))
+	return annotations, d, ok
+}
+
+// intake moves a decision annotation into the run's queue of decisions, as the webhook would
+// have: one update, guarded by the resourceVersion it was read at. Its watch event brings the
+// run back to apply the decision.
+func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d v1alpha1.QueuedDecision) (ctrl.Result, error) {
+	queue, err := v1alpha1.Decisions(annotations)
+	if err != nil {
+		queue = nil
+	}
+	if queue, err = v1alpha1.Enqueue(queue, d, run.Status.LastDecision); err != nil {
+		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", boundedBytes(err.Error(), maxEventNote))
+		queue, _ = v1alpha1.Decisions(annotations)
+	}
+	orig := run.DeepCopy()
+	run.Annotations = v1alpha1.SetDecisions(annotations, queue)
+	if err := r.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	apiWrites.WithLabelValues("intake").Inc()
+	return ctrl.Result{}, nil
+}
+
+// pendingDecisions are the queued decisions the run has not taken yet, oldest first.
+func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun) []v1alpha1.QueuedDecision {
+	queue, err := v1alpha1.Decisions(run.Annotations)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Ignoring an unreadable decision queue", "agentRun", klog.KObj(run))
+		return nil
+	}
+	var out []v1alpha1.QueuedDecision
+	for _, q := range queue {
+		if q.Seq > run.Status.LastDecision {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// decideAll applies decisions in order, into one status write.
+func decideAll(plan *workflow.Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecision, now time.Time) workflow.Decision {
+	out := workflow.Decision{Status: st}
+	for _, q := range queue {
+		d := workflow.Decide(plan, out.Status, q, now)
+		out.Status = d.Status
+		out.Events = append(out.Events, d.Events...)
+	}
+	return out
+}

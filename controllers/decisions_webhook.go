@@ -1,0 +1,134 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// DecisionWebhookPath is where the API server sends AgentRun creates and updates.
+const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
+
+// ApproveVerb is the RBAC verb a person needs on agentruns to approve or reject a gate.
+const ApproveVerb = "approve"
+
+// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+
+// DecisionWebhook admits the decisions people annotate on AgentRuns. For an approve, reject or
+// reply annotation it records who asked (the request's Kubernetes user), checks with a
+// SubjectAccessReview that an approver may approve, and moves the decision into the run's
+// queue of decisions, where the operator applies it once, in order, whenever it runs. A person
+// who may not approve is refused by the API server, with the permission that is missing.
+type DecisionWebhook struct {
+	// Client creates SubjectAccessReviews.
+	Client client.Client
+	// Self is the operator's own user: the only one that may change the queue directly.
+	Self  string
+	Clock clock.PassiveClock
+
+	decoder admission.Decoder
+}
+
+// NewDecisionWebhook builds the webhook; it asks the API server who the operator is.
+func NewDecisionWebhook(ctx context.Context, c client.Client, decoder admission.Decoder, clk clock.PassiveClock) (*DecisionWebhook, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return nil, fmt.Errorf("asking the API server who the operator is: %w", err)
+	}
+	return &DecisionWebhook{Client: c, Self: review.Status.UserInfo.Username, Clock: clk, decoder: decoder}, nil
+}
+
+// Handle admits one AgentRun create or update.
+func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) admission.Response {
+	run := &v1alpha1.AgentRun{}
+	if err := w.decoder.Decode(req, run); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	old := &v1alpha1.AgentRun{}
+	if len(req.OldObject.Raw) > 0 {
+		if err := w.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+	}
+	user := req.UserInfo.Username
+	if user == w.Self {
+		return admission.Allowed("")
+	}
+	if run.Annotations[v1alpha1.AnnotationDecisions] != old.Annotations[v1alpha1.AnnotationDecisions] {
+		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton; decide with %s, %s or %s",
+			v1alpha1.AnnotationDecisions, v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
+	}
+	annotations := make(map[string]string, len(run.Annotations))
+	for k, v := range run.Annotations {
+		annotations[k] = v
+	}
+	d, ok := v1alpha1.TakeDecision(annotations, user, metav1.NewTime(w.Clock.Now()))
+	if !ok {
+		return admission.Allowed("")
+	}
+	if old.Status.Phase.Terminal() {
+		return admission.Denied(fmt.Sprintf("AgentRun %s ended %s (%s); decisions no longer apply to it",
+			run.Name, old.Status.Phase, old.Status.TerminationReason))
+	}
+	if d.Action != v1alpha1.DecisionReply {
+		allowed, err := w.mayApprove(ctx, req, run)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if !allowed {
+			return admission.Denied(fmt.Sprintf("user %q may not %s gates of AgentRun %s/%s: it needs the %q verb on agentruns.agents.baton.dev in namespace %s (the ClusterRole baton-approver grants it)",
+				user, d.Action, run.Namespace, run.Name, ApproveVerb, run.Namespace))
+		}
+	}
+	queue, err := v1alpha1.Decisions(annotations)
+	if err != nil {
+		queue = nil // only Baton writes the queue; an unreadable one is replaced
+	}
+	queue, err = v1alpha1.Enqueue(queue, d, old.Status.LastDecision)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	run.Annotations = v1alpha1.SetDecisions(annotations, queue)
+	patched, err := json.Marshal(run)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
+}
+
+// mayApprove asks the API server whether the requesting user may approve this run.
+func (w *DecisionWebhook) mayApprove(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) (bool, error) {
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range req.UserInfo.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   req.UserInfo.Username,
+		Groups: req.UserInfo.Groups,
+		UID:    req.UserInfo.UID,
+		Extra:  extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: run.Namespace,
+			Verb:      ApproveVerb,
+			Group:     v1alpha1.GroupVersion.Group,
+			Resource:  "agentruns",
+			Name:      run.Name,
+		},
+	}}
+	if err := w.Client.Create(ctx, sar); err != nil {
+		return false, fmt.Errorf("checking the approve permission: %w", err)
+	}
+	return sar.Status.Allowed, nil
+}
