@@ -180,6 +180,20 @@ var _ = Describe("StateMachine mode", func() {
 			"contextualizer->operations", "operations->"}))
 	})
 
+	It("pauses the ECS router for the user's reply when the message says too little, as seed 001 does", func() {
+		cfg, runs := loadSample("ecs-router.yaml", ns)
+		Expect(runs).To(HaveLen(2))
+		create(cfg, runs[1])
+		run := waitForPhase(runs[1], v1alpha1.PhaseAwaitingInput)
+		Expect(run.Status.PendingInput.Question).To(HavePrefix("Which service is affected"))
+		Expect(annotate(alice, run, v1alpha1.AnnotationReply, "checkout-api, task arn:aws:ecs:us-east-1:123:task/prod-east/abc")).To(Succeed())
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(sequence(run)).To(Equal([]string{"contextualizer->", "contextualizer->operations", "operations->contextualizer",
+			"contextualizer->operations", "operations->"}))
+		Expect(records(run)).To(Equal([]string{"Replied by alice"}))
+	})
+
 	It("counts a step with no transition as a failed step and follows onError", func() {
 		cfg := MakeConfig("strict", ns).Mode(v1alpha1.ModeStateMachine).Agents(
 			MakeAgent("checker").Script(Says("I am not sure what this is.")),
