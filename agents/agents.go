@@ -24,20 +24,51 @@ type Request struct {
 	Step int32
 	// Turn is how many steps this agent took before in this run.
 	Turn int32
+	// Attempt counts the retries of this answer: after a truncated answer or a failed schema.
+	Attempt int
 	// Agent is the agent's pinned spec.
 	Agent v1alpha1.Agent
-	// Input is what the agent is given.
+	// Task is the run's input, the job the team works on.
+	Task string
+	// Input is what the agent is given for this step.
 	Input string
+	// Reason is why the agent has control.
+	Reason string
+	// Context is the window of earlier outputs, feedback and replies, oldest first.
+	Context []v1alpha1.ContextEntry
+	// Continuation is the agent's own truncated answer, to continue from.
+	Continuation string
+	// Repair asks the agent to fix an answer that failed its outputSchema.
+	Repair *Repair
 	// Signals are the config's declared signals.
 	Signals []v1alpha1.Signal
 	// Peers describe the agents this one may hand off to.
 	Peers []Peer
+	// Children, for a supervisor, are the agents its routing decision may name.
+	Children []Peer
+	// Left is what remains of the run's limits.
+	Left Left
+}
+
+// Repair is an answer that failed its outputSchema, and the validation errors.
+type Repair struct {
+	Output string `json:"output"`
+	Errors string `json:"errors"`
+}
+
+// Left is what remains of a run's limits before a step.
+type Left struct {
+	Steps    int32 `json:"steps"`
+	Handoffs int32 `json:"handoffs"`
+	Tokens   int64 `json:"tokens"`
+	// Seconds is the time left before the run's timeout, if it has started counting.
+	Seconds int64 `json:"seconds,omitempty"`
 }
 
 // Peer is an agent the stepping agent may hand off to.
 type Peer struct {
-	Name        string
-	Description string
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 // Result is what a step produced.
@@ -56,6 +87,8 @@ type Result struct {
 	FinishReason v1alpha1.FinishReason
 	// Routing is a supervisor's routing decision.
 	Routing *v1alpha1.RoutingDecision
+	// Ignored names the further tool calls of a model that called several; the first won.
+	Ignored []string
 }
 
 // Agent takes steps. Step must return when ctx is done.
@@ -65,15 +98,25 @@ type Agent interface {
 
 // Dependencies are what providers may use.
 type Dependencies struct {
-	// Clock measures simulated latency.
+	// Clock measures simulated latency and retry waits.
 	Clock clock.Clock
-	// HTTPClient calls model servers and HTTP agents.
+	// HTTPClient calls model servers and HTTP agents. Its transport is wrapped to retry
+	// transient failures (see RetryTransport).
 	HTTPClient *http.Client
+	// Secrets reads API keys.
+	Secrets SecretReader
+}
+
+// SecretReader reads one key of a Secret in a namespace.
+type SecretReader interface {
+	SecretKey(ctx context.Context, namespace, name, key string) (string, error)
 }
 
 // factories is every provider this build knows. A new provider is one file and one line here.
 var factories = map[v1alpha1.ModelProvider]func(Dependencies) Agent{
 	v1alpha1.ProviderScripted: newScripted,
+	v1alpha1.ProviderOpenAI:   newOpenAI,
+	v1alpha1.ProviderHTTP:     newHTTPAgent,
 }
 
 // Providers hands out the Agent of each provider.
@@ -87,8 +130,11 @@ func NewProviders(deps Dependencies) *Providers {
 		deps.Clock = clock.RealClock{}
 	}
 	if deps.HTTPClient == nil {
-		deps.HTTPClient = http.DefaultClient
+		deps.HTTPClient = &http.Client{}
 	}
+	retrying := *deps.HTTPClient
+	retrying.Transport = NewRetryTransport(deps.HTTPClient.Transport, deps.Clock)
+	deps.HTTPClient = &retrying
 	p := &Providers{agents: make(map[v1alpha1.ModelProvider]Agent, len(factories))}
 	for name, f := range factories {
 		p.agents[name] = f(deps)

@@ -98,7 +98,7 @@ const (
 )
 
 // StepOutcome is how one step ended.
-// +kubebuilder:validation:Enum=Handoff;Returned;Signal;Final;Truncated;Failed
+// +kubebuilder:validation:Enum=Handoff;Returned;Signal;Final;Truncated;Invalid;Failed
 type StepOutcome string
 
 const (
@@ -113,6 +113,9 @@ const (
 	OutcomeFinal StepOutcome = "Final"
 	// OutcomeTruncated: the answer was cut at the output-token limit; the agent is asked again.
 	OutcomeTruncated StepOutcome = "Truncated"
+	// OutcomeInvalid: the answer did not match the agent's outputSchema; the agent is asked to
+	// repair it.
+	OutcomeInvalid StepOutcome = "Invalid"
 	// OutcomeFailed: the step errored, timed out or asked for a refused handoff.
 	OutcomeFailed StepOutcome = "Failed"
 )
@@ -153,6 +156,8 @@ const (
 const (
 	ReasonConfigPinned   = "ConfigPinned"
 	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonSecretNotFound keeps a run Pending while a Secret its agents need cannot be read.
+	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonThresholdReached is the TokenBudgetWarning reason.
 	ReasonThresholdReached = "ThresholdReached"
 	// Decision condition reasons.
@@ -322,6 +327,22 @@ type AgentRunStatus struct {
 	// +optional
 	Waited *metav1.Duration `json:"waited,omitempty"`
 
+	// depth is how deeply the current agent was delegated to below the supervisor (Supervisor
+	// mode); limits.maxHandoffDepth bounds it.
+	// +optional
+	Depth int32 `json:"depth,omitempty"`
+
+	// reroutes counts the child steps that failed in a row and went back to the supervisor
+	// (Supervisor mode); past routing.maxReroutes the run ends RoutingExhausted.
+	// +optional
+	Reroutes int32 `json:"reroutes,omitempty"`
+
+	// context is the bounded window of the latest steps' outputs, people's feedback and
+	// replies that the next agent sees besides its input. Each text is bounded.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Context []ContextEntry `json:"context,omitempty"`
+
 	// lastDecision is the sequence number of the latest queued human decision the run has
 	// taken, so that no decision is applied twice.
 	// +optional
@@ -433,6 +454,12 @@ type HandoffRecord struct {
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
 
+	// confidence is the supervisor's confidence in the routing decision this step made.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	Confidence *float64 `json:"confidence,omitempty"`
+
 	// inputDigest is a short digest of what the agent was given.
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
@@ -442,6 +469,41 @@ type HandoffRecord struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	OutputDigest string `json:"outputDigest,omitempty"`
+}
+
+// ContextKind says what a context entry is.
+// +kubebuilder:validation:Enum=Output;Truncated;Invalid;Failed;Feedback;Reply
+type ContextKind string
+
+const (
+	ContextOutput    ContextKind = "Output"
+	ContextTruncated ContextKind = "Truncated"
+	ContextInvalid   ContextKind = "Invalid"
+	ContextFailed    ContextKind = "Failed"
+	ContextFeedback  ContextKind = "Feedback"
+	ContextReply     ContextKind = "Reply"
+)
+
+// ContextEntry is one thing the next agent sees from earlier in the run.
+type ContextEntry struct {
+	// step is the step it came from, or the step after which a person said it.
+	// +required
+	Step int32 `json:"step"`
+
+	// from is the agent that said it, or the person.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	From string `json:"from"`
+
+	// kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
+	// the errors), Failed, Feedback or Reply.
+	// +required
+	Kind ContextKind `json:"kind"`
+
+	// text is what was said. Bounded.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Text string `json:"text,omitempty"`
 }
 
 // LoopStatus is the evidence of a loop that ended a run.

@@ -160,6 +160,12 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		return d
 	}
 	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(now), Feedback: q.Feedback}
+	if q.Feedback != "" {
+		addContext(s, by, v1alpha1.ContextFeedback, q.Feedback)
+	}
+	if q.Action == v1alpha1.DecisionReply {
+		addContext(s, by, v1alpha1.ContextReply, q.Reply)
+	}
 	applied := func(msg string) {
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)

@@ -9,24 +9,30 @@ import (
 )
 
 // The loop detectors look at the run's history: the steps still in the handoff sequence,
-// without truncated attempts (a truncated answer asked again is neither a repeat nor a loop),
-// followed by the step about to run. Each trips with the pattern and the steps it saw.
+// without retries (a truncated answer asked again, or an answer sent back to be repaired to its
+// schema, is neither a repeat nor a loop), followed by the step about to run. Each trips with
+// the pattern and the steps it saw.
+
+// isRetry reports whether the agent is asked again after this step.
+func isRetry(r v1alpha1.HandoffRecord) bool {
+	return r.Outcome == v1alpha1.OutcomeTruncated || (r.Outcome == v1alpha1.OutcomeInvalid && r.To != "")
+}
 
 // history is the steps the loop detectors look at, oldest first.
 func history(st *v1alpha1.AgentRunStatus) []v1alpha1.HandoffRecord {
 	out := make([]v1alpha1.HandoffRecord, 0, len(st.HandoffSequence))
 	for _, r := range st.HandoffSequence {
-		if r.Outcome != v1alpha1.OutcomeTruncated {
+		if !isRetry(r) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// retrying reports whether the next step asks an agent again after a truncated answer.
+// retrying reports whether the next step asks an agent again after a truncated or invalid answer.
 func retrying(st *v1alpha1.AgentRunStatus) bool {
 	n := len(st.HandoffSequence)
-	return n > 0 && st.HandoffSequence[n-1].Outcome == v1alpha1.OutcomeTruncated
+	return n > 0 && isRetry(st.HandoffSequence[n-1])
 }
 
 // windowGuard: fewer than minUniqueAgents distinct agents among the last window steps,

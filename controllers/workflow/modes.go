@@ -14,13 +14,23 @@ type mode interface {
 	start(p *Plan) (agent, state string)
 	// route decides where control goes after a step that did not fail.
 	route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) route
-	// recover is who takes over after a failed step; ok is false when no one can.
-	recover(p *Plan, st *v1alpha1.AgentRunStatus, failed string) (agent, state string, ok bool)
+	// recover is who takes over after a failed step.
+	recover(p *Plan, st *v1alpha1.AgentRunStatus, failed string) recovery
+}
+
+// recovery is who takes over after a failed step. With ok false, no one can: the run ends with
+// end (when set) or with AgentTimeout or TooManyErrors.
+type recovery struct {
+	to, state string
+	ok        bool
+	end       v1alpha1.TerminationReason
+	message   string
 }
 
 var modes = map[v1alpha1.WorkflowMode]mode{
 	v1alpha1.ModeSwarm:        swarm{},
 	v1alpha1.ModeStateMachine: stateMachine{},
+	v1alpha1.ModeSupervisor:   supervisor{},
 }
 
 // route is a mode's decision about the end of one step.
@@ -44,6 +54,8 @@ type route struct {
 	handoff bool
 	// await pauses the run until a person replies to the agent.
 	await bool
+	// confidence is a supervisor's confidence in the routing, recorded with the step.
+	confidence *float64
 	// fail, when set, makes the step a failed step for this reason.
 	fail   string
 	events []Event

@@ -3,6 +3,7 @@ package workflow
 import (
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -62,6 +63,7 @@ type Plan struct {
 
 	runName, runNamespace string
 	skipGates             bool
+	schemas               map[string]*jsonschema.Schema
 }
 
 // NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses
@@ -113,6 +115,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	if m, ok := modes[p.Mode()]; ok {
 		errs = append(errs, m.validate(p, specPath)...)
 	}
+	errs = append(errs, p.compileSchemas(specPath)...)
 	return p, errs
 }
 

@@ -99,7 +99,25 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		}
 		spec.Agents = append(spec.Agents, a)
 	}
-	if rapid.Bool().Draw(t, "stateMachine") {
+	mode := uniform(t, 0, 2, "mode")
+	if mode == 2 && n >= 2 {
+		spec.Mode = v1alpha1.ModeSupervisor
+		spec.Routing = &v1alpha1.Routing{Supervisor: names[0], MinConfidence: ptr.To(0.5), MaxReroutes: ptr.To(int32(uniform(t, 0, 3, "reroutes")))}
+		if chance(t, 50, "defaultAgent") {
+			spec.Routing.DefaultAgent = names[n-1]
+		}
+		spec.Limits.MaxHandoffDepth = ptr.To(int32(uniform(t, 1, 3, "depth")))
+		for i := range spec.Agents[0].Script {
+			if chance(t, 70, "routes") {
+				spec.Agents[0].Script[i].Routing = &v1alpha1.RoutingDecision{
+					Target:     pick(t, append(slices.Clone(names), "nobody"), "routeTarget"),
+					Confidence: ptr.To(float64(uniform(t, 0, 10, "confidence")) / 10),
+					Fallback:   pick(t, append(slices.Clone(names), ""), "fallback"),
+				}
+			}
+		}
+	}
+	if mode == 1 {
 		spec.Mode = v1alpha1.ModeStateMachine
 		k := uniform(t, 1, 6, "states")
 		stateNames := make([]string, k)
@@ -123,12 +141,14 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 			spec.States = append(spec.States, st)
 		}
 	}
+	depth := spec.Limits.MaxHandoffDepth
 	spec.Limits = v1alpha1.Limits{
-		MaxHandoffs: ptr.To(int32(uniform(t, 1, 40, "maxHandoffs"))),
-		MaxSteps:    ptr.To(int32(uniform(t, 1, 50, "maxSteps"))),
-		MaxTokens:   ptr.To(int64(uniform(t, 1, 20000, "maxTokens"))),
-		MaxErrors:   ptr.To(int32(uniform(t, 1, 8, "maxErrors"))),
-		Timeout:     &metav1.Duration{Duration: time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second},
+		MaxHandoffDepth: depth,
+		MaxHandoffs:     ptr.To(int32(uniform(t, 1, 40, "maxHandoffs"))),
+		MaxSteps:        ptr.To(int32(uniform(t, 1, 50, "maxSteps"))),
+		MaxTokens:       ptr.To(int64(uniform(t, 1, 20000, "maxTokens"))),
+		MaxErrors:       ptr.To(int32(uniform(t, 1, 8, "maxErrors"))),
+		Timeout:         &metav1.Duration{Duration: time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second},
 	}
 	window := int32(uniform(t, 2, 8, "window"))
 	spec.LoopDetection = v1alpha1.LoopDetection{

@@ -1,11 +1,13 @@
 package workflow
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -14,15 +16,24 @@ const maxTruncatedRetries = 2
 
 // WaitForConfig keeps a run Pending while its AgentConfig does not exist.
 func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Decision {
+	return waitPending(st, v1alpha1.ReasonConfigNotFound,
+		sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config), now)
+}
+
+// WaitForSecret keeps a run Pending while a Secret its agents need cannot be read.
+func WaitForSecret(st v1alpha1.AgentRunStatus, problem string, now time.Time) Decision {
+	return waitPending(st, v1alpha1.ReasonSecretNotFound, problem+"; the run starts when it can be read", now)
+}
+
+func waitPending(st v1alpha1.AgentRunStatus, reason, msg string, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.Phase = v1alpha1.PhasePending
-	msg := sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config)
-	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != v1alpha1.ReasonConfigNotFound {
+	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != reason || c.Message != bounded(msg, maxMessage) {
 		d.event(EventNormal, EventWaitingForConfig, "%s", msg)
 	}
-	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, v1alpha1.ReasonConfigNotFound, msg)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting for the AgentConfig")
+	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, reason, msg)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting: "+reason)
 	return d
 }
 
@@ -55,13 +66,41 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 
 // Next is the step a running run takes next.
 func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
-	return Step{
+	step := Step{
 		Number:  st.StepCount + 1,
 		Agent:   st.CurrentAgent,
 		Input:   st.Input,
 		Turn:    st.AgentSteps[st.CurrentAgent],
 		Timeout: p.StepTimeout(st.CurrentAgent),
+		Context: append([]v1alpha1.ContextEntry(nil), st.Context...),
+		Left: agents.Left{
+			Steps:    p.Limits.MaxSteps - st.StepCount,
+			Handoffs: p.Limits.MaxHandoffs - st.HandoffCount,
+			Tokens:   p.Limits.MaxTokens - st.TokensUsed,
+		},
 	}
+	if n := len(st.HandoffSequence); n > 0 && st.HandoffSequence[n-1].To == st.CurrentAgent {
+		last := st.HandoffSequence[n-1]
+		step.Reason = last.Reason
+		switch last.Outcome {
+		case v1alpha1.OutcomeTruncated:
+			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeTruncated)
+			step.Continuation = lastContext(st, v1alpha1.ContextTruncated)
+		case v1alpha1.OutcomeInvalid:
+			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeInvalid)
+			step.Repair = &agents.Repair{Output: lastContext(st, v1alpha1.ContextOutput), Errors: lastContext(st, v1alpha1.ContextInvalid)}
+		}
+	}
+	return step
+}
+
+func lastContext(st *v1alpha1.AgentRunStatus, kind v1alpha1.ContextKind) string {
+	for i := len(st.Context) - 1; i >= 0; i-- {
+		if st.Context[i].Kind == kind {
+			return st.Context[i].Text
+		}
+	}
+	return ""
 }
 
 // Check runs the guards before the run's next step. When one trips, the decision ends the run.
@@ -142,10 +181,21 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		r = truncated(s, res)
 	default:
 		rec.OutputDigest = digest(res.Output)
+		// A supervisor's routing step carries a decision, not its answer: the schema is for answers.
+		normalized, problems, ok := res.Output, "", true
+		if res.Routing == nil {
+			normalized, problems, ok = p.validateOutput(res.Agent, res.Output)
+		}
+		if !ok {
+			addContext(s, res.Agent, v1alpha1.ContextOutput, res.Output)
+			addContext(s, res.Agent, v1alpha1.ContextInvalid, problems)
+			r = invalid(s, res, problems)
+			break
+		}
+		res.Output = normalized
 		res.Signal = detectSignal(p, res)
 		r = modes[p.Mode()].route(p, s, res)
 	}
-
 	if r.fail != "" {
 		r = failStep(p, s, res, r)
 	}
@@ -153,8 +203,26 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	rec.Outcome = r.outcome
 	rec.Reason = bounded(r.reason, maxReason)
 	rec.Signal = r.signal
+	rec.Confidence = r.confidence
 	appendRecord(s, rec)
 	d.Events = append(d.Events, r.events...)
+	switch rec.Outcome {
+	case v1alpha1.OutcomeFailed:
+		addContext(s, res.Agent, v1alpha1.ContextFailed, r.reason)
+	case v1alpha1.OutcomeTruncated:
+		addContext(s, res.Agent, v1alpha1.ContextTruncated, res.Output)
+	case v1alpha1.OutcomeInvalid:
+	default:
+		addContext(s, res.Agent, v1alpha1.ContextOutput, res.Output)
+	}
+	if len(res.Ignored) > 0 {
+		names := make([]string, len(res.Ignored))
+		for i, n := range res.Ignored {
+			names[i] = toolToken(n)
+		}
+		d.event(EventNormal, EventToolCallsIgnored, "step %d of agent %s called several tools; the first was used, these were ignored: %s",
+			s.StepCount, res.Agent, strings.Join(names, ", "))
+	}
 
 	if r.end != "" {
 		if r.final {
@@ -218,7 +286,7 @@ func warnTokens(p *Plan, d *Decision, before int64, now time.Time) {
 // truncated asks the same agent again after an answer cut at the token limit, at most
 // maxTruncatedRetries more times; after that the step fails.
 func truncated(s *v1alpha1.AgentRunStatus, res StepResult) route {
-	if trailingTruncations(s, res.Agent) >= maxTruncatedRetries {
+	if trailing(s, res.Agent, v1alpha1.OutcomeTruncated) >= maxTruncatedRetries {
 		return route{fail: sprintf("answer still truncated at the output-token limit after %d attempts", maxTruncatedRetries+1)}
 	}
 	return route{
@@ -230,17 +298,37 @@ func truncated(s *v1alpha1.AgentRunStatus, res StepResult) route {
 	}
 }
 
-// trailingTruncations counts the agent's truncated steps at the end of the sequence.
-func trailingTruncations(s *v1alpha1.AgentRunStatus, agent string) int {
+// trailing counts the agent's steps with this outcome at the end of the sequence.
+func trailing(s *v1alpha1.AgentRunStatus, agent string, outcome v1alpha1.StepOutcome) int {
 	n := 0
 	for i := len(s.HandoffSequence) - 1; i >= 0; i-- {
 		r := s.HandoffSequence[i]
-		if r.From != agent || r.Outcome != v1alpha1.OutcomeTruncated {
+		if r.From != agent || r.Outcome != outcome {
 			break
 		}
 		n++
 	}
 	return n
+}
+
+// invalid asks the same agent to repair an answer that does not match its outputSchema, at
+// most maxRepairs times; after that the run ends InvalidOutput with the errors.
+func invalid(s *v1alpha1.AgentRunStatus, res StepResult, problems string) route {
+	if trailing(s, res.Agent, v1alpha1.OutcomeInvalid) >= maxRepairs {
+		return route{
+			end:     v1alpha1.ReasonInvalidOutput,
+			outcome: v1alpha1.OutcomeInvalid,
+			reason:  "output does not match its outputSchema: " + problems,
+			message: sprintf("%s's output still does not match its outputSchema after %d repairs: %s", res.Agent, maxRepairs, problems),
+		}
+	}
+	return route{
+		to:      res.Agent,
+		state:   s.State,
+		outcome: v1alpha1.OutcomeInvalid,
+		reason:  "output does not match its outputSchema; asking for a repair: " + problems,
+		input:   res.Input,
+	}
 }
 
 // failStep counts a failed step and hands control to the agent that recovers, or ends the run
@@ -249,8 +337,12 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 	s.ErrorCount++
 	why := bounded(r.fail, maxReason)
 	out := route{outcome: v1alpha1.OutcomeFailed, reason: why, signal: r.signal, events: r.events}
-	to, state, ok := modes[p.Mode()].recover(p, s, res.Agent)
-	if !ok {
+	rc := modes[p.Mode()].recover(p, s, res.Agent)
+	switch {
+	case rc.end != "":
+		out.end, out.message = rc.end, rc.message
+		return out
+	case !rc.ok:
 		out.end = v1alpha1.ReasonTooManyErrors
 		if res.TimedOut {
 			out.end = v1alpha1.ReasonAgentTimeout
@@ -259,7 +351,8 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 		return out
 	}
 	// Recovery moves control but is not a handoff: failures count against maxErrors only.
-	out.to, out.state = to, state
+	to := rc.to
+	out.to, out.state = rc.to, rc.state
 	out.input = sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
 	if len(r.events) == 0 {
 		out.events = append(out.events, Event{Type: EventWarning, Reason: EventStepFailed,

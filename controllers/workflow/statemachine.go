@@ -75,13 +75,13 @@ func (stateMachine) route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) 
 	return next
 }
 
-func (stateMachine) recover(p *Plan, st *v1alpha1.AgentRunStatus, _ string) (string, string, bool) {
+func (stateMachine) recover(p *Plan, st *v1alpha1.AgentRunStatus, _ string) recovery {
 	state, _ := p.State(st.State)
 	to, ok := p.State(state.OnError)
 	if state.OnError == "" || !ok || to.Agent == "" {
-		return "", "", false
+		return recovery{}
 	}
-	return to.Agent, to.Name, true
+	return recovery{to: to.Agent, state: to.Name, ok: true}
 }
 
 // transitions lists a state's signals for messages.

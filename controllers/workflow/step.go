@@ -33,6 +33,18 @@ type Step struct {
 	Turn int32
 	// Timeout is the step's deadline.
 	Timeout time.Duration
+	// Reason is why the agent has control: the handoff's reason, the routing, the failure.
+	Reason string
+	// Context is the window of earlier outputs, feedback and replies.
+	Context []v1alpha1.ContextEntry
+	// Attempt counts the agent's retries of this answer: after truncation or a failed schema.
+	Attempt int
+	// Continuation is the agent's truncated answer, to continue from.
+	Continuation string
+	// Repair asks the agent to fix an answer that failed its outputSchema.
+	Repair *agents.Repair
+	// Left is what remains of the run's limits; the caller fills in the seconds.
+	Left agents.Left
 }
 
 // Event is an Event the controller emits once the status it goes with is written.
@@ -66,6 +78,8 @@ const (
 	EventAwaitingInput      = "AwaitingInput"
 	EventDecisionApplied    = "DecisionApplied"
 	EventDecisionIgnored    = "DecisionIgnored"
+	EventToolCallsIgnored   = "ToolCallsIgnored"
+	EventOutputInvalid      = "OutputInvalid"
 )
 
 // Decision is the run's next status and the Events that go with it.

@@ -52,9 +52,9 @@ func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 	return next
 }
 
-func (swarm) recover(p *Plan, _ *v1alpha1.AgentRunStatus, failed string) (string, string, bool) {
+func (swarm) recover(p *Plan, _ *v1alpha1.AgentRunStatus, failed string) recovery {
 	if failed == p.Spec.Entrypoint {
-		return "", "", false
+		return recovery{}
 	}
-	return p.Spec.Entrypoint, p.Spec.Entrypoint, true
+	return recovery{to: p.Spec.Entrypoint, state: p.Spec.Entrypoint, ok: true}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"unicode/utf8"
 
@@ -48,6 +49,17 @@ func quoteName(s string) string {
 	return strconv.Quote(bounded(s, 63))
 }
 
+// toolToken shows a tool name a model gave: as it is when it is a plausible tool name, quoted and
+// cut otherwise.
+func toolToken(s string) string {
+	if toolName.MatchString(s) {
+		return s
+	}
+	return strconv.Quote(bounded(s, 63))
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -55,6 +67,20 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// Context window bounds: entries kept, characters per entry.
+const (
+	maxContext     = 6
+	maxContextText = 2048
+)
+
+// addContext adds an entry to the window the next agent sees, dropping the oldest.
+func addContext(s *v1alpha1.AgentRunStatus, from string, kind v1alpha1.ContextKind, text string) {
+	s.Context = append(s.Context, v1alpha1.ContextEntry{Step: s.StepCount, From: from, Kind: kind, Text: bounded(text, maxContextText)})
+	if over := len(s.Context) - maxContext; over > 0 {
+		s.Context = append([]v1alpha1.ContextEntry(nil), s.Context[over:]...)
+	}
 }
 
 // appendRecord adds a step to the handoff sequence, dropping the oldest beyond the bound.

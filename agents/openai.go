@@ -1,0 +1,185 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// openAI runs steps on an OpenAI-compatible chat completions endpoint (OpenAI, Azure OpenAI's
+// compatible endpoint, vLLM, Ollama, LiteLLM, llama.cpp's server) through the official SDK.
+// Handoffs are offered as transfer_to_<agent> tools, declared signals as an emit_signal tool,
+// and a supervisor's routing as a route tool. The SDK's own retries are off: RetryTransport
+// retries, with the policy the docs state.
+type openAI struct {
+	deps Dependencies
+}
+
+func newOpenAI(deps Dependencies) Agent { return &openAI{deps: deps} }
+
+// maxContinuationTokens caps the larger token limit a continuation asks for.
+const maxContinuationTokens = 32768
+
+func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
+	m := req.Agent.Model
+	key, err := o.apiKey(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	opts := []option.RequestOption{
+		option.WithHTTPClient(o.deps.HTTPClient),
+		option.WithMaxRetries(0),
+		option.WithAPIKey(key),
+	}
+	if m.Endpoint != "" {
+		opts = append(opts, option.WithBaseURL(m.Endpoint))
+	}
+	client := openai.NewClient(opts...)
+	params := openai.ChatCompletionNewParams{Model: m.Name, Messages: chatMessages(Messages(req)), Tools: tools(req)}
+	if m.MaxOutputTokens != nil {
+		limit := int64(*m.MaxOutputTokens)
+		if req.Continuation != "" {
+			// A cut answer is continued with a larger limit, doubling each attempt.
+			limit = min(limit<<req.Attempt, maxContinuationTokens)
+		}
+		params.MaxCompletionTokens = openai.Int(limit)
+	}
+	if m.Temperature != nil {
+		params.Temperature = openai.Float(*m.Temperature)
+	}
+	if req.Agent.OutputSchema != nil && len(params.Tools) == 0 {
+		var schema map[string]any
+		if json.Unmarshal(req.Agent.OutputSchema.Raw, &schema) == nil {
+			params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "output", Schema: schema}}}
+		}
+	}
+	resp, err := client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		return Result{}, describeError(err, key)
+	}
+	if len(resp.Choices) == 0 {
+		return Result{}, errors.New("the model server answered with no choices")
+	}
+	choice := resp.Choices[0]
+	res := Result{Output: choice.Message.Content, Tokens: resp.Usage.TotalTokens, FinishReason: v1alpha1.FinishStop}
+	if choice.FinishReason == "length" {
+		res.FinishReason = v1alpha1.FinishLength
+	}
+	if req.Continuation != "" {
+		res.Output = req.Continuation + res.Output
+	}
+	calls := make([]toolCall, 0, len(choice.Message.ToolCalls))
+	for _, c := range choice.Message.ToolCalls {
+		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})
+	}
+	applyToolCalls(&res, req, calls)
+	return res, nil
+}
+
+// apiKey reads the agent's API key from its Secret, if it names one.
+func (o *openAI) apiKey(ctx context.Context, req Request) (string, error) {
+	ref := req.Agent.Model.APIKeySecretRef
+	if ref == nil {
+		return "none", nil // servers such as vLLM or Ollama need no key
+	}
+	if o.deps.Secrets == nil {
+		return "", errors.New("no Secret reader is configured")
+	}
+	return o.deps.Secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key)
+}
+
+// describeError says what the server answered, without the key.
+func describeError(err error, key string) error {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		msg := apiErr.Message
+		if msg == "" {
+			msg = strings.TrimSpace(apiErr.RawJSON())
+		}
+		return fmt.Errorf("the model server answered %d %s: %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), scrub(msg, key))
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("calling the model server: %s", scrub(err.Error(), key))
+}
+
+// scrub removes a secret from a message, and bounds it.
+func scrub(msg, secret string) string {
+	if len(secret) >= 4 {
+		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	if r := []rune(msg); len(r) > 300 {
+		msg = string(r[:300]) + "…"
+	}
+	return msg
+}
+
+func chatMessages(msgs []Message) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Role {
+		case "system":
+			out = append(out, openai.SystemMessage(m.Content))
+		case "assistant":
+			out = append(out, openai.AssistantMessage(m.Content))
+		default:
+			out = append(out, openai.UserMessage(m.Content))
+		}
+	}
+	return out
+}
+
+// tools offers the agent's handoffs, the declared signals and, for a supervisor, routing.
+func tools(req Request) []openai.ChatCompletionToolUnionParam {
+	var out []openai.ChatCompletionToolUnionParam
+	for _, p := range req.Peers {
+		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:        toolName(p.Name),
+			Description: openai.String(fmt.Sprintf("Hand the work to %s: %s", p.Name, p.Description)),
+			Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{
+				"reason": map[string]any{"type": "string", "description": "Why you hand off"},
+			}},
+		}))
+	}
+	if len(req.Signals) > 0 {
+		names := make([]string, len(req.Signals))
+		for i, s := range req.Signals {
+			names[i] = s.Name
+		}
+		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:        toolSignal,
+			Description: openai.String("Emit one of the workflow's signals."),
+			Parameters: shared.FunctionParameters{"type": "object", "required": []string{"signal"}, "properties": map[string]any{
+				"signal": map[string]any{"type": "string", "enum": names},
+			}},
+		}))
+	}
+	if len(req.Children) > 0 {
+		names := make([]string, len(req.Children))
+		for i, c := range req.Children {
+			names[i] = c.Name
+		}
+		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:        toolRoute,
+			Description: openai.String("Route the work to the agent best suited for it."),
+			Parameters: shared.FunctionParameters{"type": "object", "required": []string{"target", "confidence", "reason"}, "properties": map[string]any{
+				"target":     map[string]any{"type": "string", "enum": names},
+				"confidence": map[string]any{"type": "number", "minimum": 0, "maximum": 1},
+				"reason":     map[string]any{"type": "string"},
+				"fallback":   map[string]any{"type": "string", "enum": names},
+			}},
+		}))
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+)
+
+// Retry policy for model servers and HTTP agents: transient failures (429, 5xx, a connection
+// that failed) are tried again after about 1 s, then 2 s, doubling up to 30 s, 3 attempts in
+// all, honouring the server's Retry-After; everything inside the step's deadline. Other
+// answers (400, 401, 403, 404, ...) are final.
+const (
+	retryAttempts = 3
+	retryFirst    = time.Second
+	retryCap      = 30 * time.Second
+)
+
+// RetryTransport retries transient failures of an HTTP round trip, as the policy above says.
+type RetryTransport struct {
+	next  http.RoundTripper
+	clock clock.Clock
+}
+
+// NewRetryTransport wraps next (nil: http.DefaultTransport).
+func NewRetryTransport(next http.RoundTripper, clk clock.Clock) *RetryTransport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &RetryTransport{next: next, clock: clk}
+}
+
+// RoundTrip sends the request, and again after a transient failure.
+func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	backoff := wait.Backoff{Duration: retryFirst, Factor: 2, Steps: retryAttempts, Cap: retryCap}
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
+		}
+		resp, err := t.next.RoundTrip(req)
+		if attempt >= retryAttempts || !transient(ctx, resp, err) || (req.Body != nil && req.GetBody == nil) {
+			return resp, err
+		}
+		pause := backoff.Step()
+		if after, ok := retryAfter(resp, t.clock.Now()); ok {
+			pause = after
+		}
+		if deadline, ok := ctx.Deadline(); ok && t.clock.Now().Add(pause).After(deadline) {
+			// No time left for another attempt: this answer is the answer.
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+		}
+		timer := t.clock.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C():
+		}
+	}
+}
+
+func transient(ctx context.Context, resp *http.Response, err error) bool {
+	if err != nil {
+		return ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}

@@ -1,0 +1,132 @@
+package workflow
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+// triageTeam is the invoice-triage supervisor: it routes to billing, disputes or a generalist.
+func triageTeam() *ConfigWrapper {
+	c := MakeConfig("triage", "ns").Mode(v1alpha1.ModeSupervisor).Agents(
+		MakeAgent("supervisor"), MakeAgent("billing").HandsOffTo("erp"), MakeAgent("disputes"),
+		MakeAgent("generalist"), MakeAgent("erp"), MakeAgent("reporter").Terminator(),
+	).Entrypoint("supervisor")
+	c.Spec.Routing = &v1alpha1.Routing{Supervisor: "supervisor", MinConfidence: ptr.To(0.7), DefaultAgent: "generalist", MaxReroutes: ptr.To[int32](2)}
+	return c
+}
+
+func routeTo(target string, confidence float64, fallback string) turn {
+	return turn{Output: "handling it", Routing: &v1alpha1.RoutingDecision{Target: target, Confidence: &confidence, Reason: "looks like " + target, Fallback: fallback}}
+}
+
+func TestSupervisorRouting(t *testing.T) {
+	cases := map[string]struct {
+		decision turn
+		to       string
+		reason   string
+	}{
+		"a confident decision":                              {routeTo("billing", 0.9, ""), "billing", "routed to billing (confidence 0.90): looks like billing"},
+		"low confidence uses the decision's fallback":       {routeTo("billing", 0.4, "disputes"), "disputes", "fallback disputes: confidence 0.40 for billing is below minConfidence 0.70"},
+		"low confidence without fallback uses defaultAgent": {routeTo("billing", 0.4, ""), "generalist", "default agent generalist: confidence 0.40 for billing is below minConfidence 0.70"},
+		"an unknown target uses defaultAgent":               {routeTo("legal", 0.99, ""), "generalist", `default agent generalist: target legal is not a child agent`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := mustPlan(t, triageTeam())
+			st := drive(t, p, tc.decision)
+			last := st.HandoffSequence[0]
+			if st.CurrentAgent != tc.to || last.Reason != tc.reason || st.Depth != 1 {
+				t.Fatalf("got %s (%q, depth %d), want %s (%q)", st.CurrentAgent, last.Reason, st.Depth, tc.to, tc.reason)
+			}
+			if last.Confidence == nil || *last.Confidence != *tc.decision.Routing.Confidence {
+				t.Fatalf("the routing's confidence is not recorded: %v", last.Confidence)
+			}
+		})
+	}
+}
+
+func TestSupervisorChildrenReturnAndDelegateWithinDepth(t *testing.T) {
+	c := triageTeam()
+	c.Spec.Limits.MaxHandoffDepth = ptr.To[int32](1)
+	p := mustPlan(t, c)
+	st := drive(t, p, routeTo("billing", 0.9, ""), turn{Output: "need the ERP", Handoff: "erp"})
+	if st.CurrentAgent != "supervisor" || st.ErrorCount != 1 || !strings.Contains(st.HandoffSequence[1].Reason, "depth 2 would pass maxHandoffDepth 1") {
+		t.Fatalf("delegation past the depth must fail back to the supervisor: %s errors %d %q", st.CurrentAgent, st.ErrorCount, st.HandoffSequence[1].Reason)
+	}
+	p = mustPlan(t, triageTeam())
+	st = drive(t, p, routeTo("billing", 0.9, ""), turn{Output: "need the ERP", Handoff: "erp"}, turn{Output: "invoice 42 is paid"})
+	if st.CurrentAgent != "supervisor" || st.Depth != 0 || st.Input != "invoice 42 is paid" || st.HandoffSequence[1].To != "erp" {
+		t.Fatalf("the child's answer goes back to the supervisor: %s depth %d input %q", st.CurrentAgent, st.Depth, st.Input)
+	}
+}
+
+func TestSupervisorReroutesThenRoutingExhausted(t *testing.T) {
+	p := mustPlan(t, triageTeam())
+	fail := turn{}
+	st := started(p)
+	for i := 0; i < 3; i++ {
+		decision := routeTo([]string{"billing", "disputes", "generalist"}[i], 0.9, "")
+		decision.Output = fmt.Sprintf("attempt %d", i)
+		st = Apply(p, st, StepResult{Agent: "supervisor", Input: st.Input, Result: decision}, t0).Status
+		st = Apply(p, st, StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: fail, Error: "ERP unreachable"}, t0).Status
+	}
+	if st.TerminationReason != v1alpha1.ReasonRoutingExhausted {
+		t.Fatalf("want RoutingExhausted after 3 failed children with maxReroutes 2, got %s: %s", st.TerminationReason, st.TerminationMessage)
+	}
+	if st.TerminationMessage != "routing exhausted: 3 child steps failed in a row, more than maxReroutes 2; last: generalist at step 6" {
+		t.Fatalf("message %q", st.TerminationMessage)
+	}
+}
+
+func TestOutputSchemaRepairs(t *testing.T) {
+	schema := `{"type":"object","required":["answer","confidence"],"properties":{"answer":{"type":"string"},"confidence":{"type":"number","minimum":0,"maximum":1}}}`
+	c := MakeConfig("typed", "ns").Agents(MakeAgent("triager").Terminator())
+	c.Spec.Agents[0].OutputSchema = &apiextensionsv1.JSON{Raw: []byte(schema)}
+	p := mustPlan(t, c)
+
+	st := drive(t, p, turn{Output: `{"answer": "pay it", "confidence": 1.5}`})
+	if st.Phase != v1alpha1.PhaseRunning || st.CurrentAgent != "triager" || st.HandoffSequence[0].Outcome != v1alpha1.OutcomeInvalid {
+		t.Fatalf("an invalid answer is sent back for repair: %s %+v", st.Phase, st.HandoffSequence[0])
+	}
+	next := Next(p, &st)
+	if next.Repair == nil || next.Repair.Output != `{"answer": "pay it", "confidence": 1.5}` || !strings.Contains(next.Repair.Errors, "/confidence") || next.Attempt != 1 {
+		t.Fatalf("the repair step carries the answer and the errors: %+v", next)
+	}
+	done := drive(t, p, turn{Output: `{"answer": "pay it", "confidence": 1.5}`}, turn{Output: "```json\n{\"answer\": \"pay it\", \"confidence\": 0.8}\n```"})
+	if done.TerminationReason != v1alpha1.ReasonCompleted || done.Output != `{"answer":"pay it","confidence":0.8}` {
+		t.Fatalf("the repaired, structured value is the output: %s %q", done.TerminationReason, done.Output)
+	}
+	bad := turn{Output: "I think we should pay"}
+	failed := drive(t, p, bad, bad, bad)
+	if failed.TerminationReason != v1alpha1.ReasonInvalidOutput || failed.StepCount != 3 ||
+		!strings.HasPrefix(failed.TerminationMessage, "triager's output still does not match its outputSchema after 2 repairs: the answer is not a JSON value") {
+		t.Fatalf("after 2 repairs the run ends InvalidOutput: %s after %d: %s", failed.TerminationReason, failed.StepCount, failed.TerminationMessage)
+	}
+}
+
+func TestContextWindowCarriesOutputsFeedbackAndReplies(t *testing.T) {
+	p := mustPlan(t, team())
+	st := drive(t, p, say("plan A", "worker"), say("did A", "lead"), say("plan B", "worker"))
+	next := Next(p, &st)
+	var got []string
+	for _, c := range next.Context {
+		got = append(got, c.From+":"+string(c.Kind)+":"+c.Text)
+	}
+	want := []string{"lead:Output:plan A", "worker:Output:did A", "lead:Output:plan B"}
+	if strings.Join(got, "|") != strings.Join(want, "|") || next.Reason != "handoff" || next.Input != "plan B" {
+		t.Fatalf("context %v reason %q input %q", got, next.Reason, next.Input)
+	}
+	p = mustPlan(t, team().Allow(10, "lead", "worker"))
+	long := drive(t, p, say(strings.Repeat("x", 10000), "worker"), say("1", "lead"), say("2", "worker"), say("3", "lead"),
+		say("4", "worker"), say("5", "lead"), say("6", "worker"))
+	if len(long.Context) != maxContext || len([]rune(long.Context[0].Text)) > maxContextText {
+		t.Fatalf("the window is bounded: %d entries", len(long.Context))
+	}
+}
