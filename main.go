@@ -99,8 +99,7 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	providers := agents.NewProviders(agents.Dependencies{Clock: clock.RealClock{}})
-	if err := controllers.Setup(ctx, mgr, providers, clock.RealClock{}, controllerOpts); err != nil {
+	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, controllerOpts); err != nil {
 		setupLog.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}

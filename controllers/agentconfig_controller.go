@@ -64,7 +64,6 @@ func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // checkConfig builds a run's plan and lists the reasons runs cannot start with it.
 func checkConfig(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides, providers *agents.Providers) (*workflow.Plan, field.ErrorList) {
 	plan, errs := workflow.NewPlan(spec, overrides)
-	errs = append(errs, notYetSupported(spec)...)
 	for i, a := range spec.Agents {
 		if _, err := providers.For(a.Model.Provider); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "agents").Index(i).Child("model", "provider"),
@@ -72,19 +71,6 @@ func checkConfig(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrid
 		}
 	}
 	return plan, errs
-}
-
-// notYetSupported refuses what this build cannot do yet (output schemas), rather than silently
-// skip it.
-func notYetSupported(spec v1alpha1.AgentConfigSpec) field.ErrorList {
-	var errs field.ErrorList
-	path := field.NewPath("spec")
-	for i, a := range spec.Agents {
-		if a.OutputSchema != nil {
-			errs = append(errs, field.Forbidden(path.Child("agents").Index(i).Child("outputSchema"), "output schemas are not supported by this operator version"))
-		}
-	}
-	return errs
 }
 
 // SetupWithManager registers the controller.

@@ -57,13 +57,14 @@ type AgentRunReconciler struct {
 
 	steps     *stepRunner
 	revisions *revisions
+	secrets   agents.SecretReader
 	writes    *writeMemo
 	options   Options
 }
 
 // NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
 func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder,
-	clk clock.Clock, providers *agents.Providers, opts Options) *AgentRunReconciler {
+	clk clock.Clock, providers *agents.Providers, secrets agents.SecretReader, opts Options) *AgentRunReconciler {
 	return &AgentRunReconciler{
 		Client:    c,
 		Scheme:    scheme,
@@ -72,6 +73,7 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 		Providers: providers,
 		steps:     newStepRunner(opts.MaxStepsInFlight),
 		revisions: newRevisions(c, apiReader, scheme),
+		secrets:   secrets,
 		writes:    newWriteMemo(),
 		options:   opts,
 	}
@@ -188,11 +190,32 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 	}
 	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
+		_, err := r.write(ctx, run, nil, workflow.WaitForSecret(run.Status, problem, now))
+		return ctrl.Result{RequeueAfter: secretRetry}, err
+	}
 	revision, err := r.revisions.pin(ctx, cfg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.write(ctx, run, plan, workflow.Start(plan, run.Status, run.Spec.Input, revision, now))
+}
+
+// secretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.
+const secretRetry = 5 * time.Second
+
+// missingSecret says which Secret an agent of the plan needs and cannot have, if any.
+func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string, plan *workflow.Plan) string {
+	for _, a := range plan.Spec.Agents {
+		ref := a.Model.APIKeySecretRef
+		if ref == nil || a.Model.Provider == v1alpha1.ProviderScripted {
+			continue
+		}
+		if _, err := r.secrets.SecretKey(ctx, namespace, ref.Name, ref.Key); err != nil {
+			return fmt.Sprintf("agent %s needs its API key: %v", a.Name, err)
+		}
+	}
+	return ""
 }
 
 // pinnedPlan is the run's plan from the config it pinned at start.
@@ -213,18 +236,33 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) func(context.Context) workflow.StepResult {
 	spec := plan.Agent(step.Agent)
 	req := agents.Request{
-		Namespace: run.Namespace,
-		Run:       run.Name,
-		RunUID:    string(run.UID),
-		Step:      step.Number,
-		Turn:      step.Turn,
-		Agent:     *spec,
-		Input:     step.Input,
-		Signals:   plan.Spec.Signals,
+		Namespace:    run.Namespace,
+		Run:          run.Name,
+		RunUID:       string(run.UID),
+		Step:         step.Number,
+		Turn:         step.Turn,
+		Attempt:      step.Attempt,
+		Agent:        *spec,
+		Task:         run.Spec.Input,
+		Input:        step.Input,
+		Reason:       step.Reason,
+		Context:      step.Context,
+		Continuation: step.Continuation,
+		Repair:       step.Repair,
+		Signals:      plan.Spec.Signals,
+		Left:         step.Left,
+	}
+	if deadline, ok := workflow.Deadline(plan, &run.Status); ok {
+		req.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
 	}
 	for _, h := range spec.Handoffs {
 		if peer := plan.Agent(h); peer != nil {
 			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
+		}
+	}
+	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
+		for _, c := range plan.Children() {
+			req.Children = append(req.Children, agents.Peer{Name: c.Name, Description: c.Description})
 		}
 	}
 	provider := spec.Model.Provider

@@ -26,10 +26,17 @@ func CacheOptions() cache.Options {
 // Setup registers Baton's controllers and its admission webhook with the manager, as the
 // options say. Controllers run on the elected leader only; the webhook is served by every
 // replica, so that people can decide while the leader is away.
-func Setup(ctx context.Context, mgr ctrl.Manager, providers *agents.Providers, clk clock.Clock, opts Options) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk clock.Clock, opts Options) error {
+	if deps.Secrets == nil {
+		deps.Secrets = newSecretReader(mgr.GetAPIReader())
+	}
+	if deps.Clock == nil {
+		deps.Clock = clk
+	}
+	providers := agents.NewProviders(deps)
 	if !opts.DisableControllers {
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
-			mgr.GetEventRecorder("baton-controller"), clk, providers, opts)
+			mgr.GetEventRecorder("baton-controller"), clk, providers, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -108,7 +108,7 @@ func start(b *testing.B, opts controllers.Options) *env {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := controllers.Setup(ctx, mgr, agents.NewProviders(agents.Dependencies{}), clock.RealClock{}, opts); err != nil {
+	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, opts); err != nil {
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)

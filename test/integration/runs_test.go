@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -207,13 +208,20 @@ var _ = Describe("An AgentRun", func() {
 	})
 
 	It("ends ConfigInvalid when its config cannot run", func() {
-		cfg := MakeConfig("remote", ns).Agents(MakeAgent("a").Provider(v1alpha1.ProviderHTTP)).Obj()
-		cfg.Spec.Agents[0].Model.Endpoint = "http://agents.example:8080/step"
+		// The API server takes any object as a schema; the operator compiles it.
+		cfg := MakeConfig("typed", ns).Agents(MakeAgent("a").Script(Says("{}"))).Obj()
+		cfg.Spec.Agents[0].OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type": 12}`)}
 		run := MakeRun("r", ns).Config(cfg.Name).Obj()
 		create(cfg, run)
 		run = waitForEnd(run)
 		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
-		Expect(run.Status.TerminationMessage).To(ContainSubstring("spec.agents[0].model.provider"))
+		Expect(run.Status.TerminationMessage).To(ContainSubstring("spec.agents[0].outputSchema"))
+		Expect(run.Status.TerminationMessage).To(ContainSubstring("not a valid JSON Schema"))
+		Eventually(func(g Gomega) {
+			c := &v1alpha1.AgentConfig{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), c)).To(Succeed())
+			g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
+		}, runTimeout, poll).Should(Succeed())
 		Expect(meta.IsStatusConditionFalse(run.Status.Conditions, v1alpha1.ConditionConfigResolved)).To(BeTrue())
 	})
 

@@ -95,9 +95,8 @@ func startManager(opts controllers.Options) func() {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	providers := agents.NewProviders(agents.Dependencies{Clock: clock.RealClock{}})
 	ctx, cancel := context.WithCancel(context.Background())
-	Expect(controllers.Setup(ctx, mgr, providers, clock.RealClock{}, opts)).To(Succeed())
+	Expect(controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, opts)).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
