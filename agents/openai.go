@@ -75,9 +75,6 @@ func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
 	if choice.FinishReason == "length" {
 		res.FinishReason = v1alpha1.FinishLength
 	}
-	if req.Continuation != "" {
-		res.Output = req.Continuation + res.Output
-	}
 	calls := make([]toolCall, 0, len(choice.Message.ToolCalls))
 	for _, c := range choice.Message.ToolCalls {
 		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})

@@ -14,7 +14,7 @@ import (
 
 // Retry policy for model servers and HTTP agents: transient failures (429, 5xx, a connection
 // that failed) are tried again after about 1 s, then 2 s, doubling up to 30 s, 3 attempts in
-// all, honouring the server's Retry-After; everything inside the step's deadline. Other
+// all, honouring the server's Retry-After (up to 30 s); everything inside the step's deadline. Other
 // answers (400, 401, 403, 404, ...) are final.
 const (
 	retryAttempts = 3
@@ -58,7 +58,7 @@ func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		pause := backoff.Step()
 		if after, ok := retryAfter(resp, t.clock.Now()); ok {
-			pause = after
+			pause = min(after, retryCap)
 		}
 		if deadline, ok := ctx.Deadline(); ok && t.clock.Now().Add(pause).After(deadline) {
 			// No time left for another attempt: this answer is the answer.

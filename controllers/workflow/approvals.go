@@ -159,7 +159,11 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		d.event(EventWarning, EventDecisionIgnored, "%s", msg)
 		return d
 	}
-	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(now), Feedback: q.Feedback}
+	when := now
+	if !q.Time.IsZero() && q.Time.Time.Before(now) {
+		when = q.Time.Time
+	}
+	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
 	if q.Feedback != "" {
 		addContext(s, by, v1alpha1.ContextFeedback, q.Feedback)
 	}

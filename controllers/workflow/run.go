@@ -85,7 +85,7 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		switch last.Outcome {
 		case v1alpha1.OutcomeTruncated:
 			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeTruncated)
-			step.Continuation = lastContext(st, v1alpha1.ContextTruncated)
+			step.Continuation = st.PartialOutput
 		case v1alpha1.OutcomeInvalid:
 			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeInvalid)
 			step.Repair = &agents.Repair{Output: lastContext(st, v1alpha1.ContextOutput), Errors: lastContext(st, v1alpha1.ContextInvalid)}
@@ -155,6 +155,11 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		return d
 	}
 	s := &d.Status
+	// A continuation of a cut answer joins the pieces: providers return only the new text.
+	if s.PartialOutput != "" && res.Error == "" {
+		res.Output = s.PartialOutput + res.Output
+	}
+	s.PartialOutput = ""
 	before := s.TokensUsed
 	s.StepCount++
 	s.TokensUsed += res.Tokens
@@ -211,6 +216,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		addContext(s, res.Agent, v1alpha1.ContextFailed, r.reason)
 	case v1alpha1.OutcomeTruncated:
 		addContext(s, res.Agent, v1alpha1.ContextTruncated, res.Output)
+		s.PartialOutput = bounded(res.Output, maxOutput)
 	case v1alpha1.OutcomeInvalid:
 	default:
 		addContext(s, res.Agent, v1alpha1.ContextOutput, res.Output)

@@ -217,12 +217,15 @@ func TestTruncationRetriesTwiceThenFails(t *testing.T) {
 	if last.Outcome != v1alpha1.OutcomeFailed || st.ErrorCount != 1 || st.CurrentAgent != "lead" {
 		t.Fatalf("third truncation: want a failed step recovered by lead, got %+v errors %d agent %s", last, st.ErrorCount, st.CurrentAgent)
 	}
-	// A full answer after a truncated one is routed normally.
+	// The continuation of a cut answer is joined to it and routed normally.
 	st = at(p, "worker")
 	st = Apply(p, st, cut, t0).Status
-	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: agents.Result{Output: "full", Handoff: "lead"}}, t0).Status
-	if st.CurrentAgent != "lead" || st.ErrorCount != 0 {
-		t.Fatalf("full retry: want handoff to lead, got agent %s errors %d", st.CurrentAgent, st.ErrorCount)
+	if next := Next(p, &st); next.Continuation != "partial" || next.Attempt != 1 {
+		t.Fatalf("the retry continues from the cut answer: %+v", next)
+	}
+	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: agents.Result{Output: " and the rest", Handoff: "lead"}}, t0).Status
+	if st.CurrentAgent != "lead" || st.ErrorCount != 0 || st.Input != "partial and the rest" || st.PartialOutput != "" {
+		t.Fatalf("full retry: want the joined answer handed to lead, got agent %s errors %d input %q", st.CurrentAgent, st.ErrorCount, st.Input)
 	}
 }
 

@@ -123,7 +123,8 @@ func (supervisor) choose(p *Plan, d *v1alpha1.RoutingDecision) (agent, why strin
 		minimum = *r.MinConfidence
 	}
 	child := func(name string) bool { return name != "" && name != r.Supervisor && p.Agent(name) != nil }
-	confidence := 1.0
+	// A decision that states no confidence is not a confident one.
+	confidence := 0.0
 	if d.Confidence != nil {
 		confidence = *d.Confidence
 	}

@@ -107,7 +107,7 @@ var _ = Describe("Loop detection and budgets", func() {
 		cfg := MakeConfig("report", ns).Agents(
 			MakeAgent("writer").HandsOffTo("editor").Script(
 				Says("The quarterly report: revenue grew 12% and").Truncated().Tokens(1024),
-				Says("The quarterly report: revenue grew 12% and churn fell to 2%.").HandOff("editor").Tokens(900)),
+				Says(" churn fell to 2%.").HandOff("editor").Tokens(900)),
 			MakeAgent("editor").Terminator().Script(Says("Published.")),
 		).LoopDetection(ptr.To[int32](2), nil, ptr.To[int32](2), ptr.To[int32](2), ptr.To[int32](2)).Obj()
 		run := MakeRun("q3", ns).Config(cfg.Name).Input("write the Q3 report").Obj()
@@ -118,6 +118,7 @@ var _ = Describe("Loop detection and budgets", func() {
 		Expect(run.Status.HandoffSequence[0].Outcome).To(Equal(v1alpha1.OutcomeTruncated))
 		Expect(run.Status.HandoffSequence[0].To).To(Equal("writer"))
 		Expect(sequence(run)).To(Equal([]string{"writer->writer", "writer->editor", "editor->"}))
+		Expect(run.Status.Context[1].Text).To(Equal("The quarterly report: revenue grew 12% and churn fell to 2%."), "the pieces are joined")
 	})
 
 	It("warns once at the token warning threshold, then ends the run at the budget", func() {
