@@ -64,6 +64,8 @@ func main() {
 		"Directory with the webhook's serving certificate (tls.crt, tls.key); defaults to controller-runtime's.")
 	flag.BoolVar(&controllerOpts.DisableControllers, "webhook-only", false,
 		"Serve only the admission webhook, without the controllers.")
+	flag.BoolVar(&controllerOpts.TrustDecisionQueue, "trust-decision-queue", os.Getenv("ENABLE_WEBHOOKS") != "false",
+		"Record who decided as the admission webhook stamped it. Turn off where the webhook is not installed: decisions are then unverified.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()

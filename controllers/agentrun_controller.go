@@ -45,6 +45,10 @@ type Options struct {
 	EnableWebhooks bool
 	// DisableControllers leaves out the controllers, to serve only the webhook.
 	DisableControllers bool
+	// TrustDecisionQueue takes the decision queue's "by" as who decided. Only true where the
+	// admission webhook is installed: it alone writes the queue then. Without it anyone who may
+	// patch a run could write the queue, so every decision is recorded as unverified.
+	TrustDecisionQueue bool
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.
@@ -119,7 +123,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if annotations, d, ok := rawDecision(run, now); ok {
 		return r.intake(ctx, run, annotations, d)
 	}
-	pending := pendingDecisions(ctx, run)
+	pending := pendingDecisions(ctx, run, r.options.TrustDecisionQueue)
 	if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))

@@ -46,8 +46,9 @@ func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun,
 	return ctrl.Result{}, nil
 }
 
-// pendingDecisions are the queued decisions the run has not taken yet, oldest first.
-func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun) []v1alpha1.QueuedDecision {
+// pendingDecisions are the queued decisions the run has not taken yet, oldest first. When the
+// queue is not guarded by the webhook, who decided is unverified.
+func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool) []v1alpha1.QueuedDecision {
 	queue, err := v1alpha1.Decisions(run.Annotations)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Ignoring an unreadable decision queue", "agentRun", klog.KObj(run))
@@ -56,19 +57,31 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun) []v1alpha1.Qu
 	var out []v1alpha1.QueuedDecision
 	for _, q := range queue {
 		if q.Seq > run.Status.LastDecision {
+			if !trusted {
+				q.By = v1alpha1.ByUnverified
+			}
 			out = append(out, q)
 		}
 	}
 	return out
 }
 
-// decideAll applies decisions in order, into one status write.
+// decideAll applies decisions in order, into one status write. A gate whose timeout passed
+// before a decision was made times out first: a decision made while the operator was away
+// is judged at the time it was made.
 func decideAll(plan *workflow.Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecision, now time.Time) workflow.Decision {
 	out := workflow.Decision{Status: st}
-	for _, q := range queue {
-		d := workflow.Decide(plan, out.Status, q, now)
+	apply := func(d workflow.Decision) {
 		out.Status = d.Status
 		out.Events = append(out.Events, d.Events...)
+	}
+	for _, q := range queue {
+		if plan != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {
+			if d, expired := workflow.CheckWaiting(plan, out.Status, q.Time.Time); expired {
+				apply(d)
+			}
+		}
+		apply(workflow.Decide(plan, out.Status, q, now))
 	}
 	return out
 }

@@ -22,7 +22,10 @@ const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 // ApproveVerb is the RBAC verb a person needs on agentruns to approve or reject a gate.
 const ApproveVerb = "approve"
 
-// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never
+// The webhook is only called for writes that carry a decision or touch the decision queue
+// (matchConditions), so other writes to AgentRuns never depend on it being up; those it is
+// called for are refused while it is down (failurePolicy Fail), never let through unattributed.
+// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"decision-or-queue","expression":"(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : ''))"}]}`
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
@@ -74,9 +77,27 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 	for k, v := range run.Annotations {
 		annotations[k] = v
 	}
+	// revise and feedback belong to the decision made in the same request, never to one made
+	// later by someone else.
+	var leftover []string
+	for _, k := range []string{v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback} {
+		if v, ok := annotations[k]; ok && old.Annotations != nil && old.Annotations[k] == v {
+			delete(annotations, k)
+			leftover = append(leftover, k)
+		}
+	}
 	d, ok := v1alpha1.TakeDecision(annotations, user, metav1.NewTime(w.Clock.Now()))
 	if !ok {
+		for _, k := range []string{v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback} {
+			if _, set := annotations[k]; set {
+				return admission.Denied(fmt.Sprintf("%s goes with %s, %s or %s in the same kubectl annotate", k,
+					v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
+			}
+		}
 		return admission.Allowed("")
+	}
+	for _, k := range leftover {
+		delete(annotations, k)
 	}
 	if old.Status.Phase.Terminal() {
 		return admission.Denied(fmt.Sprintf("AgentRun %s ended %s (%s); decisions no longer apply to it",

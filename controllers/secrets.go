@@ -11,6 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// LabelAPIKey marks the Secrets agents may use for their API keys. The operator reads no other
+// Secret, so an AgentConfig cannot send an arbitrary Secret to the endpoint it names.
+const LabelAPIKey = "agents.baton.dev/api-key"
+
 // secretTTL is how long a Secret's key is reused before it is read again, so that a rotated
 // key takes effect within it.
 const secretTTL = 30 * time.Second
@@ -41,6 +45,9 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	if secret.Labels[LabelAPIKey] != "true" {
+		return "", fmt.Errorf("Secret %s in namespace %s is not labelled %s=true; Baton only uses Secrets marked for it", name, namespace, LabelAPIKey)
 	}
 	value, ok := secret.Data[key]
 	if !ok || len(value) == 0 {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -185,6 +184,16 @@ var _ = Describe("Human gates", func() {
 		Expect(get(run).Annotations).NotTo(HaveKey(v1alpha1.AnnotationApprove))
 	})
 
+	It("takes revise and feedback only from the request that makes the decision", func() {
+		waitForGate(run, "plan", 1)
+		err := annotate(carol, run, v1alpha1.AnnotationRevise, "replan", v1alpha1.AnnotationFeedback, "LGTM")
+		Expect(err).To(MatchError(ContainSubstring("agents.baton.dev/revise goes with agents.baton.dev/approve, agents.baton.dev/reject or agents.baton.dev/reply in the same kubectl annotate")))
+		Expect(annotate(alice, run, v1alpha1.AnnotationReject, "plan")).To(Succeed())
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonRejected))
+		Expect(done.Status.Approvals[0].Feedback).To(BeEmpty())
+	})
+
 	It("refuses a hand-written decision queue", func() {
 		err := annotate(carol, run, v1alpha1.AnnotationDecisions, `[{"seq":9,"action":"approve","gate":"plan","by":"alice"}]`)
 		Expect(err).To(MatchError(ContainSubstring("the annotation agents.baton.dev/decisions is written only by Baton")))
@@ -199,7 +208,7 @@ var _ = Describe("Human gates", func() {
 		queue, err := v1alpha1.Decisions(get(run).Annotations)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(queue).To(HaveLen(3))
-		stopManager = startManager(controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64})
+		stopManager = startManager(controllerOptions)
 
 		// In order: a stale approve of final, bob's approval of plan, then alice's, too late.
 		waiting := waitForGate(run, "final", 5)
@@ -257,6 +266,23 @@ var _ = Describe("A gate", func() {
 		Entry("Reject ends the run ApprovalExpired", "Reject", v1alpha1.PhaseFailed, v1alpha1.ReasonApprovalExpired, []string(nil)),
 		Entry("Approve passes the gate, approved by the timeout", "Approve", v1alpha1.PhaseSucceeded, v1alpha1.ReasonCompleted, []string{"Approved review by timeout"}),
 	)
+
+	It("judges a decision made while the operator was away at the time it was made", func() {
+		cfg := MakeConfig("timed", ns).Agents(
+			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
+			MakeAgent("publisher").Terminator().Script(Says("published")),
+		).Gate("review", "writer", 1).GateTimeout("review", 2*time.Second, "Reject").Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Obj()
+		create(cfg, run)
+		waitForGate(run, "review", 1)
+		stopManager()
+		time.Sleep(3 * time.Second)
+		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
+		stopManager = startManager(controllerOptions)
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonApprovalExpired), "the gate expired before alice approved")
+		Expect(done.Status.Approvals).To(BeEmpty())
+	})
 
 	It("does not count waiting time against the run's timeout", func() {
 		cfg := MakeConfig("patient", ns).Agents(

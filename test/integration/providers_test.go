@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -33,6 +34,7 @@ func modelAgent(name string, server *fakes.OpenAI) *AgentWrapper {
 func apiKeySecret(ns string) *corev1.Secret {
 	s := &corev1.Secret{StringData: map[string]string{"apiKey": fakeKey}}
 	s.Name, s.Namespace = "llm", ns
+	s.Labels = map[string]string{controllers.LabelAPIKey: "true"}
 	return s
 }
 
@@ -87,7 +89,17 @@ var _ = Describe("Agents on a model server", func() {
 				"; the run starts when it can be read"))
 		}, runTimeout, poll).Should(Succeed())
 		Expect(get(run).Status.Phase).To(Equal(v1alpha1.PhasePending))
-		create(apiKeySecret(ns))
+
+		// A Secret that is not marked for Baton is not read.
+		secret := apiKeySecret(ns)
+		secret.Labels = nil
+		create(secret)
+		Eventually(func() string {
+			return meta.FindStatusCondition(get(run).Status.Conditions, v1alpha1.ConditionConfigResolved).Message
+		}, runTimeout, poll).Should(ContainSubstring("Secret llm in namespace " + ns + " is not labelled agents.baton.dev/api-key=true"))
+
+		secret.Labels = map[string]string{controllers.LabelAPIKey: "true"}
+		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
 		Expect(waitForEnd(run).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 	})
 

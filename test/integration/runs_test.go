@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -293,7 +292,7 @@ var _ = Describe("An AgentRun", func() {
 		Expect(stopped.Status.Phase).To(Equal(v1alpha1.PhaseRunning))
 		Consistently(func() int32 { return get(run).Status.StepCount }, time.Second, 100*time.Millisecond).
 			Should(Equal(stopped.Status.StepCount))
-		stopManager = startManager(controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64})
+		stopManager = startManager(controllerOptions)
 
 		run = waitForEnd(run)
 		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonMaxHandoffsExceeded))

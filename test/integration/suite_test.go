@@ -66,8 +66,11 @@ var _ = BeforeSuite(func() {
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
 	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})
-	stopManager = startManager(controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64})
+	stopManager = startManager(controllerOptions)
 })
+
+// controllerOptions run the controllers as a replica beside the webhook's does.
+var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true}
 
 var _ = AfterSuite(func() {
 	if stopManager != nil {
