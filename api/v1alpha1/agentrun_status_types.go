@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The records an AgentRun's status keeps: steps, loops, gates, decisions and context.
+
+// HandoffRecord is one step of a run: who acted, where control went and why.
+type HandoffRecord struct {
+	// step is the step's number in the run, from 1.
+	// +required
+	Step int32 `json:"step"`
+
+	// from is the agent that took the step.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	From string `json:"from"`
+
+	// to is the agent that has control after the step; empty when the step ended the run.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	To string `json:"to,omitempty"`
+
+	// outcome is how the step ended.
+	// +optional
+	Outcome StepOutcome `json:"outcome,omitempty"`
+
+	// reason says why control moved: the agent's handoff reason, the signal, or the failure.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// signal is the declared signal the step emitted.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Signal string `json:"signal,omitempty"`
+
+	// time is when the step ended.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// tokens is the usage the step reported.
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+
+	// confidence is the supervisor's confidence in the routing decision this step made.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	Confidence *float64 `json:"confidence,omitempty"`
+
+	// inputDigest is a short digest of what the agent was given.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	InputDigest string `json:"inputDigest,omitempty"`
+
+	// outputDigest is a short digest of what the agent returned.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	OutputDigest string `json:"outputDigest,omitempty"`
+}
+
+// ContextKind says what a context entry is.
+// +kubebuilder:validation:Enum=Output;Truncated;Invalid;Failed;Feedback;Reply
+type ContextKind string
+
+const (
+	ContextOutput    ContextKind = "Output"
+	ContextTruncated ContextKind = "Truncated"
+	ContextInvalid   ContextKind = "Invalid"
+	ContextFailed    ContextKind = "Failed"
+	ContextFeedback  ContextKind = "Feedback"
+	ContextReply     ContextKind = "Reply"
+)
+
+// ContextEntry is one thing the next agent sees from earlier in the run.
+type ContextEntry struct {
+	// step is the step it came from, or the step after which a person said it.
+	// +required
+	Step int32 `json:"step"`
+
+	// from is the agent that said it, or the person.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	From string `json:"from"`
+
+	// kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
+	// the errors), Failed, Feedback or Reply.
+	// +required
+	Kind ContextKind `json:"kind"`
+
+	// text is what was said. Bounded.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Text string `json:"text,omitempty"`
+}
+
+// LoopStatus is the evidence of a loop that ended a run.
+type LoopStatus struct {
+	// detector is the detector that found the loop.
+	// +required
+	Detector LoopDetector `json:"detector"`
+
+	// pattern is the agents that make up the loop.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +optional
+	Pattern []string `json:"pattern,omitempty"`
+
+	// steps are the step numbers where the loop was seen.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Steps []int32 `json:"steps,omitempty"`
+}
+
+// PendingApproval is the gate a run waits at.
+type PendingApproval struct {
+	// gate is the gate's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Gate string `json:"gate"`
+
+	// since is when the gate opened, to the microsecond.
+	// +required
+	Since metav1.MicroTime `json:"since"`
+
+	// approvedBy are the people who approved so far.
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	ApprovedBy []string `json:"approvedBy,omitempty"`
+
+	// completes is set when the run ends once the gate passes: the step before the gate
+	// finished the run.
+	// +optional
+	Completes *Completion `json:"completes,omitempty"`
+}
+
+// Completion is how a run ends once its pending gate passes.
+type Completion struct {
+	// reason is the termination reason, Completed or Terminated.
+	// +required
+	Reason TerminationReason `json:"reason"`
+
+	// message is the termination message.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PendingInput is an agent's question that waits for a reply.
+type PendingInput struct {
+	// agent asked the question and gets the reply.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Agent string `json:"agent"`
+
+	// question is what the agent asked. Bounded.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Question string `json:"question,omitempty"`
+
+	// since is when the run started waiting, to the microsecond.
+	// +required
+	Since metav1.MicroTime `json:"since"`
+}
+
+// ApprovalRecord is one human decision.
+type ApprovalRecord struct {
+	// gate is the gate decided on; empty for a reply.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Gate string `json:"gate,omitempty"`
+
+	// decision is Approved, Rejected or Replied.
+	// +kubebuilder:validation:Enum=Approved;Rejected;Replied
+	// +required
+	Decision string `json:"decision"`
+
+	// revise is where a rejection sent the run: an agent, or replan.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Revise string `json:"revise,omitempty"`
+
+	// by is who decided.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	By string `json:"by"`
+
+	// time is when the decision was applied.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// feedback is the text that went with the decision.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Feedback string `json:"feedback,omitempty"`
+}
