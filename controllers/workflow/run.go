@@ -16,21 +16,21 @@ const maxTruncatedRetries = 2
 
 // WaitForConfig keeps a run Pending while its AgentConfig does not exist.
 func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Decision {
-	return waitPending(st, v1alpha1.ReasonConfigNotFound,
+	return waitPending(st, v1alpha1.ReasonConfigNotFound, EventWaitingForConfig,
 		sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config), now)
 }
 
 // WaitForSecret keeps a run Pending while a Secret its agents need cannot be read.
 func WaitForSecret(st v1alpha1.AgentRunStatus, problem string, now time.Time) Decision {
-	return waitPending(st, v1alpha1.ReasonSecretNotFound, problem+"; the run starts when it can be read", now)
+	return waitPending(st, v1alpha1.ReasonSecretNotFound, EventWaitingForSecret, problem+"; the run starts when it can be read", now)
 }
 
-func waitPending(st v1alpha1.AgentRunStatus, reason, msg string, now time.Time) Decision {
+func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time.Time) Decision {
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.Phase = v1alpha1.PhasePending
 	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != reason || c.Message != bounded(msg, maxMessage) {
-		d.event(EventNormal, EventWaitingForConfig, "%s", msg)
+		d.event(EventNormal, event, "%s", msg)
 	}
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, reason, msg)
 	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting: "+reason)

@@ -70,6 +70,7 @@ const (
 // Event reasons other than the termination reasons, which are used as they are.
 const (
 	EventWaitingForConfig   = "WaitingForConfig"
+	EventWaitingForSecret   = "WaitingForSecret"
 	EventHandoffRefused     = "HandoffRefused"
 	EventTerminateIgnored   = "TerminateIgnored"
 	EventStepFailed         = "StepFailed"
