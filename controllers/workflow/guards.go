@@ -15,12 +15,18 @@ type Trip struct {
 	Loop    *v1alpha1.LoopStatus
 }
 
-// guardInput is what every guard sees: the plan, the status and the step about to start.
+// guardInput is what every guard sees: the plan, the status and the step about to start, and
+// the history the loop detectors read, worked out once.
 type guardInput struct {
 	plan   *Plan
 	status *v1alpha1.AgentRunStatus
 	next   string
 	now    time.Time
+	// hist is the steps the loop detectors look at; agents and steps are their agents and
+	// step numbers followed by the step about to run.
+	hist   []v1alpha1.HandoffRecord
+	agents []string
+	steps  []int32
 }
 
 // A guard trips when the run must not take its next step. It returns the reason and a message
@@ -35,6 +41,11 @@ var guards = []guard{
 	handoffGuard,
 	tokenGuard,
 	agentStepGuard,
+	loopGuard,
+}
+
+// loopDetectors run in this order, last in the chain.
+var loopDetectors = []guard{
 	windowGuard,
 	cycleGuard,
 	repeatedInputGuard,
@@ -43,8 +54,17 @@ var guards = []guard{
 
 // check runs the guard chain for the run's next step.
 func check(p *Plan, st *v1alpha1.AgentRunStatus, now time.Time) (Trip, bool) {
-	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now}
-	for _, g := range guards {
+	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now, hist: history(st)}
+	for _, r := range in.hist {
+		in.agents, in.steps = append(in.agents, r.From), append(in.steps, r.Step)
+	}
+	in.agents, in.steps = append(in.agents, in.next), append(in.steps, st.StepCount+1)
+	return firstTrip(guards, in)
+}
+
+// firstTrip runs guards in order and returns the first trip.
+func firstTrip(chain []guard, in guardInput) (Trip, bool) {
+	for _, g := range chain {
 		if t, ok := g(in); ok {
 			return t, true
 		}

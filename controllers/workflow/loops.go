@@ -35,15 +35,23 @@ func retrying(st *v1alpha1.AgentRunStatus) bool {
 	return n > 0 && isRetry(st.HandoffSequence[n-1])
 }
 
+// loopGuard runs the loop detectors, except before a retry: asking an agent again after a cut
+// or invalid answer never closes a loop.
+func loopGuard(in guardInput) (Trip, bool) {
+	if retrying(in.status) {
+		return Trip{}, false
+	}
+	return firstTrip(loopDetectors, in)
+}
+
 // windowGuard: fewer than minUniqueAgents distinct agents among the last window steps,
 // counting the step about to run.
 func windowGuard(in guardInput) (Trip, bool) {
 	w := int(in.plan.Loops.Window)
-	agents, steps := agentPath(in)
-	if len(agents) < w || retrying(in.status) {
+	if len(in.agents) < w {
 		return Trip{}, false
 	}
-	agents, steps = agents[len(agents)-w:], steps[len(steps)-w:]
+	agents, steps := in.agents[len(in.agents)-w:], in.steps[len(in.steps)-w:]
 	distinct := map[string]bool{}
 	for _, a := range agents {
 		distinct[a] = true
@@ -60,10 +68,7 @@ func windowGuard(in guardInput) (Trip, bool) {
 // of the history, counting the step about to run. A cycle listed in loopDetection.allow may
 // repeat up to its own maxRepeats instead.
 func cycleGuard(in guardInput) (Trip, bool) {
-	agents, steps := agentPath(in)
-	if retrying(in.status) {
-		return Trip{}, false
-	}
+	agents, steps := in.agents, in.steps
 	for period := 2; period <= len(agents)/2; period++ {
 		cycle := agents[len(agents)-period:]
 		if hasShorterPeriod(cycle) {
@@ -94,12 +99,9 @@ func cycleGuard(in guardInput) (Trip, bool) {
 // repeatedInputGuard: the agent about to run was already given the same input often enough
 // that this step would be redundant.
 func repeatedInputGuard(in guardInput) (Trip, bool) {
-	if retrying(in.status) {
-		return Trip{}, false
-	}
 	d := digest(in.status.Input)
 	var seen []int32
-	for _, r := range history(in.status) {
+	for _, r := range in.hist {
 		if r.From == in.next && r.InputDigest == d {
 			seen = append(seen, r.Step)
 		}
@@ -116,7 +118,7 @@ func repeatedInputGuard(in guardInput) (Trip, bool) {
 // repeatedOutputGuard: the agent of the last step returned the same output as before, often
 // enough to show it makes no progress.
 func repeatedOutputGuard(in guardInput) (Trip, bool) {
-	hist := history(in.status)
+	hist := in.hist
 	if len(hist) == 0 {
 		return Trip{}, false
 	}
@@ -136,18 +138,6 @@ func repeatedOutputGuard(in guardInput) (Trip, bool) {
 	return loopTrip(v1alpha1.DetectorRepeatedOutput, []string{last.From}, seen, fmt.Sprintf(
 		"loop detected (RepeatedOutput): %s returned the same output (digest %s) %d times, at steps %s (maxRepeatedOutputs %d)",
 		last.From, last.OutputDigest, len(seen), stepRange(seen), in.plan.Loops.MaxRepeatedOutputs))
-}
-
-// agentPath is the agents of the history and the step about to run, with their step numbers.
-func agentPath(in guardInput) ([]string, []int32) {
-	hist := history(in.status)
-	agents := make([]string, 0, len(hist)+1)
-	steps := make([]int32, 0, len(hist)+1)
-	for _, r := range hist {
-		agents = append(agents, r.From)
-		steps = append(steps, r.Step)
-	}
-	return append(agents, in.next), append(steps, in.status.StepCount+1)
 }
 
 // trailingRepeats counts how many times the last period agents repeat back to back at the end.

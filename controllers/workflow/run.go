@@ -295,13 +295,12 @@ func truncated(s *v1alpha1.AgentRunStatus, res StepResult) route {
 	if trailing(s, res.Agent, v1alpha1.OutcomeTruncated) >= maxTruncatedRetries {
 		return route{fail: sprintf("answer still truncated at the output-token limit after %d attempts", maxTruncatedRetries+1)}
 	}
-	return route{
-		to:      res.Agent,
-		state:   s.State,
-		outcome: v1alpha1.OutcomeTruncated,
-		reason:  "answer truncated at the output-token limit; asking again",
-		input:   res.Input,
-	}
+	return askAgain(s, res, v1alpha1.OutcomeTruncated, "answer truncated at the output-token limit; asking again")
+}
+
+// askAgain gives the same agent the same input once more, in the same state.
+func askAgain(s *v1alpha1.AgentRunStatus, res StepResult, outcome v1alpha1.StepOutcome, reason string) route {
+	return route{to: res.Agent, state: s.State, outcome: outcome, reason: reason, input: res.Input}
 }
 
 // trailing counts the agent's steps with this outcome at the end of the sequence.
@@ -328,13 +327,7 @@ func invalid(s *v1alpha1.AgentRunStatus, res StepResult, problems string) route 
 			message: sprintf("%s's output still does not match its outputSchema after %d repairs: %s", res.Agent, maxRepairs, problems),
 		}
 	}
-	return route{
-		to:      res.Agent,
-		state:   s.State,
-		outcome: v1alpha1.OutcomeInvalid,
-		reason:  "output does not match its outputSchema; asking for a repair: " + problems,
-		input:   res.Input,
-	}
+	return askAgain(s, res, v1alpha1.OutcomeInvalid, "output does not match its outputSchema; asking for a repair: "+problems)
 }
 
 // failStep counts a failed step and hands control to the agent that recovers, or ends the run
@@ -357,12 +350,11 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 		return out
 	}
 	// Recovery moves control but is not a handoff: failures count against maxErrors only.
-	to := rc.to
 	out.to, out.state = rc.to, rc.state
 	out.input = sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
 	if len(r.events) == 0 {
 		out.events = append(out.events, Event{Type: EventWarning, Reason: EventStepFailed,
-			Message: sprintf("step %d of agent %s failed: %s; %s takes over", s.StepCount, res.Agent, why, to)})
+			Message: sprintf("step %d of agent %s failed: %s; %s takes over", s.StepCount, res.Agent, why, rc.to)})
 	}
 	return out
 }
