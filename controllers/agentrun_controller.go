@@ -11,9 +11,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,9 +63,12 @@ type AgentRunReconciler struct {
 
 	steps     *stepRunner
 	revisions *revisions
-	secrets   agents.SecretReader
-	writes    *writeMemo
-	options   Options
+	// plans keeps each running run's checked plan: its pinned config and its spec never change,
+	// so the plan (output schemas compiled) is built once per run, not once per reconcile.
+	plans   *lru.Cache
+	secrets agents.SecretReader
+	writes  *writeMemo
+	options Options
 }
 
 // NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
@@ -77,6 +82,7 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 		Providers: providers,
 		steps:     newStepRunner(opts.MaxStepsInFlight),
 		revisions: newRevisions(c, apiReader, scheme),
+		plans:     lru.New(4096),
 		secrets:   secrets,
 		writes:    newWriteMemo(),
 		options:   opts,
@@ -97,16 +103,14 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.steps.forget(req.NamespacedName)
-			r.writes.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if run.Status.Phase.Terminal() {
 		// A terminal run never changes again, whatever is annotated or edited later.
-		r.steps.forget(req.NamespacedName)
-		r.writes.forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if r.writes.behind(run) {
@@ -124,7 +128,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return r.intake(ctx, run, annotations, d)
 	}
 	pending := pendingDecisions(ctx, run, r.options.TrustDecisionQueue)
-	if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
+	if !run.Status.Phase.Started() {
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
 		}
@@ -222,8 +226,28 @@ func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string
 	return ""
 }
 
-// pinnedPlan is the run's plan from the config it pinned at start.
+// forget drops what the reconciler holds for a run that ended or is gone.
+func (r *AgentRunReconciler) forget(key types.NamespacedName) {
+	r.steps.forget(key)
+	r.writes.forget(key)
+	r.plans.Remove(key)
+}
+
+// pinned is a run's cached plan and what it was built from.
+type pinned struct {
+	uid      types.UID
+	revision string
+	plan     *workflow.Plan
+}
+
+// pinnedPlan is the run's plan from the config it pinned at start, built once per run.
 func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
+	key := client.ObjectKeyFromObject(run)
+	if v, ok := r.plans.Get(key); ok {
+		if p := v.(pinned); p.uid == run.UID && p.revision == run.Status.ConfigRevision {
+			return p.plan, nil
+		}
+	}
 	spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
 	if err != nil {
 		return nil, err
@@ -232,7 +256,9 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 	}
-	return plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals), nil
+	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	r.plans.Add(key, pinned{uid: run.UID, revision: run.Status.ConfigRevision, plan: plan})
+	return plan, nil
 }
 
 // stepFunc is the work of one step: ask the agent's provider, and turn what it says into the
@@ -328,7 +354,7 @@ func (r *AgentRunReconciler) runsWaitingFor(ctx context.Context, cfg client.Obje
 	}
 	var reqs []reconcile.Request
 	for _, run := range runs.Items {
-		if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
+		if !run.Status.Phase.Started() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&run)})
 		}
 	}

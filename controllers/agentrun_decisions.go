@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,10 +18,7 @@ import (
 // rawDecision finds a decision annotation the admission webhook did not take (it is not
 // installed): the annotations without it, and the decision, whose maker is unknown.
 func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1alpha1.QueuedDecision, bool) {
-	annotations := make(map[string]string, len(run.Annotations))
-	for k, v := range run.Annotations {
-		annotations[k] = v
-	}
+	annotations := maps.Clone(run.Annotations)
 	d, ok := v1alpha1.TakeDecision(annotations, "", metav1.NewTime(now))
 	return annotations, d, ok
 }
@@ -29,16 +27,13 @@ func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1al
 // have: one update, guarded by the resourceVersion it was read at. Its watch event brings the
 // run back to apply the decision.
 func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d v1alpha1.QueuedDecision) (ctrl.Result, error) {
-	queue, err := v1alpha1.Decisions(annotations)
+	// A full queue drops the decision, with an Event; its annotations go either way.
+	queued, err := v1alpha1.AddDecision(annotations, d, run.Status.LastDecision)
 	if err != nil {
-		queue = nil
-	}
-	if queue, err = v1alpha1.Enqueue(queue, d, run.Status.LastDecision); err != nil {
 		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", boundedBytes(err.Error(), maxEventNote))
-		queue, _ = v1alpha1.Decisions(annotations)
 	}
 	orig := run.DeepCopy()
-	run.Annotations = v1alpha1.SetDecisions(annotations, queue)
+	run.Annotations = queued
 	if err := r.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

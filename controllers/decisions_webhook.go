@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -73,10 +74,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton; decide with %s, %s or %s",
 			v1alpha1.AnnotationDecisions, v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
 	}
-	annotations := make(map[string]string, len(run.Annotations))
-	for k, v := range run.Annotations {
-		annotations[k] = v
-	}
+	annotations := maps.Clone(run.Annotations)
 	// revise and feedback belong to the decision made in the same request, never to one made
 	// later by someone else.
 	var leftover []string
@@ -113,15 +111,11 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 				user, d.Action, run.Namespace, run.Name, ApproveVerb, run.Namespace))
 		}
 	}
-	queue, err := v1alpha1.Decisions(annotations)
-	if err != nil {
-		queue = nil // only Baton writes the queue; an unreadable one is replaced
-	}
-	queue, err = v1alpha1.Enqueue(queue, d, old.Status.LastDecision)
+	queued, err := v1alpha1.AddDecision(annotations, d, old.Status.LastDecision)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
-	run.Annotations = v1alpha1.SetDecisions(annotations, queue)
+	run.Annotations = queued
 	patched, err := json.Marshal(run)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)

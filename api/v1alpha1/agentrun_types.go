@@ -46,6 +46,11 @@ const (
 	PhaseCancelled RunPhase = "Cancelled"
 )
 
+// Started reports whether a run in this phase has pinned its config and begun.
+func (p RunPhase) Started() bool {
+	return p != "" && p != PhasePending
+}
+
 // Terminal reports whether a run in this phase has ended for good.
 func (p RunPhase) Terminal() bool {
 	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseCancelled

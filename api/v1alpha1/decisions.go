@@ -106,6 +106,19 @@ func TakeDecision(annotations map[string]string, by string, now metav1.Time) (d 
 	return d, true
 }
 
+// AddDecision queues d in the annotations, after the run's latest decision. An unreadable queue
+// is replaced: only Baton writes it.
+func AddDecision(annotations map[string]string, d QueuedDecision, lastApplied int64) (map[string]string, error) {
+	queue, err := Decisions(annotations)
+	if err != nil {
+		queue = nil
+	}
+	if queue, err = Enqueue(queue, d, lastApplied); err != nil {
+		return annotations, err
+	}
+	return SetDecisions(annotations, queue), nil
+}
+
 // Enqueue appends d after the run's latest decision, dropping those the run has applied.
 func Enqueue(queue []QueuedDecision, d QueuedDecision, lastApplied int64) ([]QueuedDecision, error) {
 	next := lastApplied
