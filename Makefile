@@ -63,8 +63,9 @@ test-unit: ## Unit and property tests of the pure packages.
 	RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the decision core for FUZZTIME (the seed corpus also runs in test-unit).
+fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).
 	$(GO) test ./controllers/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Make kube-apiserver and etcd available (download, else build from the module proxy).

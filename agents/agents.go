@@ -132,12 +132,16 @@ func NewProviders(deps Dependencies) *Providers {
 	if deps.HTTPClient == nil {
 		deps.HTTPClient = &http.Client{}
 	}
+	next := deps.HTTPClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
 	retrying := *deps.HTTPClient
-	retrying.Transport = NewRetryTransport(deps.HTTPClient.Transport, deps.Clock)
+	retrying.Transport = NewRetryTransport(limitBodies{next: next}, deps.Clock)
 	deps.HTTPClient = &retrying
 	p := &Providers{agents: make(map[v1alpha1.ModelProvider]Agent, len(factories))}
 	for name, f := range factories {
-		p.agents[name] = f(deps)
+		p.agents[name] = checked{next: f(deps), secrets: deps.Secrets}
 	}
 	return p
 }

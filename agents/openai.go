@@ -67,7 +67,7 @@ func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, describeError(err, key)
 	}
-	if len(resp.Choices) == 0 {
+	if resp == nil || len(resp.Choices) == 0 {
 		return Result{}, errors.New("the model server answered with no choices")
 	}
 	choice := resp.Choices[0]

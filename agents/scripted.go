@@ -28,8 +28,8 @@ func (s scripted) Step(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
 	}
-	if turn.Delay != nil && turn.Delay.Duration > 0 {
-		t := s.clock.NewTimer(turn.Delay.Duration)
+	if delay := turn.Delay.OrZero(); delay > 0 {
+		t := s.clock.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -84,7 +83,7 @@ func TestScriptedStepReportsEverythingTheTurnSays(t *testing.T) {
 func TestScriptedDelayHonoursTheStepDeadline(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := newScripted(Dependencies{Clock: clk})
-	agent := v1alpha1.Agent{Name: "slow", Script: []v1alpha1.ScriptTurn{{Output: "late", Delay: &metav1.Duration{Duration: time.Minute}}}}
+	agent := v1alpha1.Agent{Name: "slow", Script: []v1alpha1.ScriptTurn{{Output: "late", Delay: v1alpha1.NewDuration(time.Minute)}}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

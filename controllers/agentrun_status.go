@@ -35,6 +35,7 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 // after a conflict, whose retry must decide again on a fresh copy.
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, bool, error) {
 	d.Status.ObservedGeneration = run.Generation
+	workflow.FitStatus(&d.Status)
 	if equality.Semantic.DeepEqual(run.Status, d.Status) {
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}

@@ -1,9 +1,5 @@
 package v1alpha1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
-
 // What bounds and shapes an AgentConfig's runs: limits, loop detection, human gates, routing.
 
 // Limits bound a run. Every field is optional; the defaults are those shown.
@@ -11,18 +7,21 @@ type Limits struct {
 	// maxHandoffs is the most times control may pass between agents. Defaults to 20.
 	// +kubebuilder:default=20
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxHandoffs *int32 `json:"maxHandoffs,omitempty"`
 
 	// maxSteps is the most agent steps in a run. Defaults to 25.
 	// +kubebuilder:default=25
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxSteps *int32 `json:"maxSteps,omitempty"`
 
 	// maxTokens is the token budget of a run. Defaults to 50000.
 	// +kubebuilder:default=50000
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000000
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 
@@ -35,27 +34,27 @@ type Limits struct {
 
 	// timeout is the run's wall-clock limit, time waiting for approvals excluded. Defaults to 10m.
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// agentTimeout is the deadline of one agent step. Defaults to 2m.
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	AgentTimeout *metav1.Duration `json:"agentTimeout,omitempty"`
+	AgentTimeout *Duration `json:"agentTimeout,omitempty"`
 
 	// maxErrors is the number of failed steps that ends a run. Defaults to 5.
 	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxErrors *int32 `json:"maxErrors,omitempty"`
 
 	// maxHandoffDepth is the deepest nested delegation in Supervisor mode. Defaults to 5.
 	// +kubebuilder:default=5
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
 }
@@ -117,6 +116,7 @@ type AllowedCycle struct {
 
 	// maxRepeats is how many times in a row the cycle may repeat.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=49
 	// +required
 	MaxRepeats int32 `json:"maxRepeats"`
 }
@@ -149,10 +149,9 @@ type ApprovalGate struct {
 	Required int32 `json:"required,omitempty"`
 
 	// timeout is how long the gate waits for a decision.
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// onTimeout is the decision taken when the gate times out: Reject or Approve.
 	// +kubebuilder:validation:Enum=Reject;Approve
@@ -186,6 +185,7 @@ type Routing struct {
 	// RoutingExhausted. Defaults to 3.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	MaxReroutes *int32 `json:"maxReroutes,omitempty"`
 }

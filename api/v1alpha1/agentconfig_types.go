@@ -228,16 +228,18 @@ type Agent struct {
 
 	// maxSteps caps the steps this agent may take in one run.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxSteps *int32 `json:"maxSteps,omitempty"`
 
 	// timeout is the deadline of each of this agent's steps. Defaults to limits.agentTimeout.
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
-	// outputSchema is a JSON Schema the agent's final output must satisfy.
+	// outputSchema is a JSON Schema the agent's final output must satisfy. Only references
+	// inside the schema itself ("$ref": "#/$defs/...") resolve: Baton never reads a file or
+	// fetches a URL for a schema. At most 64 KiB, nested at most 32 levels deep.
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
@@ -271,6 +273,7 @@ type ModelSpec struct {
 
 	// maxOutputTokens caps the tokens of one answer.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
 	// +optional
 	MaxOutputTokens *int32 `json:"maxOutputTokens,omitempty"`
 
@@ -325,14 +328,13 @@ type ScriptTurn struct {
 
 	// tokens is the usage this turn reports.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000000
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
 
 	// delay is simulated latency before the turn answers.
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	Delay *metav1.Duration `json:"delay,omitempty"`
+	Delay *Duration `json:"delay,omitempty"`
 
 	// error makes this turn fail with this message.
 	// +kubebuilder:validation:MaxLength=1024

@@ -245,16 +245,19 @@ type ConfigReference struct {
 type LimitOverrides struct {
 	// maxHandoffs overrides limits.maxHandoffs.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxHandoffs *int32 `json:"maxHandoffs,omitempty"`
 
 	// maxSteps overrides limits.maxSteps.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxSteps *int32 `json:"maxSteps,omitempty"`
 
 	// maxTokens overrides limits.maxTokens.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000000
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 
@@ -265,24 +268,24 @@ type LimitOverrides struct {
 	TokenWarningPercent *int32 `json:"tokenWarningPercent,omitempty"`
 
 	// timeout overrides limits.timeout.
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// agentTimeout overrides limits.agentTimeout.
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
-	AgentTimeout *metav1.Duration `json:"agentTimeout,omitempty"`
+	AgentTimeout *Duration `json:"agentTimeout,omitempty"`
 
 	// maxErrors overrides limits.maxErrors.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxErrors *int32 `json:"maxErrors,omitempty"`
 
 	// maxHandoffDepth overrides limits.maxHandoffDepth.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
 }
@@ -328,9 +331,8 @@ type AgentRunStatus struct {
 
 	// waited is the time the run spent waiting for people (approvals and replies); it does not
 	// count against limits.timeout.
-	// +kubebuilder:validation:Type=string
 	// +optional
-	Waited *metav1.Duration `json:"waited,omitempty"`
+	Waited *Duration `json:"waited,omitempty"`
 
 	// depth is how deeply the current agent was delegated to below the supervisor (Supervisor
 	// mode); limits.maxHandoffDepth bounds it.

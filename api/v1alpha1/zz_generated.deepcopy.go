@@ -33,7 +33,7 @@ func (in *Agent) DeepCopyInto(out *Agent) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.OutputSchema != nil {
@@ -267,7 +267,7 @@ func (in *AgentRunStatus) DeepCopyInto(out *AgentRunStatus) {
 	*out = *in
 	if in.Waited != nil {
 		in, out := &in.Waited, &out.Waited
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.Context != nil {
@@ -363,7 +363,7 @@ func (in *ApprovalGate) DeepCopyInto(out *ApprovalGate) {
 	*out = *in
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 }
@@ -485,12 +485,12 @@ func (in *LimitOverrides) DeepCopyInto(out *LimitOverrides) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.AgentTimeout != nil {
 		in, out := &in.AgentTimeout, &out.AgentTimeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.MaxErrors != nil {
@@ -540,12 +540,12 @@ func (in *Limits) DeepCopyInto(out *Limits) {
 	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.AgentTimeout != nil {
 		in, out := &in.AgentTimeout, &out.AgentTimeout
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.MaxErrors != nil {
@@ -780,7 +780,7 @@ func (in *ScriptTurn) DeepCopyInto(out *ScriptTurn) {
 	*out = *in
 	if in.Delay != nil {
 		in, out := &in.Delay, &out.Delay
-		*out = new(v1.Duration)
+		*out = new(Duration)
 		**out = **in
 	}
 	if in.Routing != nil {

@@ -90,11 +90,7 @@ func awaitInput(p *Plan, d *Decision, agent, question string, now time.Time) {
 // resume puts a waiting run back to work, counting the wait as time not spent on the run.
 func resume(p *Plan, d *Decision, since metav1.MicroTime, now time.Time) {
 	s := &d.Status
-	waited := now.Sub(since.Time)
-	if s.Waited != nil {
-		waited += s.Waited.Duration
-	}
-	s.Waited = &metav1.Duration{Duration: waited}
+	s.Waited = addWait(s.Waited, now.Sub(since.Time))
 	s.PendingApproval, s.PendingInput = nil, nil
 	s.Phase = v1alpha1.PhaseRunning
 	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
@@ -127,11 +123,9 @@ func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
 	resume(p, d, pending.Since, now)
 }
 
-func addWait(w *metav1.Duration, more time.Duration) *metav1.Duration {
-	if w != nil {
-		more += w.Duration
-	}
-	return &metav1.Duration{Duration: more}
+// addWait adds to the time a run waited for people, up to the longest duration the API holds.
+func addWait(w *v1alpha1.Duration, more time.Duration) *v1alpha1.Duration {
+	return v1alpha1.NewDuration(min(w.OrZero()+more, v1alpha1.MaxDuration))
 }
 
 // Decide applies one queued human decision. A decision the run cannot take changes nothing but
@@ -313,7 +307,7 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision,
 	g, _ := p.gate(s.PendingApproval.Gate)
 	if g.OnTimeout == "Approve" {
 		appendApproval(s, v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)})
-		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.Duration)
+		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.OrZero())
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)
 		passGate(p, &d, "", now)
@@ -321,7 +315,7 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision,
 	}
 	since := s.PendingApproval.Since
 	s.Waited = addWait(s.Waited, now.Sub(since.Time))
-	msg := fmt.Sprintf("gate %s expired after %s with %d of %d approvals", g.Name, g.Timeout.Duration,
+	msg := fmt.Sprintf("gate %s expired after %s with %d of %d approvals", g.Name, g.Timeout.OrZero(),
 		len(s.PendingApproval.ApprovedBy), required(g))
 	s.PendingApproval = nil
 	end(&d, Trip{Reason: v1alpha1.ReasonApprovalExpired, Message: msg}, now)
@@ -334,8 +328,8 @@ func WaitDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	g, ok := p.gate(st.PendingApproval.Gate)
-	if !ok || g.Timeout == nil || g.Timeout.Duration <= 0 {
+	if !ok || g.Timeout.OrZero() <= 0 {
 		return time.Time{}, false
 	}
-	return st.PendingApproval.Since.Add(g.Timeout.Duration), true
+	return st.PendingApproval.Since.Add(g.Timeout.OrZero()), true
 }

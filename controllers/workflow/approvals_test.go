@@ -45,7 +45,7 @@ func TestGatesOpenAndPass(t *testing.T) {
 	if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.CurrentAgent != "worker" || d.Status.Input != "the plan" {
 		t.Fatalf("approval should hand the plan to the worker: %s %s %q", d.Status.Phase, d.Status.CurrentAgent, d.Status.Input)
 	}
-	if d.Status.Waited.Duration != time.Minute || d.Status.LastDecision != 1 {
+	if d.Status.Waited.OrZero() != time.Minute || d.Status.LastDecision != 1 {
 		t.Fatalf("waited %v, last decision %d", d.Status.Waited, d.Status.LastDecision)
 	}
 	if got := eventReasons(d); !cmp.Equal(got, []string{EventDecisionApplied}) || d.Events[0].Action != "Decision1" {
@@ -60,7 +60,7 @@ func TestGatesOpenAndPass(t *testing.T) {
 		t.Fatalf("final gate (-want +got):\n%s output %q", diff, st.Output)
 	}
 	d = Decide(p, st, decision(2, "approve", "final", "bob"), t0.Add(4*time.Minute))
-	if d.Status.TerminationReason != v1alpha1.ReasonCompleted || d.Status.Waited.Duration != 2*time.Minute {
+	if d.Status.TerminationReason != v1alpha1.ReasonCompleted || d.Status.Waited.OrZero() != 2*time.Minute {
 		t.Fatalf("want Completed after waiting 2m in all, got %s, waited %v", d.Status.TerminationReason, d.Status.Waited)
 	}
 	if len(d.Status.Approvals) != 2 || d.Status.Approvals[1].By != "bob" {

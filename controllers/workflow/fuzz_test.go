@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/agents"
@@ -48,7 +47,7 @@ func FuzzApply(f *testing.F) {
 			Limits: v1alpha1.Limits{
 				MaxHandoffs: ptr.To(int32(1 + in.upTo(30))), MaxSteps: ptr.To(int32(1 + in.upTo(40))),
 				MaxTokens: ptr.To(int64(1 + in.next()*50)), MaxErrors: ptr.To(int32(1 + in.upTo(6))),
-				Timeout: &metav1.Duration{Duration: time.Duration(1+in.next()) * time.Second},
+				Timeout: v1alpha1.NewDuration(time.Duration(1+in.next()) * time.Second),
 			},
 		}
 		for _, name := range names {

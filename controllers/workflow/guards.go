@@ -139,11 +139,7 @@ func deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 	if st.StartTime == nil || st.Phase == v1alpha1.PhaseAwaitingApproval || st.PendingInput != nil {
 		return time.Time{}, false
 	}
-	d := st.StartTime.Add(p.Limits.Timeout)
-	if st.Waited != nil {
-		d = d.Add(st.Waited.Duration)
-	}
-	return d, true
+	return st.StartTime.Add(p.Limits.Timeout + st.Waited.OrZero()), true
 }
 
 // lastFailure is the latest failed step still in the sequence.

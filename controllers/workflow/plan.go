@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -115,6 +114,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	if m, ok := modes[p.Mode()]; ok {
 		errs = append(errs, m.validate(p, specPath)...)
 	}
+	errs = append(errs, checkDurations(spec, overrides, specPath)...)
 	errs = append(errs, p.compileSchemas(specPath)...)
 	return p, errs
 }
@@ -150,8 +150,10 @@ func (p *Plan) HasTerminator() bool { return p.terminators > 0 }
 
 // StepTimeout is the deadline of one step of the named agent.
 func (p *Plan) StepTimeout(agent string) time.Duration {
-	if a := p.agents[agent]; a != nil && a.Timeout != nil && a.Timeout.Duration > 0 {
-		return a.Timeout.Duration
+	if a := p.agents[agent]; a != nil {
+		if d := a.Timeout.OrZero(); d > 0 {
+			return d
+		}
 	}
 	return p.Limits.AgentTimeout
 }
@@ -213,11 +215,40 @@ func orDefault[T any](v *T, def T) T {
 	return *v
 }
 
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil || d.Duration <= 0 {
-		return def
+func durationOr(d *v1alpha1.Duration, def time.Duration) time.Duration {
+	if v := d.OrZero(); v > 0 {
+		return v
 	}
-	return d.Duration
+	return def
+}
+
+// checkDurations names every duration of the config and the run's overrides that Go cannot
+// read or that is out of bounds. The API server refuses them; this holds for objects stored
+// before it did.
+func checkDurations(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	check := func(d *v1alpha1.Duration, p *field.Path) {
+		if _, err := d.Get(); err != nil {
+			errs = append(errs, field.Invalid(p, string(*d), err.Error()))
+		}
+	}
+	check(spec.Limits.Timeout, path.Child("limits", "timeout"))
+	check(spec.Limits.AgentTimeout, path.Child("limits", "agentTimeout"))
+	for i, a := range spec.Agents {
+		check(a.Timeout, path.Child("agents").Index(i).Child("timeout"))
+		for j, t := range a.Script {
+			check(t.Delay, path.Child("agents").Index(i).Child("script").Index(j).Child("delay"))
+		}
+	}
+	for i, g := range spec.Approvals {
+		check(g.Timeout, path.Child("approvals").Index(i).Child("timeout"))
+	}
+	if overrides != nil {
+		runPath := field.NewPath("spec", "limits")
+		check(overrides.Timeout, runPath.Child("timeout"))
+		check(overrides.AgentTimeout, runPath.Child("agentTimeout"))
+	}
+	return errs
 }
 
 func supportedModes() []string {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 
@@ -148,7 +147,7 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		MaxSteps:        ptr.To(int32(uniform(t, 1, 50, "maxSteps"))),
 		MaxTokens:       ptr.To(int64(uniform(t, 1, 20000, "maxTokens"))),
 		MaxErrors:       ptr.To(int32(uniform(t, 1, 8, "maxErrors"))),
-		Timeout:         &metav1.Duration{Duration: time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second},
+		Timeout:         v1alpha1.NewDuration(time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second),
 	}
 	window := int32(uniform(t, 2, 8, "window"))
 	spec.LoopDetection = v1alpha1.LoopDetection{
@@ -169,7 +168,7 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 	}
 	for i := range spec.Approvals {
 		if chance(t, 30, "gateTimeout") {
-			spec.Approvals[i].Timeout = &metav1.Duration{Duration: time.Duration(uniform(t, 1, 30, "gateSeconds")) * time.Second}
+			spec.Approvals[i].Timeout = v1alpha1.NewDuration(time.Duration(uniform(t, 1, 30, "gateSeconds")) * time.Second)
 		}
 	}
 	if n >= 2 && rapid.Bool().Draw(t, "allow") {

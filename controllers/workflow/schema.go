@@ -3,6 +3,7 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -14,6 +15,12 @@ import (
 // outputSchema; after that the run ends InvalidOutput.
 const maxRepairs = 2
 
+// Bounds of an output schema: its size in bytes and how deeply its objects and arrays nest.
+const (
+	maxSchemaBytes = 64 << 10
+	maxSchemaDepth = 32
+)
+
 // compileSchemas compiles the agents' output schemas; a schema that does not compile makes the
 // config invalid.
 func (p *Plan) compileSchemas(path *field.Path) field.ErrorList {
@@ -22,21 +29,9 @@ func (p *Plan) compileSchemas(path *field.Path) field.ErrorList {
 		if a.OutputSchema == nil || len(a.OutputSchema.Raw) == 0 {
 			continue
 		}
-		schemaPath := path.Child("agents").Index(i).Child("outputSchema")
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(a.OutputSchema.Raw))
+		sch, err := CompileSchema("baton:///agents/"+a.Name+"/outputSchema.json", a.OutputSchema.Raw)
 		if err != nil {
-			errs = append(errs, field.Invalid(schemaPath, "", fmt.Sprintf("not JSON: %v", err)))
-			continue
-		}
-		c := jsonschema.NewCompiler()
-		url := "baton:///agents/" + a.Name + "/outputSchema.json"
-		if err := c.AddResource(url, doc); err != nil {
-			errs = append(errs, field.Invalid(schemaPath, "", err.Error()))
-			continue
-		}
-		sch, err := c.Compile(url)
-		if err != nil {
-			errs = append(errs, field.Invalid(schemaPath, "", fmt.Sprintf("not a valid JSON Schema: %v", err)))
+			errs = append(errs, field.Invalid(path.Child("agents").Index(i).Child("outputSchema"), "", err.Error()))
 			continue
 		}
 		if p.schemas == nil {
@@ -45,6 +40,65 @@ func (p *Plan) compileSchemas(path *field.Path) field.ErrorList {
 		p.schemas[a.Name] = sch
 	}
 	return errs
+}
+
+// CompileSchema compiles a JSON Schema held in a config. Only references inside the schema
+// itself resolve (and the drafts' own metaschemas, which the library carries): a $ref or
+// $schema naming a file or any URL is refused, never read or fetched, so a config can neither
+// read the operator's files nor make it call out.
+func CompileSchema(url string, raw []byte) (*jsonschema.Schema, error) {
+	if len(raw) > maxSchemaBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d a schema may have", len(raw), maxSchemaBytes)
+	}
+	if depth := jsonDepth(raw); depth > maxSchemaDepth {
+		return nil, fmt.Errorf("nested %d levels deep, more than the %d a schema may be", depth, maxSchemaDepth)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoads{})
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	sch, err := c.Compile(url)
+	var refused *jsonschema.LoadURLError
+	switch {
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("refers to %s: only references inside the schema itself (\"#...\") resolve; Baton never reads a file or fetches a URL for a schema", refused.URL)
+	case err != nil:
+		return nil, fmt.Errorf("not a valid JSON Schema: %v", err)
+	}
+	return sch, nil
+}
+
+// refuseLoads is the schema compiler's loader: it loads nothing.
+type refuseLoads struct{}
+
+func (refuseLoads) Load(string) (any, error) { return nil, errors.New("external references are refused") }
+
+// jsonDepth is how deeply objects and arrays nest in a JSON document (0 for a scalar; a
+// document that does not parse is left to the JSON decoder to report).
+func jsonDepth(raw []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, b := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // validateOutput checks an agent's answer against its outputSchema. It returns the structured

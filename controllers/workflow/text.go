@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -22,14 +23,51 @@ const (
 	maxSequence = 50
 )
 
-// bounded cuts s to at most n characters, marking the cut.
+// bounded cuts s so that it takes at most n bytes as a JSON string, and so at most n
+// characters, marking the cut. Bytes, not characters: the API server's JSON escapes <, > and &
+// to six bytes each, so n characters of HTML would take up to 6n bytes of the object.
 func bounded(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= n && jsonLen(s) <= n {
 		return s
 	}
 	const mark = "…"
-	r := []rune(s)
-	return string(r[:n-1]) + mark
+	size, cut := 0, 0
+	for i, r := range s {
+		size += runeJSONLen(r, s[i:])
+		if size > n-len(mark) {
+			break
+		}
+		cut = i + utf8.RuneLen(r)
+	}
+	return s[:cut] + mark
+}
+
+// jsonLen is the bytes s takes inside a JSON string as Go (and so the API server) writes it, or
+// a little more: an upper bound.
+func jsonLen(s string) int {
+	n := 0
+	for i, r := range s {
+		n += runeJSONLen(r, s[i:])
+	}
+	return n
+}
+
+// runeJSONLen is the bytes r, found at the start of rest, takes inside a JSON string.
+func runeJSONLen(r rune, rest string) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+		return 6
+	case r == utf8.RuneError:
+		if _, size := utf8.DecodeRuneInString(rest); size == 1 {
+			return 6 // invalid UTF-8 is written as \ufffd
+		}
+	}
+	return utf8.RuneLen(r)
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -143,7 +142,7 @@ func helpdesk(ns string, delay time.Duration) *v1alpha1.AgentConfig {
 	for i := range c.Spec.Agents {
 		for j := range c.Spec.Agents[i].Script {
 			if delay > 0 {
-				c.Spec.Agents[i].Script[j].Delay = &metav1.Duration{Duration: delay}
+				c.Spec.Agents[i].Script[j].Delay = v1alpha1.NewDuration(delay)
 			}
 		}
 	}

@@ -6,7 +6,6 @@ package builders
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -85,7 +84,7 @@ func (w *ConfigWrapper) Gate(name, after string, required int32) *ConfigWrapper 
 func (w *ConfigWrapper) GateTimeout(name string, d time.Duration, onTimeout string) *ConfigWrapper {
 	for i := range w.Spec.Approvals {
 		if w.Spec.Approvals[i].Name == name {
-			w.Spec.Approvals[i].Timeout = &metav1.Duration{Duration: d}
+			w.Spec.Approvals[i].Timeout = v1alpha1.NewDuration(d)
 			w.Spec.Approvals[i].OnTimeout = onTimeout
 		}
 	}
@@ -106,13 +105,13 @@ func (w *ConfigWrapper) MaxErrors(n int32) *ConfigWrapper { w.Spec.Limits.MaxErr
 
 // Timeout sets limits.timeout.
 func (w *ConfigWrapper) Timeout(d time.Duration) *ConfigWrapper {
-	w.Spec.Limits.Timeout = &metav1.Duration{Duration: d}
+	w.Spec.Limits.Timeout = v1alpha1.NewDuration(d)
 	return w
 }
 
 // AgentTimeout sets limits.agentTimeout.
 func (w *ConfigWrapper) AgentTimeout(d time.Duration) *ConfigWrapper {
-	w.Spec.Limits.AgentTimeout = &metav1.Duration{Duration: d}
+	w.Spec.Limits.AgentTimeout = v1alpha1.NewDuration(d)
 	return w
 }
 
@@ -138,7 +137,7 @@ func (w *AgentWrapper) MaxSteps(n int32) *AgentWrapper { w.Agent.MaxSteps = ptr.
 
 // Timeout sets its step deadline.
 func (w *AgentWrapper) Timeout(d time.Duration) *AgentWrapper {
-	w.Agent.Timeout = &metav1.Duration{Duration: d}
+	w.Agent.Timeout = v1alpha1.NewDuration(d)
 	return w
 }
 
@@ -187,7 +186,7 @@ func (w *TurnWrapper) Truncated() *TurnWrapper { w.FinishReason = v1alpha1.Finis
 
 // Delay adds simulated latency.
 func (w *TurnWrapper) Delay(d time.Duration) *TurnWrapper {
-	w.ScriptTurn.Delay = &metav1.Duration{Duration: d}
+	w.ScriptTurn.Delay = v1alpha1.NewDuration(d)
 	return w
 }
 
@@ -225,7 +224,7 @@ func (w *RunWrapper) MaxHandoffs(n int32) *RunWrapper {
 
 // Timeout overrides limits.timeout.
 func (w *RunWrapper) Timeout(d time.Duration) *RunWrapper {
-	w.overrides().Timeout = &metav1.Duration{Duration: d}
+	w.overrides().Timeout = v1alpha1.NewDuration(d)
 	return w
 }
 
