@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,10 +17,12 @@ import (
 )
 
 // CacheOptions are the manager cache settings the controllers rely on: only the config
-// snapshots the operator makes are cached, not every ControllerRevision in the cluster.
+// snapshots the operator makes are cached, not every ControllerRevision in the cluster, and
+// only the Secrets labelled for API keys, not every Secret.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.ControllerRevision{}: {Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})},
+		&corev1.Secret{}:             {Label: labels.SelectorFromSet(labels.Set{LabelAPIKey: "true"})},
 	}}
 }
 
@@ -27,8 +30,12 @@ func CacheOptions() cache.Options {
 // options say. Controllers run on the elected leader only; the webhook is served by every
 // replica, so that people can decide while the leader is away.
 func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk clock.Clock, opts Options) error {
-	if deps.Secrets == nil {
-		deps.Secrets = newSecretReader(mgr.GetAPIReader())
+	if deps.Secrets == nil && !opts.DisableControllers {
+		// Start the labelled Secrets' informer with the manager, not at the first run's read.
+		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+			return err
+		}
+		deps.Secrets = &secretReader{reader: mgr.GetClient()}
 	}
 	if deps.Clock == nil {
 		deps.Clock = clk

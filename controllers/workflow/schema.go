@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -70,7 +71,25 @@ func CompileSchema(url string, raw []byte) (*jsonschema.Schema, error) {
 	case err != nil:
 		return nil, fmt.Errorf("not a valid JSON Schema: %v", err)
 	}
+	// A schema whose references go round without consuming anything ("$ref": "#") matches no
+	// answer at all; one probe finds it now rather than at every answer.
+	var verr *jsonschema.ValidationError
+	if errors.As(sch.Validate(nil), &verr) && refCycle(verr) {
+		return nil, errors.New("its references go round in a cycle (such as \"$ref\": \"#\"), so no answer could match it")
+	}
 	return sch, nil
+}
+
+func refCycle(e *jsonschema.ValidationError) bool {
+	if _, ok := e.ErrorKind.(*kind.RefCycle); ok {
+		return true
+	}
+	for _, c := range e.Causes {
+		if refCycle(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // refuseLoads is the schema compiler's loader: it loads nothing.

@@ -64,6 +64,17 @@ func TestCompileSchemaResolvesOnlyWhatItHolds(t *testing.T) {
 			schema:  `{"description": "` + strings.Repeat("x", maxSchemaBytes) + `"}`,
 			wantErr: "more than the 65536 a schema may have",
 		},
+		"a reference to itself is refused": {
+			schema:  `{"$ref": "#"}`,
+			wantErr: "its references go round in a cycle",
+		},
+		"references that go round are refused": {
+			schema:  `{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}`,
+			wantErr: "its references go round in a cycle",
+		},
+		"a recursive schema that consumes the value resolves": {
+			schema: `{"type": "object", "properties": {"child": {"$ref": "#"}}}`,
+		},
 		"a schema that is not a schema says so": {
 			schema:  `{"type": 7}`,
 			wantErr: "not a valid JSON Schema",

@@ -393,7 +393,7 @@ var _ = Describe("Without the admission webhook", func() {
 	It("still takes decisions, once and in order, recorded as unverified", func() {
 		// The webhook lets the operator's own requests through untouched, as a cluster without
 		// the webhook would let everyone's: this client is the operator's identity.
-		operator, err := client.New(restConfig, client.Options{Scheme: scheme})
+		operator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		ns := newNamespace()
 		cfg := MakeConfig("plain", ns).Agents(

@@ -85,7 +85,8 @@ var _ = Describe("Agents on a model server", func() {
 			c := meta.FindStatusCondition(get(run).Status.Conditions, v1alpha1.ConditionConfigResolved)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSecretNotFound))
-			g.Expect(c.Message).To(Equal("agent solo needs its API key: Secret llm (for the API key) does not exist in namespace " + ns +
+			g.Expect(c.Message).To(Equal("agent solo needs its API key: Secret llm in namespace " + ns +
+				" does not exist or is not labelled agents.baton.dev/api-key=true; Baton only reads Secrets marked for it" +
 				"; the run starts when it can be read"))
 		}, runTimeout, poll).Should(Succeed())
 		Expect(get(run).Status.Phase).To(Equal(v1alpha1.PhasePending))
@@ -94,9 +95,8 @@ var _ = Describe("Agents on a model server", func() {
 		secret := apiKeySecret(ns)
 		secret.Labels = nil
 		create(secret)
-		Eventually(func() string {
-			return meta.FindStatusCondition(get(run).Status.Conditions, v1alpha1.ConditionConfigResolved).Message
-		}, runTimeout, poll).Should(ContainSubstring("Secret llm in namespace " + ns + " is not labelled agents.baton.dev/api-key=true"))
+		Consistently(func() v1alpha1.RunPhase { return get(run).Status.Phase }, 6*time.Second, 200*time.Millisecond).
+			Should(Equal(v1alpha1.PhasePending), "the run started with a Secret not marked for Baton")
 
 		secret.Labels = map[string]string{controllers.LabelAPIKey: "true"}
 		Expect(k8sClient.Update(ctx, secret)).To(Succeed())

@@ -6,12 +6,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -20,12 +25,14 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -35,6 +42,9 @@ import (
 var (
 	testEnv    *envtest.Environment
 	restConfig *rest.Config
+	// operatorConfig is the operator's identity: a user bound to exactly the ClusterRole that
+	// config/rbac ships, so that every spec also checks that the operator needs no more.
+	operatorConfig *rest.Config
 	// k8sClient acts as a cluster admin who is not the operator.
 	k8sClient   client.Client
 	scheme      = runtime.NewScheme()
@@ -53,6 +63,7 @@ var _ = BeforeSuite(func() {
 		"KUBEBUILDER_ASSETS is not set: run the suite with 'make test-integration', which makes kube-apiserver and etcd available")
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
@@ -63,6 +74,7 @@ var _ = BeforeSuite(func() {
 	restConfig, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = clientFor(envtest.User{Name: "tester", Groups: []string{"system:masters"}})
+	operatorConfig = operatorIdentity()
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
 	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})
@@ -72,7 +84,30 @@ var _ = BeforeSuite(func() {
 // controllerOptions run the controllers as a replica beside the webhook's does.
 var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true}
 
+// refusedWrites counts the operator's status writes that the API server refused for any reason
+// but a conflict or a deleted object: a status the API refuses leaves its run stuck.
+var refusedWrites atomic.Int64
+
+// countingRefusedWrites is the manager's client, counting refused status writes.
+func countingRefusedWrites(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c, err := client.NewWithWatch(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				refusedWrites.Add(1)
+				GinkgoWriter.Printf("The API server refused a %s write of %s: %v\n", sub, client.ObjectKeyFromObject(obj), err)
+			}
+			return err
+		},
+	}), nil
+}
+
 var _ = AfterSuite(func() {
+	Expect(refusedWrites.Load()).To(BeZero(), "status writes the API server refused")
 	if stopManager != nil {
 		stopManager()
 	}
@@ -88,7 +123,7 @@ var _ = AfterSuite(func() {
 // called.
 func startManager(opts controllers.Options) func() {
 	w := testEnv.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -96,6 +131,7 @@ func startManager(opts controllers.Options) func() {
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}),
 		// The restart spec starts a second manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient:  countingRefusedWrites,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,6 +146,26 @@ func startManager(opts controllers.Options) func() {
 		cancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
 	}
+}
+
+// operatorIdentity binds a user to the operator's ClusterRole from config/rbac/role.yaml and
+// returns its credentials.
+func operatorIdentity() *rest.Config {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	role.Name = "baton-manager-under-test"
+	Expect(k8sClient.Create(context.Background(), role)).To(Succeed())
+	const user = "baton-operator"
+	Expect(k8sClient.Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	})).To(Succeed())
+	au, err := testEnv.AddUser(envtest.User{Name: user}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	return au.Config()
 }
 
 // clientFor is a client that acts as the user.
