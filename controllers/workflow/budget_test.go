@@ -57,10 +57,10 @@ func TestPropertyAnyStatusFitsTheBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := v1alpha1.AgentRunStatus{
 			Phase: v1alpha1.PhaseRunning, CurrentAgent: "a", StepCount: 1000,
-			Input:         bounded(genHostile(t, maxInput, "input"), maxInput),
-			Output:        bounded(genHostile(t, maxOutput, "output"), maxOutput),
-			PartialOutput: bounded(genHostile(t, maxOutput, "partial"), maxOutput),
-			PendingInput:  &v1alpha1.PendingInput{Agent: "a", Question: bounded(genHostile(t, 4096, "question"), 4096)},
+			Input:              bounded(genHostile(t, maxInput, "input"), maxInput),
+			Output:             bounded(genHostile(t, maxOutput, "output"), maxOutput),
+			PartialOutput:      bounded(genHostile(t, maxOutput, "partial"), maxOutput),
+			PendingInput:       &v1alpha1.PendingInput{Agent: "a", Question: bounded(genHostile(t, 4096, "question"), 4096)},
 			TerminationMessage: bounded(genHostile(t, maxMessage, "message"), maxMessage),
 		}
 		for i := range uniform(t, 0, maxSequence, "records") {

@@ -95,7 +95,9 @@ func refCycle(e *jsonschema.ValidationError) bool {
 // refuseLoads is the schema compiler's loader: it loads nothing.
 type refuseLoads struct{}
 
-func (refuseLoads) Load(string) (any, error) { return nil, errors.New("external references are refused") }
+func (refuseLoads) Load(string) (any, error) {
+	return nil, errors.New("external references are refused")
+}
 
 // jsonDepth is how deeply objects and arrays nest in a JSON document (0 for a scalar; a
 // document that does not parse is left to the JSON decoder to report).
