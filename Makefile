@@ -39,7 +39,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: vet ## Check formatting and run go vet.
-	@out=$$(gofmt -l main.go api agents controllers hack test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l main.go api agents controllers hack test transcript); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
 verify: manifests generate ## Fail if generated files or go.mod are stale.
@@ -59,8 +59,8 @@ RAPID_CHECKS ?= 500
 FUZZTIME ?= 20s
 
 .PHONY: test-unit
-test-unit: ## Unit and property tests of the pure packages.
-	RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/...
+test-unit: ## Unit and property tests, and the transcript stores' conformance suite (SQLite, and a real PostgreSQL).
+	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./transcript/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).

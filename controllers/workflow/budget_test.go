@@ -124,3 +124,19 @@ func TestLongRunsOfEscapedOutputFitTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFitStatus is the cost FitStatus adds to every status write of a long run that fits.
+func BenchmarkFitStatus(b *testing.B) {
+	s := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, Input: strings.Repeat("ticket text ", 300)}
+	for i := range maxSequence {
+		s.HandoffSequence = append(s.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i + 1), From: "orchestrator", To: "memory",
+			Reason: "check memory for a cached resolution", InputDigest: digest("x"), OutputDigest: digest("y")})
+	}
+	for range maxContext {
+		s.Context = append(s.Context, v1alpha1.ContextEntry{Step: 1, From: "memory", Kind: v1alpha1.ContextOutput, Text: strings.Repeat("memory checked ", 100)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		FitStatus(&s)
+	}
+}

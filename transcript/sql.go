@@ -1,0 +1,230 @@
+package transcript
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// dialect is what differs between the SQL databases a store runs on.
+type dialect struct {
+	// name is the database's name, for messages.
+	name string
+	// placeholder is the i-th (from 1) statement parameter.
+	placeholder func(i int) string
+	// migrations bring the schema from version i to i+1; the schema version is their count.
+	migrations []string
+	// lock serializes migrations of replicas that start at once, inside the transaction.
+	lock string
+}
+
+// sqlStore is a Store over database/sql: the SQL is the same on every database but for the
+// dialect's parts.
+type sqlStore struct {
+	db *sql.DB
+	d  dialect
+}
+
+const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
+
+// migrate brings the schema up to date: versioned, in one transaction, idempotent.
+func (s *sqlStore) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.d.lock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS baton_schema (version INTEGER NOT NULL)"); err != nil {
+		return err
+	}
+	version := 0
+	err = tx.QueryRowContext(ctx, "SELECT version FROM baton_schema").Scan(&version)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, "INSERT INTO baton_schema (version) VALUES (0)"); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if version > len(s.d.migrations) {
+		return fmt.Errorf("the transcript schema is at version %d, newer than this operator knows (%d): run a newer operator", version, len(s.d.migrations))
+	}
+	for v := version; v < len(s.d.migrations); v++ {
+		if _, err := tx.ExecContext(ctx, s.d.migrations[v]); err != nil {
+			return fmt.Errorf("migrating the transcript schema to version %d: %w", v+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE baton_schema SET version = "+s.d.placeholder(1), len(s.d.migrations)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, error) {
+	for _, r := range records {
+		if err := checkRecord(r); err != nil {
+			return nil, err
+		}
+	}
+	p := s.d.placeholder
+	insert := fmt.Sprintf(`INSERT INTO records (run_uid, namespace, run, kind, step, attempt, call, time_ns, body)
+		VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+		ON CONFLICT (run_uid, kind, step, attempt, call) DO NOTHING RETURNING seq`,
+		p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9))
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	out := make([]Record, 0, len(records))
+	for _, r := range records {
+		if len(r.Body) == 0 {
+			r.Body = []byte("{}")
+		}
+		err := tx.QueryRowContext(ctx, insert, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
+			r.Time.UnixNano(), []byte(r.Body)).Scan(&r.Seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			// The key was stored already: what is stored stands.
+			r, err = s.get(ctx, tx, r.RunUID, r.Key)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, tx.Commit()
+}
+
+func (s *sqlStore) Get(ctx context.Context, runUID string, key Key) (Record, bool, error) {
+	r, err := s.get(ctx, s.db, runUID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key Key) (Record, error) {
+	p := s.d.placeholder
+	row := q.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM records WHERE run_uid = %s AND kind = %s AND step = %s AND attempt = %s AND call = %s",
+		recordColumns, p(1), p(2), p(3), p(4), p(5)), runUID, string(key.Kind), key.Step, key.Attempt, key.Call)
+	return scanRecord(row)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(row scanner) (Record, error) {
+	var r Record
+	var kind string
+	var nanos int64
+	var body []byte
+	if err := row.Scan(&r.Seq, &r.RunUID, &r.Namespace, &r.Run, &kind, &r.Step, &r.Attempt, &r.Call, &nanos, &body); err != nil {
+		return Record{}, err
+	}
+	r.Kind, r.Time, r.Body = Kind(kind), time.Unix(0, nanos).UTC(), body
+	return r, nil
+}
+
+func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
+	p := s.d.placeholder
+	var where strings.Builder
+	args := []any{q.RunUID, q.After}
+	fmt.Fprintf(&where, "run_uid = %s AND seq > %s", p(1), p(2))
+	if q.Step != nil {
+		args = append(args, *q.Step)
+		fmt.Fprintf(&where, " AND step = %s", p(len(args)))
+	}
+	if len(q.Kinds) > 0 {
+		marks := make([]string, len(q.Kinds))
+		for i, k := range q.Kinds {
+			args = append(args, string(k))
+			marks[i] = p(len(args))
+		}
+		fmt.Fprintf(&where, " AND kind IN (%s)", strings.Join(marks, ", "))
+	}
+	order := "ASC"
+	if q.Newest {
+		order = "DESC"
+	}
+	stmt := fmt.Sprintf("SELECT %s FROM records WHERE %s ORDER BY seq %s", recordColumns, where.String(), order)
+	if q.Limit > 0 {
+		args = append(args, q.Limit)
+		stmt += " LIMIT " + p(len(args))
+	}
+	rows, err := s.db.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if q.Newest {
+		slices.Reverse(out)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]RunRef, error) {
+	stmt := "SELECT run_uid, namespace, run, MAX(time_ns) FROM records"
+	var args []any
+	if namespace != "" {
+		stmt += " WHERE namespace = " + s.d.placeholder(1)
+		args = append(args, namespace)
+	}
+	stmt += " GROUP BY run_uid, namespace, run ORDER BY namespace, run, run_uid"
+	rows, err := s.db.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RunRef
+	for rows.Next() {
+		var r RunRef
+		var nanos int64
+		if err := rows.Scan(&r.RunUID, &r.Namespace, &r.Run, &nanos); err != nil {
+			return nil, err
+		}
+		r.Last = time.Unix(0, nanos).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// deleteBatch bounds the runs one DELETE names.
+const deleteBatch = 200
+
+func (s *sqlStore) Delete(ctx context.Context, runUIDs ...string) error {
+	for start := 0; start < len(runUIDs); start += deleteBatch {
+		batch := runUIDs[start:min(start+deleteBatch, len(runUIDs))]
+		marks := make([]string, len(batch))
+		args := make([]any, len(batch))
+		for i, uid := range batch {
+			marks[i], args[i] = s.d.placeholder(i+1), uid
+		}
+		if _, err := s.db.ExecContext(ctx, "DELETE FROM records WHERE run_uid IN ("+strings.Join(marks, ", ")+")", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) Close() error { return s.db.Close() }

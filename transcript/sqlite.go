@@ -1,0 +1,61 @@
+package transcript
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the SQLite driver: pure Go, so the image stays static and distroless
+)
+
+// sqlite is the embedded store's dialect. Write-ahead logging lets readers (the transcript API)
+// go on while a step is written; synchronous=NORMAL makes each commit survive the operator's
+// crash (kill -9) without an fsync per step; a power loss may lose the latest commits, whose
+// steps then run again, as steps in flight do.
+var sqlite = dialect{
+	name:        "SQLite",
+	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
+	migrations: []string{
+		`CREATE TABLE records (
+			seq INTEGER PRIMARY KEY AUTOINCREMENT,
+			run_uid TEXT NOT NULL,
+			namespace TEXT NOT NULL,
+			run TEXT NOT NULL,
+			kind TEXT NOT NULL,
+			step INTEGER NOT NULL,
+			attempt INTEGER NOT NULL,
+			call INTEGER NOT NULL,
+			time_ns INTEGER NOT NULL,
+			body BLOB NOT NULL,
+			UNIQUE (run_uid, kind, step, attempt, call)
+		);
+		CREATE INDEX records_run ON records (run_uid, seq);
+		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
+	},
+}
+
+func openSQLite(ctx context.Context, path string) (Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("transcript store: %w", err)
+		}
+	}
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	}
+	s := &sqlStore{db: db, d: sqlite}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	}
+	return s, nil
+}

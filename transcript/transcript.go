@@ -1,0 +1,161 @@
+// Package transcript keeps the durable, append-only record of everything a run did, outside
+// etcd: each step's messages, full output, tokens and latency, each human decision, and (with
+// tools) each tool call. A run's status stays small and carries only what people watch; the
+// transcript carries the rest.
+//
+// A Store is SQLite (embedded, one file, the default) or PostgreSQL (for more than one replica
+// and for scale), chosen by a DSN. Both run the same SQL behind one interface and pass the same
+// conformance suite (package storetest).
+package transcript
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Kind says what a record is.
+type Kind string
+
+const (
+	// KindStep is a step's outcome: what the agent was given and what it answered. One per step.
+	KindStep Kind = "step"
+	// KindDecision is a person's decision or reply, applied to the run.
+	KindDecision Kind = "decision"
+	// KindTool is one tool call inside a step.
+	KindTool Kind = "tool"
+)
+
+// Key identifies a record within its run: records are append-only, and a key is stored once.
+type Key struct {
+	Kind Kind
+	// Step is the step's number, from 1; for a decision, the steps the run had taken.
+	Step int32
+	// Attempt tells apart executions of one step (a step in flight when the operator stopped
+	// runs again); 0 for a step's outcome, of which there is only one.
+	Attempt int32
+	// Call orders records of one step and attempt: a decision's sequence number, a tool call's
+	// index.
+	Call int32
+}
+
+// Record is one entry of a run's transcript.
+type Record struct {
+	Key
+	// Seq is the store's order of records, increasing; 0 until stored.
+	Seq int64
+	// RunUID, Namespace and Run name the AgentRun.
+	RunUID    string
+	Namespace string
+	Run       string
+	// Time is when what it records happened.
+	Time time.Time
+	// Body is the record's content, JSON.
+	Body json.RawMessage
+}
+
+// Query selects records of one run.
+type Query struct {
+	RunUID string
+	// After keeps records whose Seq is larger: a reader's resume point.
+	After int64
+	// Step, when set, keeps one step's records.
+	Step *int32
+	// Kinds, when set, keeps records of these kinds.
+	Kinds []Kind
+	// Limit bounds the records returned (0: no bound).
+	Limit int
+	// Newest returns the last Limit records instead of the first, still oldest first.
+	Newest bool
+}
+
+// RunRef names a run the store holds records of.
+type RunRef struct {
+	RunUID    string
+	Namespace string
+	Run       string
+	// Last is the time of its newest record.
+	Last time.Time
+}
+
+// Store is a transcript store. It is safe for concurrent use.
+type Store interface {
+	// Append stores the records whose keys are not stored yet, atomically and in order, and
+	// returns each key's stored record: the one given, or the one already there. Two writers
+	// of one key thus agree on what it holds.
+	Append(ctx context.Context, records ...Record) ([]Record, error)
+	// Get returns the record of a key of a run.
+	Get(ctx context.Context, runUID string, key Key) (Record, bool, error)
+	// List returns a run's records in order.
+	List(ctx context.Context, q Query) ([]Record, error)
+	// Runs lists the runs the store holds records of, in a namespace ("" for all).
+	Runs(ctx context.Context, namespace string) ([]RunRef, error)
+	// Delete removes every record of the runs.
+	Delete(ctx context.Context, runUIDs ...string) error
+	// Close releases the store.
+	Close() error
+}
+
+// ErrBadRecord is returned for a record that cannot be stored as it is.
+var ErrBadRecord = errors.New("bad transcript record")
+
+// MaxBody bounds a record's body. Outputs are bounded at the provider boundary well below it.
+const MaxBody = 8 << 20
+
+// Open opens the store a DSN names and brings its schema up to date:
+//
+//   - a path, or sqlite:///path/to/transcript.db: SQLite, embedded (the file is created);
+//   - postgres://user@host:5432/db?sslmode=require (or postgresql://): PostgreSQL. A password
+//     left out of the DSN is read from the PGPASSWORD environment variable or a pgpass file,
+//     so that it can come from a Secret without being in the flag.
+func Open(ctx context.Context, dsn string) (Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn)
+	case strings.HasPrefix(dsn, "sqlite://"):
+		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite://"))
+	case strings.Contains(dsn, "://"):
+		return nil, fmt.Errorf("transcript store %s: not a path, sqlite:// or postgres:// DSN", Redact(dsn))
+	case dsn == "":
+		return nil, errors.New("transcript store: no DSN")
+	}
+	return openSQLite(ctx, dsn)
+}
+
+// Redact is a DSN fit for logs: without its password.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if i := strings.Index(dsn, "password="); i >= 0 {
+			return dsn[:i] + "password=xxxxx"
+		}
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+func checkRecord(r Record) error {
+	switch {
+	case r.RunUID == "":
+		return fmt.Errorf("%w: no run UID", ErrBadRecord)
+	case r.Kind == "":
+		return fmt.Errorf("%w: no kind", ErrBadRecord)
+	case len(r.Body) > MaxBody:
+		return fmt.Errorf("%w: body of %d bytes, more than %d", ErrBadRecord, len(r.Body), MaxBody)
+	case len(r.Body) > 0 && !json.Valid(r.Body):
+		return fmt.Errorf("%w: body is not JSON", ErrBadRecord)
+	}
+	return nil
+}
