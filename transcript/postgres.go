@@ -49,4 +49,3 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	}
 	return s, nil
 }
-

@@ -66,9 +66,9 @@ func TestPostgreSQLConformance(t *testing.T) {
 
 func TestOpenSaysWhatADSNIsWithoutItsPassword(t *testing.T) {
 	for dsn, want := range map[string]string{
-		"mysql://u:hunter2@db/x":                    "not a path, sqlite:// or postgres:// DSN",
+		"mysql://u:hunter2@db/x":                     "not a path, sqlite:// or postgres:// DSN",
 		"postgres://u:hunter2@127.0.0.1:1/x?sslmode": "transcript store postgres://u:xxxxx@127.0.0.1:1/x",
-		"":                                           "no DSN",
+		"": "no DSN",
 	} {
 		_, err := transcript.Open(context.Background(), dsn)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
