@@ -94,8 +94,8 @@ quickstart-down: ## Stop what quickstart started.
 	LOCAL_DIR=$(LOCAL_DIR) hack/quickstart.sh down
 
 .PHONY: run
-run: manifests generate ## Run the manager against the current kubeconfig.
-	ENABLE_WEBHOOKS=$${ENABLE_WEBHOOKS:-false} $(GO) run ./main.go
+run: manifests generate ## Run the manager against the current kubeconfig (transcript in bin/local/).
+	ENABLE_WEBHOOKS=$${ENABLE_WEBHOOKS:-false} $(GO) run ./main.go --transcript-store=$(LOCAL_DIR)/transcript.db $(ARGS)
 
 ##@ Build
 

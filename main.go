@@ -21,6 +21,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/transcript"
 )
 
 var scheme = runtime.NewScheme()
@@ -57,6 +58,10 @@ func main() {
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
 	var webhookPort int
 	var webhookCertDir string
+	var transcriptDSN string
+	flag.StringVar(&transcriptDSN, "transcript-store", "/var/lib/baton/transcript.db",
+		"Where runs' transcripts are kept: a file path (SQLite, embedded; one replica) or a postgres:// DSN "+
+			"(PostgreSQL; more replicas, more runs). Leave the password out of the DSN and set PGPASSWORD, e.g. from a Secret.")
 	flag.BoolVar(&controllerOpts.EnableWebhooks, "enable-webhooks", os.Getenv("ENABLE_WEBHOOKS") != "false",
 		"Serve the admission webhook that records who approves (default true; ENABLE_WEBHOOKS=false turns it off).")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "The port the admission webhook listens on.")
@@ -101,6 +106,16 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
+	if !controllerOpts.DisableControllers {
+		store, err := transcript.Open(ctx, transcriptDSN)
+		if err != nil {
+			setupLog.Error(err, "Unable to open the transcript store")
+			os.Exit(1)
+		}
+		defer store.Close()
+		setupLog.Info("Transcript store open", "store", transcript.Redact(transcriptDSN))
+		controllerOpts.Transcript = store
+	}
 	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, controllerOpts); err != nil {
 		setupLog.Error(err, "Unable to set up the controllers")
 		os.Exit(1)

@@ -10,8 +10,8 @@ import (
 // Message is one chat message of a model step.
 type Message struct {
 	// Role is system, user or assistant.
-	Role    string
-	Content string
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // Tool names offered to models. A handoff target is transfer_to_<agent> (dashes become

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/lru"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +28,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/transcript"
 )
 
 // errPlanInvalid means a running run's pinned config cannot run in this operator build.
@@ -51,6 +51,8 @@ type Options struct {
 	// admission webhook is installed: it alone writes the queue then. Without it anyone who may
 	// patch a run could write the queue, so every decision is recorded as unverified.
 	TrustDecisionQueue bool
+	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
+	Transcript transcript.Store
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.
@@ -61,31 +63,31 @@ type AgentRunReconciler struct {
 	Clock     clock.Clock
 	Providers *agents.Providers
 
-	steps     *stepRunner
-	revisions *revisions
-	// plans keeps each running run's checked plan: its pinned config and its spec never change,
-	// so the plan (output schemas compiled) is built once per run, not once per reconcile.
-	plans   *lru.Cache
-	secrets agents.SecretReader
-	writes  *writeMemo
-	options Options
+	// runs holds what the operator keeps in memory of each run it works on (runs.go).
+	runs       *runTable
+	steps      *stepRunner
+	revisions  *revisions
+	secrets    agents.SecretReader
+	transcript transcript.Store
+	options    Options
 }
 
 // NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
 func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder,
 	clk clock.Clock, providers *agents.Providers, secrets agents.SecretReader, opts Options) *AgentRunReconciler {
+	runs := newRunTable()
 	return &AgentRunReconciler{
-		Client:    c,
-		Scheme:    scheme,
-		Recorder:  recorder,
-		Clock:     clk,
-		Providers: providers,
-		steps:     newStepRunner(opts.MaxStepsInFlight),
-		revisions: newRevisions(c, apiReader, scheme),
-		plans:     lru.New(4096),
-		secrets:   secrets,
-		writes:    newWriteMemo(),
-		options:   opts,
+		Client:     c,
+		Scheme:     scheme,
+		Recorder:   recorder,
+		Clock:      clk,
+		Providers:  providers,
+		runs:       runs,
+		steps:      newStepRunner(runs, opts.Transcript, ctrl.Log.WithName("steps"), opts.MaxStepsInFlight),
+		revisions:  newRevisions(c, apiReader, scheme),
+		secrets:    secrets,
+		transcript: opts.Transcript,
+		options:    opts,
 	}
 }
 
@@ -113,7 +115,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if r.writes.behind(run) {
+	if r.runs.behind(run) {
 		// The cache has not caught up with this operator's last write; its watch event will
 		// bring the run back.
 		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
@@ -166,18 +168,36 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
 		return r.write(ctx, run, plan, d)
 	}
-	key := client.ObjectKeyFromObject(run)
 	step := workflow.Next(plan, &run.Status)
-	switch state, res := r.steps.lookup(run, step); state {
+	state, res := r.steps.lookup(run, step)
+	if state == notStarted && r.runs.mustLook(run) {
+		// This process has not taken a step of the run yet: the step may have ended in an
+		// operator that stopped before it wrote the status. Then it is applied from its record.
+		rec, found, err := r.transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step.Number})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
+		}
+		r.runs.looked(run)
+		if found {
+			if res, err = stepResultOf(rec); err != nil {
+				res = workflow.StepResult{Agent: step.Agent, Input: step.Input, Error: err.Error()}
+			}
+			log.FromContext(ctx).V(2).Info("Applying a step recorded before a restart", "agentRun", klog.KObj(run), "step", step.Number)
+			stepsFromTranscript.Inc()
+			r.steps.adopt(run, step, res)
+			state = ended
+		}
+	}
+	switch state {
 	case ended:
 		result, written, err := r.patchStatus(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
 		if written {
-			r.steps.consumed(key, step.Number)
+			r.steps.consumed(run, step.Number)
 		}
 		return result, err
 	case notStarted:
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
-		r.steps.start(run, step, r.stepFunc(plan, run, step))
+		r.steps.start(run, step, r.stepWork(plan, run, step))
 	}
 	return r.requeueAtDeadline(plan, run, now), nil
 }
@@ -228,25 +248,13 @@ func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string
 
 // forget drops what the reconciler holds for a run that ended or is gone.
 func (r *AgentRunReconciler) forget(key types.NamespacedName) {
-	r.steps.forget(key)
-	r.writes.forget(key)
-	r.plans.Remove(key)
-}
-
-// pinned is a run's cached plan and what it was built from.
-type pinned struct {
-	uid      types.UID
-	revision string
-	plan     *workflow.Plan
+	r.runs.forget(key)
 }
 
 // pinnedPlan is the run's plan from the config it pinned at start, built once per run.
 func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
-	key := client.ObjectKeyFromObject(run)
-	if v, ok := r.plans.Get(key); ok {
-		if p := v.(pinned); p.uid == run.UID && p.revision == run.Status.ConfigRevision {
-			return p.plan, nil
-		}
+	if p := r.runs.plan(run); p != nil {
+		return p, nil
 	}
 	spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
 	if err != nil {
@@ -257,13 +265,13 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 		return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 	}
 	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
-	r.plans.Add(key, pinned{uid: run.UID, revision: run.Status.ConfigRevision, plan: plan})
+	r.runs.setPlan(run, plan)
 	return plan, nil
 }
 
-// stepFunc is the work of one step: ask the agent's provider, and turn what it says into the
-// result the workflow package applies.
-func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) func(context.Context) workflow.StepResult {
+// stepWork is the work of one step: ask the agent's provider, turn what it says into the
+// result the workflow package applies, and record it.
+func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
 	spec := plan.Agent(step.Agent)
 	req := agents.Request{
 		Namespace:    run.Namespace,
@@ -296,7 +304,10 @@ func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRu
 		}
 	}
 	provider := spec.Model.Provider
-	return func(ctx context.Context) workflow.StepResult {
+	record := func(res workflow.StepResult, started, ended time.Time) transcript.Record {
+		return stepRecord(run, step, spec, req, res, started, ended)
+	}
+	return stepWork{record: record, call: func(ctx context.Context) workflow.StepResult {
 		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
 		agent, err := r.Providers.For(provider)
 		if err == nil {
@@ -313,7 +324,7 @@ func (r *AgentRunReconciler) stepFunc(plan *workflow.Plan, run *v1alpha1.AgentRu
 			stepsTotal.WithLabelValues(string(provider), "error").Inc()
 		}
 		return res
-	}
+	}}
 }
 
 // requeueAtDeadline brings a running run back when its timeout expires, so the timeout needs

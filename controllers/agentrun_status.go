@@ -3,14 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,7 +47,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		return ctrl.Result{}, false, err
 	}
 	apiWrites.WithLabelValues("status").Inc()
-	r.writes.wrote(run)
+	r.runs.wrote(run)
 	for _, e := range d.Events {
 		action := e.Action
 		switch {
@@ -84,37 +81,4 @@ func boundedBytes(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// writeMemo remembers the resourceVersion of this operator's last status write of each run, so
-// a reconcile that reads an older copy from the cache does not repeat a step already applied.
-type writeMemo struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]string
-}
-
-func newWriteMemo() *writeMemo { return &writeMemo{last: map[types.NamespacedName]string{}} }
-
-func (m *writeMemo) wrote(run *v1alpha1.AgentRun) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.last[client.ObjectKeyFromObject(run)] = run.ResourceVersion
-}
-
-// behind reports whether the copy is older than the last write.
-func (m *writeMemo) behind(run *v1alpha1.AgentRun) bool {
-	m.mu.Lock()
-	last, ok := m.last[client.ObjectKeyFromObject(run)]
-	m.mu.Unlock()
-	if !ok {
-		return false
-	}
-	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, last)
-	return err == nil && cmp < 0
-}
-
-func (m *writeMemo) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.last, key)
 }

@@ -28,6 +28,22 @@ var (
 		Help: "Agent steps started and not yet ended.",
 	})
 
+	transcriptWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "baton_transcript_write_seconds",
+		Help:    "Duration of writes to the transcript store.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+
+	transcriptWriteErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "baton_transcript_write_errors_total",
+		Help: "Writes to the transcript store that failed and were retried.",
+	})
+
+	stepsFromTranscript = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "baton_steps_applied_from_transcript_total",
+		Help: "Steps that had ended before the operator restarted, applied from their transcript record without calling the agent again.",
+	})
+
 	apiWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
 		Help: "Writes this operator made to the API server, by kind (status, event, revision).",
@@ -35,5 +51,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(runsEnded, stepsTotal, stepDuration, stepsInFlight, apiWrites)
+	metrics.Registry.MustRegister(runsEnded, stepsTotal, stepDuration, stepsInFlight, apiWrites,
+		transcriptWrite, transcriptWriteErrors, stepsFromTranscript)
 }

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 	}
 	providers := agents.NewProviders(deps)
 	if !opts.DisableControllers {
+		if opts.Transcript == nil {
+			return errors.New("the controllers need a transcript store")
+		}
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
 			mgr.GetEventRecorder("baton-controller"), clk, providers, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {

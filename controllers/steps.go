@@ -4,26 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/transcript"
 )
 
 // stepRunner runs agent steps outside the reconcile workers, so a slow model call never
-// leaves other runs waiting. A reconcile starts a step and returns; when the step ends, the
-// runner wakes the run's reconcile, which applies the result and writes the status once.
-//
-// Results live in memory until applied. If the operator restarts before that, the step runs
-// again: the run's status only ever records applied steps.
+// leaves other runs waiting, and makes each step's result durable in the transcript before it
+// wakes the run to apply it (see runs.go for the whole path of a step).
 type stepRunner struct {
-	mu      sync.Mutex
-	flights map[types.NamespacedName]*flight
+	runs  *runTable
+	store transcript.Store
+	log   logr.Logger
 	// wake enqueues a run whose step has ended.
 	wake chan event.GenericEvent
 	// slots bounds the steps in flight at once.
@@ -32,7 +33,6 @@ type stepRunner struct {
 
 // flight is one step in flight, or ended and waiting to be applied.
 type flight struct {
-	uid    types.UID
 	number int32
 	agent  string
 	cancel context.CancelFunc
@@ -40,14 +40,19 @@ type flight struct {
 	result workflow.StepResult
 }
 
-func newStepRunner(maxInFlight int) *stepRunner {
-	if maxInFlight < 1 {
-		maxInFlight = 1
-	}
+// stepWork is a step's work: call the agent, and say what to record of its answer.
+type stepWork struct {
+	call   func(ctx context.Context) workflow.StepResult
+	record func(res workflow.StepResult, started, ended time.Time) transcript.Record
+}
+
+func newStepRunner(runs *runTable, store transcript.Store, log logr.Logger, maxInFlight int) *stepRunner {
 	return &stepRunner{
-		flights: map[types.NamespacedName]*flight{},
-		wake:    make(chan event.GenericEvent, 1024),
-		slots:   make(chan struct{}, maxInFlight),
+		runs:  runs,
+		store: store,
+		log:   log,
+		wake:  make(chan event.GenericEvent, 1024),
+		slots: make(chan struct{}, max(maxInFlight, 1)),
 	}
 }
 
@@ -61,37 +66,46 @@ const (
 )
 
 // lookup reports the state of the run's step. A flight for any other step of the run is
-// stale (the status moved on, or the run was recreated) and is dropped.
-func (s *stepRunner) lookup(run *v1alpha1.AgentRun, step workflow.Step) (flightState, workflow.StepResult) {
-	key := client.ObjectKeyFromObject(run)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.flights[key]
-	switch {
-	case !ok:
-		return notStarted, workflow.StepResult{}
-	case f.uid != run.UID || f.number != step.Number || f.agent != step.Agent:
-		f.cancel()
-		delete(s.flights, key)
-		return notStarted, workflow.StepResult{}
-	case f.done:
-		return ended, f.result
-	default:
-		return running, workflow.StepResult{}
-	}
+// stale (the status moved on) and is dropped.
+func (s *stepRunner) lookup(run *v1alpha1.AgentRun, step workflow.Step) (state flightState, res workflow.StepResult) {
+	s.runs.with(run, func(r *runState) {
+		f := r.flight
+		switch {
+		case f == nil:
+			state = notStarted
+		case f.number != step.Number || f.agent != step.Agent:
+			f.cancel()
+			r.flight = nil
+			state = notStarted
+		case f.done:
+			state, res = ended, f.result
+		default:
+			state = running
+		}
+	})
+	return state, res
 }
 
-// start runs do for the run's step in its own goroutine, with the step's deadline.
-func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, do func(ctx context.Context) workflow.StepResult) {
-	key := client.ObjectKeyFromObject(run)
+// adopt takes a step that ended before this process started, read from the transcript, as the
+// run's ended flight.
+func (s *stepRunner) adopt(run *v1alpha1.AgentRun, step workflow.Step, res workflow.StepResult) {
+	s.runs.with(run, func(r *runState) {
+		r.flight = &flight{number: step.Number, agent: step.Agent, cancel: func() {}, done: true, result: res}
+	})
+}
+
+// start runs the step in its own goroutine, with the step's deadline: it calls the agent,
+// records the answer in the transcript, and wakes the run.
+func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work stepWork) {
+	key, uid := client.ObjectKeyFromObject(run), run.UID
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &flight{uid: run.UID, number: step.Number, agent: step.Agent, cancel: cancel}
-	s.mu.Lock()
-	if old, ok := s.flights[key]; ok {
-		old.cancel()
-	}
-	s.flights[key] = f
-	s.mu.Unlock()
+	f := &flight{number: step.Number, agent: step.Agent, cancel: cancel}
+	s.runs.with(run, func(r *runState) {
+		if r.flight != nil {
+			r.flight.cancel()
+		}
+		r.flight = f
+	})
 	stepsInFlight.Inc()
 
 	go func() {
@@ -103,17 +117,21 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, do func(c
 		}
 		stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
 		began := time.Now()
-		res := awaitStep(stepCtx, step, do)
+		res := awaitStep(stepCtx, step, work.call)
 		stepDuration.Observe(time.Since(began).Seconds())
 		stop()
 		<-s.slots
 
-		s.mu.Lock()
-		current := s.flights[key] == f
-		if current {
-			f.done, f.result = true, res
+		res, ok := s.persist(ctx, key, step.Agent, work.record(res, began, time.Now()))
+		if !ok {
+			return
 		}
-		s.mu.Unlock()
+		current := false
+		s.runs.existing(key, uid, func(r *runState) {
+			if current = r.flight == f; current {
+				f.done, f.result = true, res
+			}
+		})
 		if !current {
 			return
 		}
@@ -124,6 +142,39 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, do func(c
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// persistBackoff paces the retries of a transcript write that failed.
+var persistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 1 << 30}
+
+// persist writes a step's record and returns the result the transcript holds for the step: its
+// own, or the one another writer stored first. A write that fails is tried again until it
+// succeeds or the step is dropped (the run ended or was deleted): a step is never applied
+// before it is durable.
+func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agent string, rec transcript.Record) (workflow.StepResult, bool) {
+	backoff := persistBackoff
+	for {
+		began := time.Now()
+		stored, err := s.store.Append(ctx, rec)
+		transcriptWrite.Observe(time.Since(began).Seconds())
+		if err == nil {
+			res, err := stepResultOf(stored[0])
+			if err != nil {
+				res = workflow.StepResult{Agent: agent, Error: err.Error()}
+			}
+			return res, true
+		}
+		if ctx.Err() != nil {
+			return workflow.StepResult{}, false
+		}
+		transcriptWriteErrors.Inc()
+		s.log.Error(err, "Writing a step to the transcript; retrying", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
+		select {
+		case <-ctx.Done():
+			return workflow.StepResult{}, false
+		case <-time.After(backoff.Step()):
+		}
+	}
 }
 
 // awaitStep runs do and returns its result, or a timeout result at the step's deadline if do
@@ -145,21 +196,11 @@ func awaitStep(ctx context.Context, step workflow.Step, do func(context.Context)
 	}
 }
 
-// forget cancels and drops the run's step, if any.
-func (s *stepRunner) forget(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f, ok := s.flights[key]; ok {
-		f.cancel()
-		delete(s.flights, key)
-	}
-}
-
 // consumed drops the run's step once its result is written, if it is still that step.
-func (s *stepRunner) consumed(key types.NamespacedName, number int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f, ok := s.flights[key]; ok && f.number == number && f.done {
-		delete(s.flights, key)
-	}
+func (s *stepRunner) consumed(run *v1alpha1.AgentRun, number int32) {
+	s.runs.with(run, func(r *runState) {
+		if f := r.flight; f != nil && f.number == number && f.done {
+			r.flight = nil
+		}
+	})
 }

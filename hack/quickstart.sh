@@ -65,6 +65,7 @@ up() {
   # The operator has its own identity, and serves the admission webhook that records who decides.
   # shellcheck disable=SC2046
   KUBECONFIG="$LOCAL_DIR/kubeconfig-operator" nohup "$MANAGER_BIN" --health-probe-bind-address=0 \
+    --transcript-store="$LOCAL_DIR/transcript.db" \
     $(cat "$LOCAL_DIR/webhook.flags") >"$LOCAL_DIR/manager.log" 2>&1 &
   echo $! >"$LOCAL_DIR/manager.pid"
 

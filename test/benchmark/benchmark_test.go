@@ -31,6 +31,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/transcript"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -107,6 +108,9 @@ func start(b *testing.B, opts controllers.Options) *env {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if opts.Transcript, err = transcript.Open(ctx, filepath.Join(b.TempDir(), "transcript.db")); err != nil {
+		b.Fatal(err)
+	}
 	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, opts); err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,9 @@ var (
 	stateDir   string
 	kubeconfig string
 	processes  []*osexec.Cmd
+	// managerProc is the operator's process, started with managerArgs.
+	managerProc *osexec.Cmd
+	managerArgs []string
 )
 
 func TestE2E(t *testing.T) {
@@ -62,9 +65,19 @@ var _ = BeforeSuite(func() {
 
 	By("starting the operator binary, as its own user")
 	webhookFlags := strings.Fields(readFile(filepath.Join(stateDir, "webhook.flags")))
-	start("manager", manager, append([]string{"--health-probe-bind-address=127.0.0.1:0",
-		"--kubeconfig", filepath.Join(stateDir, "kubeconfig-operator")}, webhookFlags...)...)
+	managerArgs = append([]string{"--health-probe-bind-address=127.0.0.1:0",
+		"--kubeconfig", filepath.Join(stateDir, "kubeconfig-operator"),
+		"--transcript-store", filepath.Join(stateDir, "transcript.db")}, webhookFlags...)
+	managerProc = start("manager", manager, managerArgs...)
 })
+
+// killManager kills the operator as a node failure or an OOM kill would (SIGKILL: no shutdown),
+// and starts it again with the same flags and store.
+func killManager() {
+	Expect(managerProc.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	_ = managerProc.Wait()
+	managerProc = start("manager", os.Getenv("MANAGER_BIN"), managerArgs...)
+}
 
 var _ = AfterSuite(func() {
 	for i := len(processes) - 1; i >= 0; i-- {
@@ -90,7 +103,7 @@ var _ = ReportAfterEach(func(r SpecReport) {
 
 // start runs a binary in the background, its output in <stateDir>/<name>.log.
 func start(name, bin string, args ...string) *osexec.Cmd {
-	logFile, err := os.Create(filepath.Join(stateDir, name+".log"))
+	logFile, err := os.OpenFile(filepath.Join(stateDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	Expect(err).NotTo(HaveOccurred())
 	cmd := osexec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

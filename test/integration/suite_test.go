@@ -37,6 +37,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/transcript"
 )
 
 var (
@@ -75,6 +76,12 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = clientFor(envtest.User{Name: "tester", Groups: []string{"system:masters"}})
 	operatorConfig = operatorIdentity()
+	// One store for the suite: a restarted manager finds what the stopped one recorded.
+	storeDir, err := os.MkdirTemp("", "baton-transcript-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, storeDir)
+	controllerOptions.Transcript, err = transcript.Open(context.Background(), filepath.Join(storeDir, "transcript.db"))
+	Expect(err).NotTo(HaveOccurred())
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
 	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})

@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/transcript"
+)
+
+// stepBody is a step's record in the transcript: everything the agent was given and everything
+// it answered, in full. docs/transcript.md documents it for readers.
+type stepBody struct {
+	Agent    string                 `json:"agent"`
+	Provider v1alpha1.ModelProvider `json:"provider"`
+	Model    string                 `json:"model,omitempty"`
+	// Input is what the agent was given for the step.
+	Input string `json:"input"`
+	// Messages are the chat messages a model provider was sent, in order.
+	Messages []agents.Message `json:"messages,omitempty"`
+
+	Output       string                    `json:"output"`
+	Handoff      string                    `json:"handoff,omitempty"`
+	Reason       string                    `json:"reason,omitempty"`
+	Signal       string                    `json:"signal,omitempty"`
+	Routing      *v1alpha1.RoutingDecision `json:"routing,omitempty"`
+	FinishReason v1alpha1.FinishReason     `json:"finishReason,omitempty"`
+	Tokens       int64                     `json:"tokens"`
+	Ignored      []string                  `json:"ignoredToolCalls,omitempty"`
+	Error        string                    `json:"error,omitempty"`
+	TimedOut     bool                      `json:"timedOut,omitempty"`
+
+	Started   time.Time `json:"started"`
+	LatencyMs int64     `json:"latencyMs"`
+}
+
+// stepRecord is the transcript record of a step that ended.
+func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req agents.Request,
+	res workflow.StepResult, started, ended time.Time) transcript.Record {
+	body := stepBody{
+		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
+		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
+		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
+		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(),
+	}
+	if spec.Model.Provider != v1alpha1.ProviderScripted && spec.Model.Provider != "" {
+		body.Messages = agents.Messages(req)
+	}
+	data, _ := json.Marshal(body)
+	return transcript.Record{
+		Key:    transcript.Key{Kind: transcript.KindStep, Step: step.Number},
+		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name,
+		Time: ended.UTC(), Body: data,
+	}
+}
+
+// stepResultOf reads a step's record back into the result the workflow core applies.
+func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
+	var b stepBody
+	if err := json.Unmarshal(rec.Body, &b); err != nil {
+		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d cannot be read: %w", rec.Step, err)
+	}
+	return workflow.StepResult{
+		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
+		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
+			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored},
+	}, nil
+}

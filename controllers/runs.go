@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+)
+
+// How a step moves through the operator, and what it keeps in memory on the way.
+//
+//  1. Start. A reconcile finds no flight for the run's next step. The first time this process
+//     looks at a run, it asks the transcript whether that step already ended (it may have, in an
+//     operator that stopped before writing the status); if so the step is applied from its
+//     record and the agent is not called. Otherwise the step starts in a goroutine of its own,
+//     outside the reconcile workers.
+//  2. Wake. When the agent answers, the goroutine writes the step's record to the transcript
+//     (durable before it is applied), keeps the result in the run's flight, and enqueues the
+//     run.
+//  3. Apply. The next reconcile finds the flight ended and lets the workflow core decide the
+//     next status from it.
+//  4. Write. One status patch, guarded by the resourceVersion it was computed from, and the new
+//     resourceVersion is remembered. The informer cache may still hold the copy from before the
+//     write; a reconcile that read it would see the step not yet applied and start it a second
+//     time. So a copy older than the last write is never acted on: its watch event brings the
+//     run back once the cache has caught up.
+//
+// runTable holds that state for every run the operator is working on, in one place, and forget
+// drops all of it at once when a run ends or is deleted.
+type runTable struct {
+	mu   sync.Mutex
+	runs map[types.NamespacedName]*runState
+}
+
+// runState is what the operator keeps of one run between reconciles.
+type runState struct {
+	uid types.UID
+	// wrote is the resourceVersion of this operator's last status write of the run.
+	wrote string
+	// revision and plan are the run's checked plan and the pinned config it was built from:
+	// neither changes while the run runs, so the plan (output schemas compiled) is built once.
+	revision string
+	plan     *workflow.Plan
+	// flight is the step running, or ended and waiting to be applied.
+	flight *flight
+	// checked is set once the transcript was asked about a step this process did not start.
+	checked bool
+}
+
+func newRunTable() *runTable {
+	return &runTable{runs: map[types.NamespacedName]*runState{}}
+}
+
+// with runs f on the run's state, made for this run's UID if there is none or it was another
+// run's of the same name.
+func (t *runTable) with(run *v1alpha1.AgentRun, f func(*runState)) {
+	key := client.ObjectKeyFromObject(run)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.runs[key]
+	if !ok || s.uid != run.UID {
+		if ok && s.flight != nil {
+			s.flight.cancel()
+		}
+		s = &runState{uid: run.UID}
+		t.runs[key] = s
+	}
+	f(s)
+}
+
+// existing runs f on the run's state only if it is still held for this run: a step's
+// goroutine that outlived its run must not bring the run's state back.
+func (t *runTable) existing(key types.NamespacedName, uid types.UID, f func(*runState)) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.runs[key]
+	if !ok || s.uid != uid {
+		return false
+	}
+	f(s)
+	return true
+}
+
+// wrote remembers the run's resourceVersion after this operator's status write.
+func (t *runTable) wrote(run *v1alpha1.AgentRun) {
+	t.with(run, func(s *runState) { s.wrote = run.ResourceVersion })
+}
+
+// behind reports whether the copy is older than this operator's last write of the run.
+func (t *runTable) behind(run *v1alpha1.AgentRun) bool {
+	t.mu.Lock()
+	s, ok := t.runs[client.ObjectKeyFromObject(run)]
+	last := ""
+	if ok && s.uid == run.UID {
+		last = s.wrote
+	}
+	t.mu.Unlock()
+	if last == "" {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, last)
+	return err == nil && cmp < 0
+}
+
+// plan is the run's cached plan for its pinned revision, if built.
+func (t *runTable) plan(run *v1alpha1.AgentRun) *workflow.Plan {
+	var p *workflow.Plan
+	t.with(run, func(s *runState) {
+		if s.revision == run.Status.ConfigRevision {
+			p = s.plan
+		}
+	})
+	return p
+}
+
+func (t *runTable) setPlan(run *v1alpha1.AgentRun, p *workflow.Plan) {
+	t.with(run, func(s *runState) { s.revision, s.plan = run.Status.ConfigRevision, p })
+}
+
+// mustLook reports whether the transcript must be asked about the run's next step before it
+// starts: only until this process has looked once. Every later step of the run is started by
+// this process, which holds the leader lock, so no other can have recorded it.
+func (t *runTable) mustLook(run *v1alpha1.AgentRun) bool {
+	must := false
+	t.with(run, func(s *runState) { must = !s.checked })
+	return must
+}
+
+// looked records that the transcript was asked.
+func (t *runTable) looked(run *v1alpha1.AgentRun) {
+	t.with(run, func(s *runState) { s.checked = true })
+}
+
+// forget drops everything held for the run, cancelling its step in flight.
+func (t *runTable) forget(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.runs[key]; ok {
+		if s.flight != nil {
+			s.flight.cancel()
+		}
+		delete(t.runs, key)
+	}
+}
+
+// size is the number of runs held, for tests and metrics.
+func (t *runTable) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.runs)
+}
