@@ -53,6 +53,9 @@ type Options struct {
 	TrustDecisionQueue bool
 	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
 	Transcript transcript.Store
+	// TranscriptSweep is how often the transcripts of deleted runs are looked for and deleted
+	// (default a minute).
+	TranscriptSweep time.Duration
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.
@@ -111,9 +114,10 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	if run.Status.Phase.Terminal() {
-		// A terminal run never changes again, whatever is annotated or edited later.
+		// A terminal run never changes again, whatever is annotated or edited later; it only
+		// goes away once its time to live has passed.
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return r.expire(ctx, run)
 	}
 	if r.runs.behind(run) {
 		// The cache has not caught up with this operator's last write; its watch event will

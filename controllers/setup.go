@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
 			mgr.GetEventRecorder("baton-controller"), clk, providers, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		every := opts.TranscriptSweep
+		if every <= 0 {
+			every = time.Minute
+		}
+		if err := mgr.Add(&transcriptSweep{reader: mgr.GetClient(), store: opts.Transcript, clock: clk,
+			log: ctrl.Log.WithName("transcript-sweep"), every: every, grace: 2 * every}); err != nil {
 			return err
 		}
 		configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: providers}

@@ -12,6 +12,7 @@ import (
 // advisory lock.
 var postgres = dialect{
 	name:        "PostgreSQL",
+	greatest:    "GREATEST",
 	placeholder: func(i int) string { return fmt.Sprintf("$%d", i) },
 	lock:        "SELECT pg_advisory_xact_lock(4242424242)",
 	migrations: []string{
@@ -30,6 +31,15 @@ var postgres = dialect{
 		);
 		CREATE INDEX records_run ON records (run_uid, seq);
 		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
+		`CREATE TABLE runs (
+			run_uid TEXT PRIMARY KEY,
+			namespace TEXT NOT NULL,
+			run TEXT NOT NULL,
+			last_ns BIGINT NOT NULL
+		);
+		INSERT INTO runs (run_uid, namespace, run, last_ns)
+			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
+		CREATE INDEX runs_namespace ON runs (namespace, run);`,
 	},
 }
 

@@ -20,6 +20,8 @@ type dialect struct {
 	migrations []string
 	// lock serializes migrations of replicas that start at once, inside the transaction.
 	lock string
+	// greatest is the SQL function of the larger of two values.
+	greatest string
 }
 
 // sqlStore is a Store over database/sql: the SQL is the same on every database but for the
@@ -101,6 +103,20 @@ func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, err
 			return nil, err
 		}
 		out = append(out, r)
+	}
+	// The runs table lists the runs held, for the deletion sweep, without scanning records.
+	last := map[string]Record{}
+	for _, r := range out {
+		if l, ok := last[r.RunUID]; !ok || r.Time.After(l.Time) {
+			last[r.RunUID] = r
+		}
+	}
+	upsert := fmt.Sprintf(`INSERT INTO runs (run_uid, namespace, run, last_ns) VALUES (%s, %s, %s, %s)
+		ON CONFLICT (run_uid) DO UPDATE SET last_ns = %s(runs.last_ns, excluded.last_ns)`, p(1), p(2), p(3), p(4), s.d.greatest)
+	for uid, r := range last {
+		if _, err := tx.ExecContext(ctx, upsert, uid, r.Namespace, r.Run, r.Time.UnixNano()); err != nil {
+			return nil, err
+		}
 	}
 	return out, tx.Commit()
 }
@@ -184,13 +200,13 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 }
 
 func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]RunRef, error) {
-	stmt := "SELECT run_uid, namespace, run, MAX(time_ns) FROM records"
+	stmt := "SELECT run_uid, namespace, run, last_ns FROM runs"
 	var args []any
 	if namespace != "" {
 		stmt += " WHERE namespace = " + s.d.placeholder(1)
 		args = append(args, namespace)
 	}
-	stmt += " GROUP BY run_uid, namespace, run ORDER BY namespace, run, run_uid"
+	stmt += " ORDER BY namespace, run, run_uid"
 	rows, err := s.db.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
@@ -220,7 +236,17 @@ func (s *sqlStore) Delete(ctx context.Context, runUIDs ...string) error {
 		for i, uid := range batch {
 			marks[i], args[i] = s.d.placeholder(i+1), uid
 		}
-		if _, err := s.db.ExecContext(ctx, "DELETE FROM records WHERE run_uid IN ("+strings.Join(marks, ", ")+")", args...); err != nil {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, table := range []string{"records", "runs"} {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE run_uid IN ("+strings.Join(marks, ", ")+")", args...); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
 			return err
 		}
 	}

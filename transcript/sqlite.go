@@ -17,6 +17,7 @@ import (
 // steps then run again, as steps in flight do.
 var sqlite = dialect{
 	name:        "SQLite",
+	greatest:    "max",
 	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
 	migrations: []string{
 		`CREATE TABLE records (
@@ -34,6 +35,15 @@ var sqlite = dialect{
 		);
 		CREATE INDEX records_run ON records (run_uid, seq);
 		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
+		`CREATE TABLE runs (
+			run_uid TEXT PRIMARY KEY,
+			namespace TEXT NOT NULL,
+			run TEXT NOT NULL,
+			last_ns INTEGER NOT NULL
+		);
+		INSERT INTO runs (run_uid, namespace, run, last_ns)
+			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
+		CREATE INDEX runs_namespace ON runs (namespace, run);`,
 	},
 }
 

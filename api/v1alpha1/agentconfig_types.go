@@ -181,6 +181,13 @@ type AgentConfigSpec struct {
 	// routing configures the supervisor in Supervisor mode.
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`
+
+	// ttlSecondsAfterFinished is the default of the runs' own: a finished run, and its
+	// transcript, is deleted this long after it ended. Unset, runs are kept.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Agent is one member of the team.

@@ -230,6 +230,13 @@ type AgentRunSpec struct {
 	// +kubebuilder:default=Required
 	// +optional
 	Approvals ApprovalPolicy `json:"approvals,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the run, and its transcript, this long after it ended.
+	// Defaults to the config's ttlSecondsAfterFinished; unset in both, the run is kept.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // ConfigReference names an AgentConfig in the same namespace.

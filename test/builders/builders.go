@@ -91,6 +91,12 @@ func (w *ConfigWrapper) GateTimeout(name string, d time.Duration, onTimeout stri
 	return w
 }
 
+// TTL sets the config's default ttlSecondsAfterFinished.
+func (w *ConfigWrapper) TTL(seconds int32) *ConfigWrapper {
+	w.Spec.TTLSecondsAfterFinished = &seconds
+	return w
+}
+
 // MaxHandoffs sets limits.maxHandoffs.
 func (w *ConfigWrapper) MaxHandoffs(n int32) *ConfigWrapper { w.Spec.Limits.MaxHandoffs = &n; return w }
 
@@ -227,6 +233,9 @@ func (w *RunWrapper) Timeout(d time.Duration) *RunWrapper {
 	w.overrides().Timeout = v1alpha1.NewDuration(d)
 	return w
 }
+
+// TTL sets the run's ttlSecondsAfterFinished.
+func (w *RunWrapper) TTL(seconds int32) *RunWrapper { w.Spec.TTLSecondsAfterFinished = &seconds; return w }
 
 // SkipApprovals runs without the config's gates.
 func (w *RunWrapper) SkipApprovals() *RunWrapper { w.Spec.Approvals = v1alpha1.ApprovalsSkip; return w }

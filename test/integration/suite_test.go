@@ -89,7 +89,8 @@ var _ = BeforeSuite(func() {
 })
 
 // controllerOptions run the controllers as a replica beside the webhook's does.
-var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true}
+var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
+	TranscriptSweep: 500 * time.Millisecond}
 
 // refusedWrites counts the operator's status writes that the API server refused for any reason
 // but a conflict or a deleted object: a status the API refuses leaves its run stuck.

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	. "github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/transcript"
+)
+
+// transcriptOf lists a run's transcript.
+func transcriptOf(run *v1alpha1.AgentRun) []transcript.Record {
+	rs, err := controllerOptions.Transcript.List(ctx, transcript.Query{RunUID: string(run.UID)})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return rs
+}
+
+// heldRuns are the UIDs of the runs the transcript holds records of.
+func heldRuns() []string {
+	refs, err := controllerOptions.Transcript.Runs(ctx, "")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.RunUID)
+	}
+	return out
+}
+
+var _ = Describe("The transcript", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	It("keeps every step's full output, which status only bounds", func() {
+		long := strings.Repeat("a long finding. ", 4000) // 64 000 characters
+		cfg := MakeConfig("long", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says(long[:30000]).HandOff("b").Because("go on")),
+			MakeAgent("b").Terminator().Script(Says("summary")),
+		).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Input("study this").Obj()
+		create(cfg, run)
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
+		rs := transcriptOf(done)
+		Expect(rs).To(HaveLen(2))
+		var first struct {
+			Agent, Input, Output, Handoff, Reason string
+			Tokens                                int64
+		}
+		Expect(json.Unmarshal(rs[0].Body, &first)).To(Succeed())
+		Expect(first.Agent).To(Equal("a"))
+		Expect(first.Input).To(Equal("study this"))
+		Expect(first.Output).To(Equal(long[:30000]))
+		Expect(first.Handoff).To(Equal("b"))
+		Expect(rs[0].Kind).To(Equal(transcript.KindStep))
+		Expect(rs[1].Step).To(BeEquivalentTo(2))
+	})
+
+	It("of a deleted run is deleted within the sweep", func() {
+		cfg := MakeConfig("gone", ns).Agents(MakeAgent("a").Script(Says("done"))).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Obj()
+		create(cfg, run)
+		done := waitForEnd(run)
+		Expect(transcriptOf(done)).NotTo(BeEmpty())
+		Expect(k8sClient.Delete(ctx, done)).To(Succeed())
+		Eventually(heldRuns, 10*time.Second, 100*time.Millisecond).ShouldNot(ContainElement(string(done.UID)))
+	})
+})
+
+var _ = Describe("ttlSecondsAfterFinished", func() {
+	It("deletes a finished run and its transcript, by the run's own or its config's", func() {
+		ns := newNamespace()
+		cfg := MakeConfig("short", ns).TTL(1).Agents(MakeAgent("a").Script(Says("done"))).Obj()
+		own := MakeRun("own", ns).Config(cfg.Name).TTL(2).Obj()
+		inherited := MakeRun("inherited", ns).Config(cfg.Name).Obj()
+		keep := MakeConfig("keep", ns).Agents(MakeAgent("a").Script(Says("done"))).Obj()
+		kept := MakeRun("kept", ns).Config(keep.Name).Obj()
+		create(cfg, keep, own, inherited, kept)
+		for _, r := range []*v1alpha1.AgentRun{own, inherited, kept} {
+			done := waitForEnd(r)
+			r.UID, r.Status = done.UID, done.Status
+		}
+		for _, r := range []*v1alpha1.AgentRun{own, inherited} {
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(r), &v1alpha1.AgentRun{}))
+			}, 15*time.Second, 100*time.Millisecond).Should(BeTrue(), "%s was not deleted", r.Name)
+			Expect(time.Since(r.Status.CompletionTime.Time)).To(BeNumerically(">=", time.Second))
+			Expect(heldRuns()).NotTo(ContainElement(string(r.UID)))
+		}
+		Consistently(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &v1alpha1.AgentRun{}) },
+			2*time.Second, 200*time.Millisecond).Should(Succeed())
+	})
+})
