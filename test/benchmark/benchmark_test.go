@@ -31,8 +31,8 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
-	"github.com/baton-dev/baton/transcript"
 	. "github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/transcript"
 )
 
 // writeCounter counts the requests that change something, by resource.

@@ -235,7 +235,10 @@ func (w *RunWrapper) Timeout(d time.Duration) *RunWrapper {
 }
 
 // TTL sets the run's ttlSecondsAfterFinished.
-func (w *RunWrapper) TTL(seconds int32) *RunWrapper { w.Spec.TTLSecondsAfterFinished = &seconds; return w }
+func (w *RunWrapper) TTL(seconds int32) *RunWrapper {
+	w.Spec.TTLSecondsAfterFinished = &seconds
+	return w
+}
 
 // SkipApprovals runs without the config's gates.
 func (w *RunWrapper) SkipApprovals() *RunWrapper { w.Spec.Approvals = v1alpha1.ApprovalsSkip; return w }
