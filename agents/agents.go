@@ -35,7 +35,7 @@ type Request struct {
 	// Reason is why the agent has control.
 	Reason string
 	// Context is the window of earlier outputs, feedback and replies, oldest first.
-	Context []v1alpha1.ContextEntry
+	Context []ContextEntry
 	// Continuation is the agent's own truncated answer, to continue from.
 	Continuation string
 	// Repair asks the agent to fix an answer that failed its outputSchema.
@@ -48,6 +48,32 @@ type Request struct {
 	Children []Peer
 	// Left is what remains of the run's limits.
 	Left Left
+}
+
+// ContextKind says what a context entry is.
+type ContextKind string
+
+// Context entry kinds.
+const (
+	ContextOutput    ContextKind = "Output"
+	ContextTruncated ContextKind = "Truncated"
+	ContextInvalid   ContextKind = "Invalid"
+	ContextFailed    ContextKind = "Failed"
+	ContextFeedback  ContextKind = "Feedback"
+	ContextReply     ContextKind = "Reply"
+)
+
+// ContextEntry is one thing an agent sees from earlier in the run.
+type ContextEntry struct {
+	// Step is the step it came from, or the step after which a person said it.
+	Step int32 `json:"step"`
+	// From is the agent that said it, or the person.
+	From string `json:"from"`
+	// Kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
+	// the errors), Failed, Feedback or Reply.
+	Kind ContextKind `json:"kind"`
+	// Text is what was said, in full.
+	Text string `json:"text,omitempty"`
 }
 
 // Repair is an answer that failed its outputSchema, and the validation errors.

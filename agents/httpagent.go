@@ -27,21 +27,21 @@ func newHTTPAgent(deps Dependencies) Agent { return &httpAgent{deps: deps} }
 
 // HTTPStepRequest is the body Baton posts to an HTTP agent.
 type HTTPStepRequest struct {
-	Run          HTTPRun                 `json:"run"`
-	Step         int32                   `json:"step"`
-	Attempt      int                     `json:"attempt"`
-	Agent        HTTPAgentInfo           `json:"agent"`
-	Task         string                  `json:"task"`
-	Input        string                  `json:"input"`
-	Reason       string                  `json:"reason,omitempty"`
-	Context      []v1alpha1.ContextEntry `json:"context,omitempty"`
-	Handoffs     []Peer                  `json:"handoffs,omitempty"`
-	Children     []Peer                  `json:"children,omitempty"`
-	Signals      []v1alpha1.Signal       `json:"signals,omitempty"`
-	Continuation string                  `json:"continuation,omitempty"`
-	Repair       *Repair                 `json:"repair,omitempty"`
-	OutputSchema json.RawMessage         `json:"outputSchema,omitempty"`
-	LimitsLeft   Left                    `json:"limitsLeft"`
+	Run          HTTPRun           `json:"run"`
+	Step         int32             `json:"step"`
+	Attempt      int               `json:"attempt"`
+	Agent        HTTPAgentInfo     `json:"agent"`
+	Task         string            `json:"task"`
+	Input        string            `json:"input"`
+	Reason       string            `json:"reason,omitempty"`
+	Context      []ContextEntry    `json:"context,omitempty"`
+	Handoffs     []Peer            `json:"handoffs,omitempty"`
+	Children     []Peer            `json:"children,omitempty"`
+	Signals      []v1alpha1.Signal `json:"signals,omitempty"`
+	Continuation string            `json:"continuation,omitempty"`
+	Repair       *Repair           `json:"repair,omitempty"`
+	OutputSchema json.RawMessage   `json:"outputSchema,omitempty"`
+	LimitsLeft   Left              `json:"limitsLeft"`
 }
 
 // HTTPRun names the run a step belongs to.

@@ -25,7 +25,7 @@ func httpAgent(t *testing.T, server *fakes.HTTPAgent) (agents.Agent, agents.Requ
 			Provider: v1alpha1.ProviderHTTP, Endpoint: server.URL + "/step",
 			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "agent-token", Key: "token"}}},
 		Task: "survey LLM loop detection", Input: "find 3 papers", Reason: "planner asked",
-		Context: []v1alpha1.ContextEntry{{Step: 2, From: "planner", Kind: v1alpha1.ContextOutput, Text: "plan"}},
+		Context: []agents.ContextEntry{{Step: 2, From: "planner", Kind: agents.ContextOutput, Text: "plan"}},
 		Peers:   []agents.Peer{{Name: "writer", Description: "writes"}},
 		Left:    agents.Left{Steps: 10, Handoffs: 5, Tokens: 9000, Seconds: 120},
 	}
@@ -91,9 +91,9 @@ func TestMessagesSayWhatAnAgentSees(t *testing.T) {
 	req := agents.Request{
 		Agent: v1alpha1.Agent{Name: "crm", Description: "account history", Instructions: "Use the CRM."},
 		Task:  "Review vendor Acme", Input: "Rejected at gate final by alice. Feedback: check disputes", Reason: "revision",
-		Context: []v1alpha1.ContextEntry{
-			{Step: 4, From: "crm", Kind: v1alpha1.ContextOutput, Text: "2 disputes"},
-			{Step: 5, From: "alice", Kind: v1alpha1.ContextFeedback, Text: "check disputes"},
+		Context: []agents.ContextEntry{
+			{Step: 4, From: "crm", Kind: agents.ContextOutput, Text: "2 disputes"},
+			{Step: 5, From: "alice", Kind: agents.ContextFeedback, Text: "check disputes"},
 		},
 		Peers:   []agents.Peer{{Name: "analysis", Description: "compiles"}},
 		Signals: []v1alpha1.Signal{{Name: "DONE", Description: "finished"}},

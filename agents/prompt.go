@@ -65,17 +65,17 @@ func Messages(req Request) []Message {
 	return msgs
 }
 
-func describeContext(c v1alpha1.ContextEntry) string {
+func describeContext(c ContextEntry) string {
 	switch c.Kind {
-	case v1alpha1.ContextFeedback:
+	case ContextFeedback:
 		return "feedback from " + c.From + ": "
-	case v1alpha1.ContextReply:
+	case ContextReply:
 		return "reply from " + c.From + ": "
-	case v1alpha1.ContextFailed:
+	case ContextFailed:
 		return c.From + " failed: "
-	case v1alpha1.ContextTruncated:
+	case ContextTruncated:
 		return c.From + " (cut off): "
-	case v1alpha1.ContextInvalid:
+	case ContextInvalid:
 		return c.From + "'s answer did not match its schema: "
 	}
 	return c.From + ": "

@@ -194,7 +194,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	}
 	switch state {
 	case ended:
-		result, written, err := r.patchStatus(ctx, run, plan, workflow.Apply(plan, run.Status, res, now))
+		d := workflow.Apply(plan, run.Status, res, now)
+		d.Context = nil // the step's record holds it
+		result, written, err := r.patchStatus(ctx, run, plan, d)
 		if written {
 			r.steps.consumed(run, step.Number)
 		}
@@ -271,64 +273,6 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
 	r.runs.setPlan(run, plan)
 	return plan, nil
-}
-
-// stepWork is the work of one step: ask the agent's provider, turn what it says into the
-// result the workflow package applies, and record it.
-func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
-	spec := plan.Agent(step.Agent)
-	req := agents.Request{
-		Namespace:    run.Namespace,
-		Run:          run.Name,
-		RunUID:       string(run.UID),
-		Step:         step.Number,
-		Turn:         step.Turn,
-		Attempt:      step.Attempt,
-		Agent:        *spec,
-		Task:         run.Spec.Input,
-		Input:        step.Input,
-		Reason:       step.Reason,
-		Context:      step.Context,
-		Continuation: step.Continuation,
-		Repair:       step.Repair,
-		Signals:      plan.Spec.Signals,
-		Left:         step.Left,
-	}
-	if deadline, ok := workflow.Deadline(plan, &run.Status); ok {
-		req.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
-	}
-	for _, h := range spec.Handoffs {
-		if peer := plan.Agent(h); peer != nil {
-			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
-		}
-	}
-	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
-		for _, c := range plan.Children() {
-			req.Children = append(req.Children, agents.Peer{Name: c.Name, Description: c.Description})
-		}
-	}
-	provider := spec.Model.Provider
-	record := func(res workflow.StepResult, started, ended time.Time) transcript.Record {
-		return stepRecord(run, step, spec, req, res, started, ended)
-	}
-	return stepWork{record: record, call: func(ctx context.Context) workflow.StepResult {
-		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
-		agent, err := r.Providers.For(provider)
-		if err == nil {
-			res.Result, err = agent.Step(ctx, req)
-		}
-		switch {
-		case err == nil:
-			stepsTotal.WithLabelValues(string(provider), "ok").Inc()
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			res.Error, res.TimedOut = fmt.Sprintf("timed out after %s", step.Timeout), true
-			stepsTotal.WithLabelValues(string(provider), "timeout").Inc()
-		default:
-			res.Error = err.Error()
-			stepsTotal.WithLabelValues(string(provider), "error").Inc()
-		}
-		return res
-	}}
 }
 
 // requeueAtDeadline brings a running run back when its timeout expires, so the timeout needs

@@ -69,6 +69,7 @@ func decideAll(plan *workflow.Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1
 	apply := func(d workflow.Decision) {
 		out.Status = d.Status
 		out.Events = append(out.Events, d.Events...)
+		out.Context = append(out.Context, d.Context...)
 	}
 	for _, q := range queue {
 		if plan != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {

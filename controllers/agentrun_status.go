@@ -36,6 +36,12 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	if equality.Semantic.DeepEqual(run.Status, d.Status) {
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
+	if len(d.Context) > 0 {
+		// People's feedback and replies go to the transcript before the status that applies them.
+		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d.Context, r.Clock.Now())); err != nil {
+			return ctrl.Result{}, false, fmt.Errorf("writing decisions to the transcript: %w", err)
+		}
+	}
 	orig := run.DeepCopy()
 	run.Status = d.Status
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -32,6 +32,8 @@ type stepBody struct {
 	Ignored      []string                  `json:"ignoredToolCalls,omitempty"`
 	Error        string                    `json:"error,omitempty"`
 	TimedOut     bool                      `json:"timedOut,omitempty"`
+	// Context is what the step adds to what later agents see.
+	Context []agents.ContextEntry `json:"context,omitempty"`
 
 	Started   time.Time `json:"started"`
 	LatencyMs int64     `json:"latencyMs"`
@@ -39,12 +41,12 @@ type stepBody struct {
 
 // stepRecord is the transcript record of a step that ended.
 func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req agents.Request,
-	res workflow.StepResult, started, ended time.Time) transcript.Record {
+	res workflow.StepResult, context []agents.ContextEntry, started, ended time.Time) transcript.Record {
 	body := stepBody{
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
-		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(),
+		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
 	}
 	if spec.Model.Provider != v1alpha1.ProviderScripted && spec.Model.Provider != "" {
 		body.Messages = agents.Messages(req)
@@ -68,4 +70,19 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored},
 	}, nil
+}
+
+// decisionBody is the record of people's decisions that add to what later agents see: their
+// feedback and replies, in full.
+type decisionBody struct {
+	Context []agents.ContextEntry `json:"context"`
+}
+
+// decisionRecord is the transcript record of the decisions a status write applies.
+func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, context []agents.ContextEntry, now time.Time) transcript.Record {
+	data, _ := json.Marshal(decisionBody{Context: context})
+	return transcript.Record{
+		Key:    transcript.Key{Kind: transcript.KindDecision, Step: st.StepCount, Call: int32(st.LastDecision)},
+		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name, Time: now.UTC(), Body: data,
+	}
 }

@@ -182,12 +182,36 @@ type AgentConfigSpec struct {
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`
 
+	// context is the budget of what each agent sees of the run's earlier steps (outputs,
+	// failures, people's feedback and replies), built from the run's transcript with full texts.
+	// +kubebuilder:default={}
+	// +optional
+	Context ContextBudget `json:"context,omitempty,omitzero"`
+
 	// ttlSecondsAfterFinished is the default of the runs' own: a finished run, and its
 	// transcript, is deleted this long after it ended. Unset, runs are kept.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ContextBudget bounds what an agent sees of the run's earlier steps. The newest entries are
+// kept: at most maxMessages of them, and no more than maxChars characters in all.
+type ContextBudget struct {
+	// maxMessages is the most earlier entries an agent sees. Defaults to 12.
+	// +kubebuilder:default=12
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=200
+	// +optional
+	MaxMessages *int32 `json:"maxMessages,omitempty"`
+
+	// maxChars is the most characters of earlier entries an agent sees. Defaults to 32000.
+	// +kubebuilder:default=32000
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2000000
+	// +optional
+	MaxChars *int32 `json:"maxChars,omitempty"`
 }
 
 // Agent is one member of the team.

@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The records an AgentRun's status keeps: steps, loops, gates, decisions and context.
+// The records an AgentRun's status keeps: steps, loops, gates and decisions.
 
 // HandoffRecord is one step of a run: who acted, where control went and why.
 type HandoffRecord struct {
@@ -59,41 +59,6 @@ type HandoffRecord struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	OutputDigest string `json:"outputDigest,omitempty"`
-}
-
-// ContextKind says what a context entry is.
-// +kubebuilder:validation:Enum=Output;Truncated;Invalid;Failed;Feedback;Reply
-type ContextKind string
-
-const (
-	ContextOutput    ContextKind = "Output"
-	ContextTruncated ContextKind = "Truncated"
-	ContextInvalid   ContextKind = "Invalid"
-	ContextFailed    ContextKind = "Failed"
-	ContextFeedback  ContextKind = "Feedback"
-	ContextReply     ContextKind = "Reply"
-)
-
-// ContextEntry is one thing the next agent sees from earlier in the run.
-type ContextEntry struct {
-	// step is the step it came from, or the step after which a person said it.
-	// +required
-	Step int32 `json:"step"`
-
-	// from is the agent that said it, or the person.
-	// +kubebuilder:validation:MaxLength=253
-	// +required
-	From string `json:"from"`
-
-	// kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
-	// the errors), Failed, Feedback or Reply.
-	// +required
-	Kind ContextKind `json:"kind"`
-
-	// text is what was said. Bounded.
-	// +kubebuilder:validation:MaxLength=4096
-	// +optional
-	Text string `json:"text,omitempty"`
 }
 
 // LoopStatus is the evidence of a loop that ended a run.

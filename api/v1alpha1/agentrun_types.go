@@ -351,18 +351,6 @@ type AgentRunStatus struct {
 	// +optional
 	Reroutes int32 `json:"reroutes,omitempty"`
 
-	// partialOutput is the current agent's answer so far while it continues an answer that was
-	// cut at the output-token limit. Bounded.
-	// +kubebuilder:validation:MaxLength=16384
-	// +optional
-	PartialOutput string `json:"partialOutput,omitempty"`
-
-	// context is the bounded window of the latest steps' outputs, people's feedback and
-	// replies that the next agent sees besides its input. Each text is bounded.
-	// +kubebuilder:validation:MaxItems=8
-	// +optional
-	Context []ContextEntry `json:"context,omitempty"`
-
 	// lastDecision is the sequence number of the latest queued human decision the run has
 	// taken, so that no decision is applied twice.
 	// +optional

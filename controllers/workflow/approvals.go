@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -159,10 +160,10 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 	}
 	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
 	if q.Feedback != "" {
-		addContext(s, by, v1alpha1.ContextFeedback, q.Feedback)
+		addContext(&d, by, agents.ContextFeedback, q.Feedback)
 	}
 	if q.Action == v1alpha1.DecisionReply {
-		addContext(s, by, v1alpha1.ContextReply, q.Reply)
+		addContext(&d, by, agents.ContextReply, q.Reply)
 	}
 	applied := func(msg string) {
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)

@@ -39,13 +39,11 @@ func statusSize(s *v1alpha1.AgentRunStatus) int {
 var shrinkStages = []func(*v1alpha1.AgentRunStatus){
 	func(s *v1alpha1.AgentRunStatus) { cutFeedback(s, 256) },
 	func(s *v1alpha1.AgentRunStatus) { keepRecords(s, 20, 128) },
-	func(s *v1alpha1.AgentRunStatus) { cutContext(s, maxContext, 1024) },
 	func(s *v1alpha1.AgentRunStatus) { keepApprovals(s, 16) },
 	func(s *v1alpha1.AgentRunStatus) { cutTexts(s, 8192, 2048, 512) },
 	func(s *v1alpha1.AgentRunStatus) {
 		cutFeedback(s, 64)
 		keepRecords(s, 5, 64)
-		cutContext(s, 2, 512)
 		keepApprovals(s, 4)
 		cutTexts(s, 2048, 512, 256)
 	},
@@ -66,15 +64,6 @@ func keepRecords(s *v1alpha1.AgentRunStatus, keep, reason int) {
 	}
 }
 
-func cutContext(s *v1alpha1.AgentRunStatus, keep, text int) {
-	if over := len(s.Context) - keep; over > 0 {
-		s.Context = append([]v1alpha1.ContextEntry(nil), s.Context[over:]...)
-	}
-	for i := range s.Context {
-		s.Context[i].Text = boundedIf(s.Context[i].Text, text)
-	}
-}
-
 func keepApprovals(s *v1alpha1.AgentRunStatus, keep int) {
 	if over := len(s.Approvals) - keep; over > 0 {
 		s.Approvals = append([]v1alpha1.ApprovalRecord(nil), s.Approvals[over:]...)
@@ -86,7 +75,6 @@ func keepApprovals(s *v1alpha1.AgentRunStatus, keep int) {
 func cutTexts(s *v1alpha1.AgentRunStatus, text, question, message int) {
 	s.Input = boundedIf(s.Input, text)
 	s.Output = boundedIf(s.Output, text)
-	s.PartialOutput = boundedIf(s.PartialOutput, text)
 	s.TerminationMessage = boundedIf(s.TerminationMessage, message)
 	if s.PendingInput != nil {
 		s.PendingInput.Question = boundedIf(s.PendingInput.Question, question)

@@ -59,17 +59,12 @@ func TestPropertyAnyStatusFitsTheBudget(t *testing.T) {
 			Phase: v1alpha1.PhaseRunning, CurrentAgent: "a", StepCount: 1000,
 			Input:              bounded(genHostile(t, maxInput, "input"), maxInput),
 			Output:             bounded(genHostile(t, maxOutput, "output"), maxOutput),
-			PartialOutput:      bounded(genHostile(t, maxOutput, "partial"), maxOutput),
 			PendingInput:       &v1alpha1.PendingInput{Agent: "a", Question: bounded(genHostile(t, 4096, "question"), 4096)},
 			TerminationMessage: bounded(genHostile(t, maxMessage, "message"), maxMessage),
 		}
 		for i := range uniform(t, 0, maxSequence, "records") {
 			s.HandoffSequence = append(s.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i + 1), From: "a", To: "b",
 				Reason: bounded(genHostile(t, maxReason, "reason"), maxReason), InputDigest: digest("x"), OutputDigest: digest("y")})
-		}
-		for range uniform(t, 0, maxContext, "context") {
-			s.Context = append(s.Context, v1alpha1.ContextEntry{Step: 1, From: strings.Repeat("u", 253), Kind: v1alpha1.ContextOutput,
-				Text: bounded(genHostile(t, maxContextText, "contextText"), maxContextText)})
 		}
 		for range uniform(t, 0, 64, "approvals") {
 			s.Approvals = append(s.Approvals, v1alpha1.ApprovalRecord{Gate: "g", Decision: v1alpha1.RecordApproved,
@@ -87,7 +82,7 @@ func TestPropertyAnyStatusFitsTheBudget(t *testing.T) {
 		if statusSize(&before) <= StatusBudget && !equalStatus(before, s) {
 			t.Fatalf("FitStatus changed a status that fits")
 		}
-		for _, text := range []string{s.Input, s.Output, s.PartialOutput, s.PendingInput.Question} {
+		for _, text := range []string{s.Input, s.Output, s.PendingInput.Question} {
 			if !utf8.ValidString(text) || utf8.RuneCountInString(text) > maxInput {
 				t.Fatalf("a text is past its bound or not UTF-8")
 			}
@@ -131,9 +126,6 @@ func BenchmarkFitStatus(b *testing.B) {
 	for i := range maxSequence {
 		s.HandoffSequence = append(s.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i + 1), From: "orchestrator", To: "memory",
 			Reason: "check memory for a cached resolution", InputDigest: digest("x"), OutputDigest: digest("y")})
-	}
-	for range maxContext {
-		s.Context = append(s.Context, v1alpha1.ContextEntry{Step: 1, From: "memory", Kind: v1alpha1.ContextOutput, Text: strings.Repeat("memory checked ", 100)})
 	}
 	b.ReportAllocs()
 	for b.Loop() {

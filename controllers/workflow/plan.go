@@ -145,6 +145,17 @@ func (p *Plan) State(name string) (v1alpha1.State, bool) {
 	return s, ok
 }
 
+// Default context budget: what an agent sees of the run's earlier steps.
+const (
+	DefaultContextMessages int32 = 12
+	DefaultContextChars    int32 = 32000
+)
+
+// ContextBudget is the most entries and characters of earlier steps an agent sees.
+func (p *Plan) ContextBudget() (messages, chars int) {
+	return int(orDefault(p.Spec.Context.MaxMessages, DefaultContextMessages)), int(orDefault(p.Spec.Context.MaxChars, DefaultContextChars))
+}
+
 // HasTerminator reports whether any agent is a terminator.
 func (p *Plan) HasTerminator() bool { return p.terminators > 0 }
 

@@ -72,7 +72,6 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		Input:   st.Input,
 		Turn:    st.AgentSteps[st.CurrentAgent],
 		Timeout: p.StepTimeout(st.CurrentAgent),
-		Context: append([]v1alpha1.ContextEntry(nil), st.Context...),
 		Left: agents.Left{
 			Steps:    p.Limits.MaxSteps - st.StepCount,
 			Handoffs: p.Limits.MaxHandoffs - st.HandoffCount,
@@ -85,22 +84,13 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		switch last.Outcome {
 		case v1alpha1.OutcomeTruncated:
 			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeTruncated)
-			step.Continuation = st.PartialOutput
+			step.Continues = true
 		case v1alpha1.OutcomeInvalid:
 			step.Attempt = trailing(st, st.CurrentAgent, v1alpha1.OutcomeInvalid)
-			step.Repair = &agents.Repair{Output: lastContext(st, v1alpha1.ContextOutput), Errors: lastContext(st, v1alpha1.ContextInvalid)}
+			step.Repairs = true
 		}
 	}
 	return step
-}
-
-func lastContext(st *v1alpha1.AgentRunStatus, kind v1alpha1.ContextKind) string {
-	for i := len(st.Context) - 1; i >= 0; i-- {
-		if st.Context[i].Kind == kind {
-			return st.Context[i].Text
-		}
-	}
-	return ""
 }
 
 // Check runs the guards before the run's next step. When one trips, the decision ends the run.
@@ -155,11 +145,6 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		return d
 	}
 	s := &d.Status
-	// A continuation of a cut answer joins the pieces: providers return only the new text.
-	if s.PartialOutput != "" && res.Error == "" {
-		res.Output = s.PartialOutput + res.Output
-	}
-	s.PartialOutput = ""
 	before := s.TokensUsed
 	s.StepCount++
 	s.TokensUsed += res.Tokens
@@ -192,8 +177,8 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 			normalized, problems, ok = p.validateOutput(res.Agent, res.Output)
 		}
 		if !ok {
-			addContext(s, res.Agent, v1alpha1.ContextOutput, res.Output)
-			addContext(s, res.Agent, v1alpha1.ContextInvalid, problems)
+			addContext(&d, res.Agent, agents.ContextOutput, res.Output)
+			addContext(&d, res.Agent, agents.ContextInvalid, problems)
 			r = invalid(s, res, problems)
 			break
 		}
@@ -213,13 +198,12 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	d.Events = append(d.Events, r.events...)
 	switch rec.Outcome {
 	case v1alpha1.OutcomeFailed:
-		addContext(s, res.Agent, v1alpha1.ContextFailed, r.reason)
+		addContext(&d, res.Agent, agents.ContextFailed, r.reason)
 	case v1alpha1.OutcomeTruncated:
-		addContext(s, res.Agent, v1alpha1.ContextTruncated, res.Output)
-		s.PartialOutput = bounded(res.Output, maxOutput)
+		addContext(&d, res.Agent, agents.ContextTruncated, res.Output)
 	case v1alpha1.OutcomeInvalid:
 	default:
-		addContext(s, res.Agent, v1alpha1.ContextOutput, res.Output)
+		addContext(&d, res.Agent, agents.ContextOutput, res.Output)
 	}
 	if len(res.Ignored) > 0 {
 		names := make([]string, len(res.Ignored))

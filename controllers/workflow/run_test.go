@@ -217,14 +217,19 @@ func TestTruncationRetriesTwiceThenFails(t *testing.T) {
 	if last.Outcome != v1alpha1.OutcomeFailed || st.ErrorCount != 1 || st.CurrentAgent != "lead" {
 		t.Fatalf("third truncation: want a failed step recovered by lead, got %+v errors %d agent %s", last, st.ErrorCount, st.CurrentAgent)
 	}
-	// The continuation of a cut answer is joined to it and routed normally.
+	// The retry continues the cut answer, which goes to later agents' context as cut; the caller
+	// joins the pieces, and the whole answer is routed normally.
 	st = at(p, "worker")
-	st = Apply(p, st, cut, t0).Status
-	if next := Next(p, &st); next.Continuation != "partial" || next.Attempt != 1 {
+	d := Apply(p, st, cut, t0)
+	st = d.Status
+	if len(d.Context) != 1 || d.Context[0].Kind != agents.ContextTruncated || d.Context[0].Text != "partial" {
+		t.Fatalf("the cut answer goes to the context as cut: %+v", d.Context)
+	}
+	if next := Next(p, &st); !next.Continues || next.Attempt != 1 {
 		t.Fatalf("the retry continues from the cut answer: %+v", next)
 	}
-	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: agents.Result{Output: " and the rest", Handoff: "lead"}}, t0).Status
-	if st.CurrentAgent != "lead" || st.ErrorCount != 0 || st.Input != "partial and the rest" || st.PartialOutput != "" {
+	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: agents.Result{Output: "partial and the rest", Handoff: "lead"}}, t0).Status
+	if st.CurrentAgent != "lead" || st.ErrorCount != 0 || st.Input != "partial and the rest" {
 		t.Fatalf("full retry: want the joined answer handed to lead, got agent %s errors %d input %q", st.CurrentAgent, st.ErrorCount, st.Input)
 	}
 }

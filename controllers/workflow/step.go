@@ -13,7 +13,8 @@ type StepResult struct {
 	Agent string
 	// Input is what the agent was given.
 	Input string
-	// Result is what the agent answered.
+	// Result is what the agent answered. A continuation's Output is the whole answer: the
+	// pieces so far joined with the new one.
 	agents.Result
 	// Error, when set, says why the step failed.
 	Error string
@@ -35,14 +36,15 @@ type Step struct {
 	Timeout time.Duration
 	// Reason is why the agent has control: the handoff's reason, the routing, the failure.
 	Reason string
-	// Context is the window of earlier outputs, feedback and replies.
-	Context []v1alpha1.ContextEntry
 	// Attempt counts the agent's retries of this answer: after truncation or a failed schema.
 	Attempt int
-	// Continuation is the agent's truncated answer, to continue from.
-	Continuation string
-	// Repair asks the agent to fix an answer that failed its outputSchema.
-	Repair *agents.Repair
+	// Continues is set when the agent continues its answer that was cut at the output-token
+	// limit: the caller gives it the answer so far, from the previous step's record, and joins
+	// the pieces before Apply.
+	Continues bool
+	// Repairs is set when the agent is asked to fix an answer that failed its outputSchema: the
+	// caller gives it the answer and the errors, from the previous step's record.
+	Repairs bool
 	// Left is what remains of the run's limits; the caller fills in the seconds.
 	Left agents.Left
 }
@@ -83,10 +85,15 @@ const (
 	EventOutputInvalid      = "OutputInvalid"
 )
 
-// Decision is the run's next status and the Events that go with it.
+// Decision is the run's next status, the Events that go with it, and what it adds to the
+// context window of the agents after it.
 type Decision struct {
 	Status v1alpha1.AgentRunStatus
 	Events []Event
+	// Context are the entries the decision adds to what later agents see, in full: a step's
+	// output, failure or cut answer, a person's feedback or reply. They belong in the
+	// transcript, not in status.
+	Context []agents.ContextEntry
 }
 
 // Ended reports whether the decision ends the run.

@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -96,8 +97,13 @@ func TestOutputSchemaRepairs(t *testing.T) {
 		t.Fatalf("an invalid answer is sent back for repair: %s %+v", st.Phase, st.HandoffSequence[0])
 	}
 	next := Next(p, &st)
-	if next.Repair == nil || next.Repair.Output != `{"answer": "pay it", "confidence": 1.5}` || !strings.Contains(next.Repair.Errors, "/confidence") || next.Attempt != 1 {
-		t.Fatalf("the repair step carries the answer and the errors: %+v", next)
+	if !next.Repairs || next.Attempt != 1 {
+		t.Fatalf("the next step repairs the answer: %+v", next)
+	}
+	d := Apply(p, started(p), StepResult{Agent: "triager", Input: "task", Result: turn{Output: `{"answer": "pay it", "confidence": 1.5}`}}, t0)
+	if len(d.Context) != 2 || d.Context[0].Text != `{"answer": "pay it", "confidence": 1.5}` ||
+		d.Context[1].Kind != agents.ContextInvalid || !strings.Contains(d.Context[1].Text, "/confidence") {
+		t.Fatalf("the answer and the errors go to the context for the repair: %+v", d.Context)
 	}
 	done := drive(t, p, turn{Output: `{"answer": "pay it", "confidence": 1.5}`}, turn{Output: "```json\n{\"answer\": \"pay it\", \"confidence\": 0.8}\n```"})
 	if done.TerminationReason != v1alpha1.ReasonCompleted || done.Output != `{"answer":"pay it","confidence":0.8}` {
@@ -111,22 +117,28 @@ func TestOutputSchemaRepairs(t *testing.T) {
 	}
 }
 
-func TestContextWindowCarriesOutputsFeedbackAndReplies(t *testing.T) {
+func TestEachDecisionSaysWhatItAddsToTheContext(t *testing.T) {
 	p := mustPlan(t, team())
-	st := drive(t, p, say("plan A", "worker"), say("did A", "lead"), say("plan B", "worker"))
-	next := Next(p, &st)
+	st := started(p)
 	var got []string
-	for _, c := range next.Context {
-		got = append(got, c.From+":"+string(c.Kind)+":"+c.Text)
+	for i, a := range []turn{say("plan A", "worker"), say("did A", "lead"), {}} {
+		res := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: a}
+		if i == 2 {
+			res.Error = "boom"
+		}
+		d := Apply(p, st, res, t0)
+		for _, c := range d.Context {
+			got = append(got, fmt.Sprintf("%d:%s:%s:%s", c.Step, c.From, c.Kind, c.Text))
+		}
+		st = d.Status
 	}
-	want := []string{"lead:Output:plan A", "worker:Output:did A", "lead:Output:plan B"}
-	if strings.Join(got, "|") != strings.Join(want, "|") || next.Reason != "handoff" || next.Input != "plan B" {
-		t.Fatalf("context %v reason %q input %q", got, next.Reason, next.Input)
+	want := []string{"1:lead:Output:plan A", "2:worker:Output:did A", "3:lead:Failed:boom"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("context %v", got)
 	}
-	p = mustPlan(t, team().Allow(10, "lead", "worker"))
-	long := drive(t, p, say(strings.Repeat("x", 10000), "worker"), say("1", "lead"), say("2", "worker"), say("3", "lead"),
-		say("4", "worker"), say("5", "lead"), say("6", "worker"))
-	if len(long.Context) != maxContext || len([]rune(long.Context[0].Text)) > maxContextText {
-		t.Fatalf("the window is bounded: %d entries", len(long.Context))
+	long := strings.Repeat("x", 100_000)
+	d := Apply(p, started(p), StepResult{Agent: "lead", Input: "task", Result: say(long, "worker")}, t0)
+	if d.Context[0].Text != long {
+		t.Fatalf("the context holds the whole output: %d characters", len(d.Context[0].Text))
 	}
 }

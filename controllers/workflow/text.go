@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -107,18 +108,9 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// Context window bounds: entries kept, characters per entry.
-const (
-	maxContext     = 6
-	maxContextText = 2048
-)
-
-// addContext adds an entry to the window the next agent sees, dropping the oldest.
-func addContext(s *v1alpha1.AgentRunStatus, from string, kind v1alpha1.ContextKind, text string) {
-	s.Context = append(s.Context, v1alpha1.ContextEntry{Step: s.StepCount, From: from, Kind: kind, Text: bounded(text, maxContextText)})
-	if over := len(s.Context) - maxContext; over > 0 {
-		s.Context = append([]v1alpha1.ContextEntry(nil), s.Context[over:]...)
-	}
+// addContext adds an entry to what later agents see.
+func addContext(d *Decision, from string, kind agents.ContextKind, text string) {
+	d.Context = append(d.Context, agents.ContextEntry{Step: d.Status.StepCount, From: from, Kind: kind, Text: text})
 }
 
 // appendRecord adds a step to the handoff sequence, dropping the oldest beyond the bound.

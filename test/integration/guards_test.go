@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -118,7 +119,9 @@ var _ = Describe("Loop detection and budgets", func() {
 		Expect(run.Status.HandoffSequence[0].Outcome).To(Equal(v1alpha1.OutcomeTruncated))
 		Expect(run.Status.HandoffSequence[0].To).To(Equal("writer"))
 		Expect(sequence(run)).To(Equal([]string{"writer->writer", "writer->editor", "editor->"}))
-		Expect(run.Status.Context[1].Text).To(Equal("The quarterly report: revenue grew 12% and churn fell to 2%."), "the pieces are joined")
+		var second struct{ Output string }
+		Expect(json.Unmarshal(transcriptOf(run)[1].Body, &second)).To(Succeed())
+		Expect(second.Output).To(Equal("The quarterly report: revenue grew 12% and churn fell to 2%."), "the pieces are joined")
 	})
 
 	It("warns once at the token warning threshold, then ends the run at the budget", func() {

@@ -1,0 +1,165 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/transcript"
+)
+
+// stepWork is the work of one step, done in the step's goroutine (runs.go): read what the agent
+// sees of the run's earlier steps from the transcript, ask the agent's provider, and make the
+// record of its answer, with what the answer adds to later agents' context.
+func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
+	spec := plan.Agent(step.Agent)
+	base := agents.Request{
+		Namespace: run.Namespace,
+		Run:       run.Name,
+		RunUID:    string(run.UID),
+		Step:      step.Number,
+		Turn:      step.Turn,
+		Attempt:   step.Attempt,
+		Agent:     *spec,
+		Task:      run.Spec.Input,
+		Input:     step.Input,
+		Reason:    step.Reason,
+		Signals:   plan.Spec.Signals,
+		Left:      step.Left,
+	}
+	if deadline, ok := workflow.Deadline(plan, &run.Status); ok {
+		base.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
+	}
+	for _, h := range spec.Handoffs {
+		if peer := plan.Agent(h); peer != nil {
+			base.Peers = append(base.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
+		}
+	}
+	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
+		for _, c := range plan.Children() {
+			base.Children = append(base.Children, agents.Peer{Name: c.Name, Description: c.Description})
+		}
+	}
+	// The status the step started from: Apply decides from it what the step adds to the context.
+	from := *run.Status.DeepCopy()
+	target := *run.DeepCopy()
+	provider := spec.Model.Provider
+	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
+	var mu sync.Mutex
+	sent := base
+
+	call := func(ctx context.Context) workflow.StepResult {
+		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
+		req := base
+		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		mu.Lock()
+		sent = req
+		mu.Unlock()
+		agent, err := r.Providers.For(provider)
+		if err == nil {
+			res.Result, err = agent.Step(ctx, req)
+		}
+		switch {
+		case err == nil:
+			stepsTotal.WithLabelValues(string(provider), "ok").Inc()
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			res.Error, res.TimedOut = fmt.Sprintf("timed out after %s", step.Timeout), true
+			stepsTotal.WithLabelValues(string(provider), "timeout").Inc()
+		default:
+			res.Error = err.Error()
+			stepsTotal.WithLabelValues(string(provider), "error").Inc()
+		}
+		// A continuation joins the pieces: providers return only the new text.
+		if step.Continues && res.Error == "" {
+			res.Output = req.Continuation + res.Output
+		}
+		return res
+	}
+	record := func(res workflow.StepResult, started, ended time.Time) transcript.Record {
+		mu.Lock()
+		req := sent
+		mu.Unlock()
+		d := workflow.Apply(plan, from, res, ended)
+		return stepRecord(&target, step, spec, req, res, d.Context, started, ended)
+	}
+	return stepWork{call: call, record: record}
+}
+
+// fromTranscript gives the request what the agent sees of the run's earlier steps: the context
+// window within the config's budget, in full, and for a continuation or a repair the answer it
+// works on.
+func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
+	maxMessages, maxChars := plan.ContextBudget()
+	if maxMessages > 0 {
+		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
+			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
+		if err != nil {
+			return fmt.Errorf("reading the run's transcript: %w", err)
+		}
+		var entries []agents.ContextEntry
+		for _, rec := range recs {
+			var body struct {
+				Context []agents.ContextEntry `json:"context"`
+			}
+			if json.Unmarshal(rec.Body, &body) == nil {
+				entries = append(entries, body.Context...)
+			}
+		}
+		req.Context = window(entries, maxMessages, maxChars)
+	}
+	if !step.Continues && !step.Repairs {
+		return nil
+	}
+	prev, found, err := r.transcript.Get(ctx, req.RunUID, transcript.Key{Kind: transcript.KindStep, Step: step.Number - 1})
+	if err != nil || !found {
+		return fmt.Errorf("reading step %d from the run's transcript: found %t, %v", step.Number-1, found, err)
+	}
+	var body stepBody
+	if err := json.Unmarshal(prev.Body, &body); err != nil {
+		return fmt.Errorf("reading step %d from the run's transcript: %w", step.Number-1, err)
+	}
+	if step.Continues {
+		req.Continuation = body.Output
+		return nil
+	}
+	req.Repair = &agents.Repair{Output: body.Output}
+	for _, c := range body.Context {
+		if c.Kind == agents.ContextInvalid {
+			req.Repair.Errors = c.Text
+		}
+	}
+	return nil
+}
+
+// window keeps the newest entries: at most maxMessages, and at most maxChars characters in
+// all. The newest entry is cut to fit when it alone is longer; older ones are kept whole or not
+// at all.
+func window(entries []agents.ContextEntry, maxMessages, maxChars int) []agents.ContextEntry {
+	if over := len(entries) - maxMessages; over > 0 {
+		entries = entries[over:]
+	}
+	chars := 0
+	first := len(entries)
+	for i := len(entries) - 1; i >= 0; i-- {
+		n := len([]rune(entries[i].Text))
+		if chars+n > maxChars {
+			if i == len(entries)-1 && maxChars > 0 {
+				entries[i].Text = string([]rune(entries[i].Text)[:maxChars-1]) + "…"
+				first = i
+			}
+			break
+		}
+		chars += n
+		first = i
+	}
+	return entries[first:]
+}
