@@ -59,6 +59,10 @@ func main() {
 	var webhookPort int
 	var webhookCertDir string
 	var transcriptDSN string
+	flag.StringVar(&controllerOpts.TranscriptAddr, "transcript-bind-address", ":8444",
+		"The address the transcript API (HTTPS) listens on; 0 disables it. Whoever may get an AgentRun may read its transcript there.")
+	flag.StringVar(&controllerOpts.TranscriptCertDir, "transcript-cert-dir", "",
+		"Directory with the transcript API's serving certificate (tls.crt, tls.key); defaults to --webhook-cert-dir, else a self-signed one.")
 	flag.StringVar(&transcriptDSN, "transcript-store", "/var/lib/baton/transcript.db",
 		"Where runs' transcripts are kept: a file path (SQLite, embedded; one replica) or a postgres:// DSN "+
 			"(PostgreSQL; more replicas, more runs). Leave the password out of the DSN and set PGPASSWORD, e.g. from a Secret.")
@@ -106,6 +110,9 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
+	if controllerOpts.TranscriptCertDir == "" {
+		controllerOpts.TranscriptCertDir = webhookCertDir
+	}
 	if !controllerOpts.DisableControllers {
 		store, err := transcript.Open(ctx, transcriptDSN)
 		if err != nil {

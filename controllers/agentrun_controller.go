@@ -56,6 +56,12 @@ type Options struct {
 	// TranscriptSweep is how often the transcripts of deleted runs are looked for and deleted
 	// (default a minute).
 	TranscriptSweep time.Duration
+	// TranscriptAddr is where the transcript API listens ("" or "0": it is not served), over
+	// HTTPS with the certificate in TranscriptCertDir (self-signed when empty).
+	TranscriptAddr    string
+	TranscriptCertDir string
+	// TranscriptListening, when set, is told the address the transcript API listens on.
+	TranscriptListening func(addr string)
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/transcriptapi"
 )
 
 // CacheOptions are the manager cache settings the controllers rely on: only the config
@@ -60,6 +62,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 			log: ctrl.Log.WithName("transcript-sweep"), every: every, grace: 2 * every}); err != nil {
 			return err
 		}
+		if opts.TranscriptAddr != "" && opts.TranscriptAddr != "0" {
+			if err := addTranscriptAPI(ctx, mgr, opts); err != nil {
+				return err
+			}
+		}
 		configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: providers}
 		if err := configs.SetupWithManager(mgr); err != nil {
 			return err
@@ -78,4 +85,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 		mgr.GetWebhookServer().Register(DecisionWebhookPath, &webhook.Admission{Handler: hook})
 	}
 	return nil
+}
+
+// addTranscriptAPI serves runs' transcripts to the people who may read the runs.
+func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	kube, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("transcript-api")
+	auth, err := transcriptapi.NewAuth(ctx, kube, log)
+	if err != nil {
+		return err
+	}
+	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Log: log}
+	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
+		Handler: h.ServeMux(), Log: log, Listening: opts.TranscriptListening})
 }

@@ -90,7 +90,11 @@ var _ = BeforeSuite(func() {
 
 // controllerOptions run the controllers as a replica beside the webhook's does.
 var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
-	TranscriptSweep: 500 * time.Millisecond}
+	TranscriptSweep: 500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0",
+	TranscriptListening: func(addr string) { transcriptAddr.Store(addr) }}
+
+// transcriptAddr is where the running manager serves the transcript API.
+var transcriptAddr atomic.Value
 
 // refusedWrites counts the operator's status writes that the API server refused for any reason
 // but a conflict or a deleted object: a status the API refuses leaves its run stuck.
@@ -169,6 +173,13 @@ func operatorIdentity() *rest.Config {
 	Expect(k8sClient.Create(context.Background(), &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	})).To(Succeed())
+	// Client certificates are checked against the cluster's client CA, which the operator reads
+	// as aggregated API servers do (docs/transcript.md).
+	Expect(k8sClient.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "baton-auth-reader", Namespace: "kube-system"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	})).To(Succeed())
 	au, err := testEnv.AddUser(envtest.User{Name: user}, nil)

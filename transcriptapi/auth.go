@@ -1,0 +1,101 @@
+package transcriptapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Auth authenticates callers as the API server does, and authorizes them with the API server.
+type Auth struct {
+	authn authenticator.Request
+	authz authorizer.Authorizer
+	log   logr.Logger
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// NewAuth delegates authentication and authorization to the API server: bearer tokens are
+// checked with TokenReviews, client certificates against the cluster's client CA (the
+// client-ca-file of kube-system/extension-apiserver-authentication, kept current), and each
+// request with a SubjectAccessReview. Results are cached briefly. The CA's watch runs until ctx
+// ends.
+func NewAuth(ctx context.Context, kube kubernetes.Interface, log logr.Logger) (*Auth, error) {
+	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+	clientCA, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca",
+		"kube-system", "extension-apiserver-authentication", "client-ca-file", kube)
+	if err != nil {
+		return nil, err
+	}
+	if err := clientCA.RunOnce(ctx); err != nil {
+		// Tokens still work; certificates are refused until the CA can be read.
+		log.Error(err, "Reading the cluster's client CA; client certificates are refused until it can be read")
+	}
+	go clientCA.Run(ctx, 1)
+	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: false},
+		CacheTTL:                           30 * time.Second,
+		TokenAccessReviewClient:            kube.AuthenticationV1(),
+		TokenAccessReviewTimeout:           10 * time.Second,
+		WebhookRetryBackoff:                backoff,
+		ClientCertificateCAContentProvider: clientCA,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("the transcript API's authenticator: %w", err)
+	}
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		AllowCacheTTL:             10 * time.Second,
+		DenyCacheTTL:              5 * time.Second,
+		WebhookRetryBackoff:       backoff,
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("the transcript API's authorizer: %w", err)
+	}
+	return &Auth{authn: authn, authz: authz, log: log}, nil
+}
+
+// Check says whether the caller may read the run's transcript: whether they may get the
+// AgentRun. It returns 200, or the status to answer and why.
+func (a *Auth) Check(r *http.Request, namespace, name string) (int, string) {
+	res, ok, err := a.authn.AuthenticateRequest(r)
+	switch {
+	case err != nil:
+		a.log.V(4).Info("Authentication failed", "error", err.Error())
+		return http.StatusUnauthorized, "Unauthorized"
+	case !ok:
+		return http.StatusUnauthorized, "Unauthorized: present a bearer token or a client certificate, as for the API server"
+	}
+	attrs := authorizer.AttributesRecord{
+		User: res.User, Verb: "get", Namespace: namespace, APIGroup: v1alpha1.GroupVersion.Group,
+		APIVersion: v1alpha1.GroupVersion.Version, Resource: "agentruns", Name: name, ResourceRequest: true,
+	}
+	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
+	if err != nil {
+		a.log.Error(err, "Authorizing a transcript request", "user", res.User.GetName())
+		return http.StatusInternalServerError, "authorization failed: " + err.Error()
+	}
+	if decision != authorizer.DecisionAllow {
+		msg := fmt.Sprintf(`agentruns.agents.baton.dev %q is forbidden: User %q cannot get resource "agentruns" in API group "agents.baton.dev" in the namespace %q`,
+			name, res.User.GetName(), namespace)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		return http.StatusForbidden, msg
+	}
+	return http.StatusOK, ""
+}
