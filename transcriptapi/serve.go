@@ -87,4 +87,3 @@ func (s *Server) certificates(ctx context.Context) (func(*tls.ClientHelloInfo) (
 	}
 	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
 }
-
