@@ -77,7 +77,7 @@ test-integration: ## The envtest suite: the operator against a real API server a
 
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: bench
 bench: ## Benchmarks against a real API server: API writes per handoff, runs and handoffs per second.
@@ -100,8 +100,13 @@ run: manifests generate ## Run the manager against the current kubeconfig (trans
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/.
+build: ## Build the manager and the kubectl plugin (kubectl-baton) into bin/.
 	$(GO) build -o $(LOCALBIN)/manager .
+	$(GO) build -o $(LOCALBIN)/kubectl-baton ./cmd/kubectl-baton
+
+.PHONY: install-plugin
+install-plugin: ## Install the kubectl plugin (kubectl baton) into $GOBIN, on the PATH.
+	$(GO) install ./cmd/kubectl-baton
 
 .PHONY: docker-build
 docker-build: ## Build the manager image.

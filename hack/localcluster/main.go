@@ -10,14 +10,22 @@
 package main
 
 import (
+	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -80,9 +88,7 @@ func main() {
 		}
 	}
 	if err == nil && webhooks != "" {
-		w := env.WebhookInstallOptions
-		flags := fmt.Sprintf("--webhook-port=%d --webhook-cert-dir=%s\n", w.LocalServingPort, w.LocalServingCertDir)
-		err = os.WriteFile(filepath.Join(dir, "webhook.flags"), []byte(flags), 0o600)
+		err = localOperator(env, dir)
 	}
 	for _, spec := range extra {
 		if err != nil {
@@ -108,6 +114,53 @@ func main() {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	stop(0)
+}
+
+// localOperator writes the flags of an operator that runs on this machine (webhook.flags): the
+// webhook's port and certificate, which the transcript API shares, and the transcript API's
+// address; and it publishes that address, with the certificate's CA, on the Service through
+// which kubectl baton finds the transcript API.
+func localOperator(env *envtest.Environment, dir string) error {
+	w := env.WebhookInstallOptions
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	transcriptAddr := l.Addr().String()
+	_ = l.Close()
+	flags := fmt.Sprintf("--webhook-port=%d --webhook-cert-dir=%s --transcript-bind-address=%s\n", w.LocalServingPort, w.LocalServingCertDir, transcriptAddr)
+	if err := os.WriteFile(filepath.Join(dir, "webhook.flags"), []byte(flags), 0o600); err != nil {
+		return err
+	}
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "baton-system"}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "baton-transcript", Namespace: "baton-system", Annotations: map[string]string{
+			"agents.baton.dev/transcript-url": "https://" + transcriptAddr,
+			"agents.baton.dev/transcript-ca":  base64.StdEncoding.EncodeToString(w.LocalServingCAData),
+		}},
+		// Outside the cluster: an ExternalName Service, which allocates nothing.
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Name: "https", Port: 8444}}},
+	}
+	if err := c.Create(ctx, svc); err != nil {
+		return err
+	}
+	// Everyone may find the transcript API; it answers each caller as their RBAC allows.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "baton-transcript-access", Namespace: "baton-system"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"baton-transcript"}, Verbs: []string{"get"}}}}
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	return c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "baton-transcript-access", Namespace: "baton-system"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:authenticated"}}})
 }
 
 func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {

@@ -38,6 +38,10 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "KUBEBUILDER_ASSETS is not set: run 'make test-e2e'")
+	plugin := os.Getenv("PLUGIN_BIN")
+	Expect(plugin).NotTo(BeEmpty(), "PLUGIN_BIN is not set: run 'make test-e2e', which builds the kubectl plugin")
+	// kubectl finds plugins on the PATH, as it would for a user who ran make install-plugin.
+	Expect(os.Setenv("PATH", filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))).To(Succeed())
 	manager := os.Getenv("MANAGER_BIN")
 	Expect(manager).NotTo(BeEmpty(), "MANAGER_BIN is not set: run 'make test-e2e', which builds the operator")
 	_, err := osexec.LookPath("kubectl")

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// kubeClient is a client for Baton's kinds with the user's kubeconfig.
+func (o *options) kubeClient() (client.Client, string, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := o.namespace()
+	return c, ns, err
+}
+
+// annotate sets annotations on a run, as kubectl annotate does: the decision is the same
+// annotation a person could write by hand, so the admission webhook records who made it.
+func (o *options) annotate(ctx context.Context, name string, set map[string]string) error {
+	c, ns, err := o.kubeClient()
+	if err != nil {
+		return err
+	}
+	run := &v1alpha1.AgentRun{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+		return err
+	}
+	orig := run.DeepCopy()
+	if run.Annotations == nil {
+		run.Annotations = map[string]string{}
+	}
+	maps.Copy(run.Annotations, set)
+	if err := c.Patch(ctx, run, client.MergeFrom(orig)); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.streams.Out, "agentrun.agents.baton.dev/%s annotated\n", name)
+	return nil
+}
+
+func (o *options) approveCmd() *cobra.Command {
+	var feedback string
+	cmd := &cobra.Command{
+		Use:   "approve RUN GATE",
+		Short: "Approve the gate a run waits at",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set := map[string]string{v1alpha1.AnnotationApprove: args[1]}
+			if feedback != "" {
+				set[v1alpha1.AnnotationFeedback] = feedback
+			}
+			return o.annotate(cmd.Context(), args[0], set)
+		},
+	}
+	cmd.Flags().StringVar(&feedback, "feedback", "", "Feedback for the next agent")
+	return cmd
+}
+
+func (o *options) rejectCmd() *cobra.Command {
+	var feedback, revise string
+	cmd := &cobra.Command{
+		Use:   "reject RUN GATE",
+		Short: "Reject the gate a run waits at: it ends Rejected, or goes back to an agent with --revise",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set := map[string]string{v1alpha1.AnnotationReject: args[1]}
+			if feedback != "" {
+				set[v1alpha1.AnnotationFeedback] = feedback
+			}
+			if revise != "" {
+				set[v1alpha1.AnnotationRevise] = revise
+			}
+			return o.annotate(cmd.Context(), args[0], set)
+		},
+	}
+	cmd.Flags().StringVar(&feedback, "feedback", "", "What to change, for the agent that revises")
+	cmd.Flags().StringVar(&revise, "revise", "", "The agent that revises, or replan for the entrypoint")
+	return cmd
+}
+
+func (o *options) replyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reply RUN TEXT",
+		Short: "Answer a run that waits for input",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.annotate(cmd.Context(), args[0], map[string]string{v1alpha1.AnnotationReply: args[1]})
+		},
+	}
+}
+
+func (o *options) cancelCmd() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "End a run Cancelled",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.annotate(cmd.Context(), args[0], map[string]string{v1alpha1.AnnotationCancel: reason})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "cancelled with kubectl baton", "Why")
+	return cmd
+}
+
+func (o *options) retryCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry RUN",
+		Short: "Start a new run with the same config, input, limits and approvals as RUN",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.kubeClient()
+			if err != nil {
+				return err
+			}
+			old := &v1alpha1.AgentRun{}
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, old); err != nil {
+				return err
+			}
+			run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
+			run.Namespace, run.GenerateName = ns, old.Name+"-retry-"
+			if err := c.Create(cmd.Context(), run); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "agentrun.agents.baton.dev/%s created\n", run.Name)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,49 @@
+// Command kubectl-baton is the kubectl plugin for Baton's runs: their timelines and transcripts,
+// following them as they happen, and the decisions people make (approve, reject, reply, cancel,
+// retry), all with the user's own kubeconfig, so RBAC and the approval webhook apply to the
+// person at the keyboard. Put it on the PATH and run `kubectl baton`.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+func main() {
+	if err := newRoot(genericclioptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// options are what every command shares: the kubeconfig flags kubectl users know, and how to
+// reach the operator's transcript API.
+type options struct {
+	config  *genericclioptions.ConfigFlags
+	streams genericclioptions.IOStreams
+	// operatorURL reaches the transcript API directly; empty, it is found through the
+	// operator's Service.
+	operatorURL string
+	// operatorNamespace is where the operator's Service is.
+	operatorNamespace string
+}
+
+func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
+	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	root := &cobra.Command{
+		Use:           "kubectl-baton",
+		Short:         "Follow, read and decide on Baton's agent runs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	o.config.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&o.operatorURL, "operator-url", os.Getenv("BATON_OPERATOR_URL"),
+		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")
+	root.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "baton-system", "The namespace of the operator's Service")
+	root.AddCommand(o.getCmd(), o.describeCmd(), o.transcriptCmd(), o.logsCmd(),
+		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd())
+	return root
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/baton-dev/baton/transcriptapi"
+)
+
+// recordBody is what the plugin reads of a record's body: a step's or a decision's.
+type recordBody struct {
+	Agent    string `json:"agent"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Input    string `json:"input"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	Output       string   `json:"output"`
+	Handoff      string   `json:"handoff"`
+	Reason       string   `json:"reason"`
+	Signal       string   `json:"signal"`
+	FinishReason string   `json:"finishReason"`
+	Tokens       int64    `json:"tokens"`
+	Ignored      []string `json:"ignoredToolCalls"`
+	Error        string   `json:"error"`
+	TimedOut     bool     `json:"timedOut"`
+	LatencyMs    int64    `json:"latencyMs"`
+	Routing      *struct {
+		Target     string   `json:"target"`
+		Confidence *float64 `json:"confidence"`
+		Reason     string   `json:"reason"`
+	} `json:"routing"`
+	Context []struct {
+		Step int32  `json:"step"`
+		From string `json:"from"`
+		Kind string `json:"kind"`
+		Text string `json:"text"`
+	} `json:"context"`
+}
+
+func bodyOf(r transcriptapi.Record) recordBody {
+	var b recordBody
+	_ = json.Unmarshal(r.Body, &b)
+	return b
+}
+
+func (o *options) transcriptCmd() *cobra.Command {
+	var step int32
+	var output string
+	cmd := &cobra.Command{
+		Use:   "transcript RUN",
+		Short: "Print what a run's agents were given and answered, step by step, in full",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %s: use text, json or yaml", output)
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.stop()
+			page, err := c.records(cmd.Context(), ns, args[0], step)
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(o.streams.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(page)
+			case "yaml":
+				data, err := yaml.Marshal(page)
+				if err != nil {
+					return err
+				}
+				_, err = o.streams.Out.Write(data)
+				return err
+			}
+			if len(page.Records) == 0 {
+				fmt.Fprintf(o.streams.Out, "No records yet for agentrun %s.\n", args[0])
+			}
+			for _, r := range page.Records {
+				printRecord(o.streams.Out, r)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int32Var(&step, "step", 0, "Only this step")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, json or yaml")
+	return cmd
+}
+
+// printRecord prints a record in full, for people.
+func printRecord(w io.Writer, r transcriptapi.Record) {
+	b := bodyOf(r)
+	if r.Kind != "step" {
+		fmt.Fprintf(w, "=== after step %d: %s (%s)\n", r.Step, r.Kind, r.Time.Format(time.RFC3339))
+		for _, c := range b.Context {
+			fmt.Fprintf(w, "%s from %s:\n%s\n", strings.ToLower(c.Kind), c.From, indent(c.Text))
+		}
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintf(w, "=== step %d: %s (%s%s) %s, %d tokens, %s\n", r.Step, b.Agent, b.Provider, prefixed("/", b.Model),
+		r.Time.Format(time.RFC3339), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond)
+	if len(b.Messages) > 0 {
+		fmt.Fprintln(w, "--- messages")
+		for _, m := range b.Messages {
+			fmt.Fprintf(w, "[%s]\n%s\n", m.Role, indent(m.Content))
+		}
+	} else {
+		fmt.Fprintf(w, "--- input\n%s\n", indent(b.Input))
+	}
+	if b.Error != "" {
+		fmt.Fprintf(w, "--- failed\n%s\n", indent(b.Error))
+	} else {
+		fmt.Fprintf(w, "--- output%s\n%s\n", prefixed(" (finish: ", b.FinishReason)+closeIf(b.FinishReason), indent(b.Output))
+	}
+	fmt.Fprintf(w, "--- next: %s\n\n", nextOf(b))
+}
+
+// nextOf says in words what a step asked for.
+func nextOf(b recordBody) string {
+	switch {
+	case b.Error != "":
+		return "failed"
+	case b.Routing != nil:
+		s := "route to " + b.Routing.Target
+		if b.Routing.Confidence != nil {
+			s += fmt.Sprintf(" (confidence %.2f)", *b.Routing.Confidence)
+		}
+		return s + prefixed(": ", b.Routing.Reason)
+	case b.Handoff != "":
+		return "hand off to " + b.Handoff + prefixed(": ", b.Reason)
+	case b.Signal != "":
+		return "signal " + b.Signal
+	case b.FinishReason == "length":
+		return "cut at the output-token limit"
+	}
+	return "answer"
+}
+
+func (o *options) logsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs RUN",
+		Short: "Print a run's steps, one line each; -f follows them as they happen",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.operator(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.stop()
+			if !follow {
+				page, err := c.records(cmd.Context(), ns, args[0], 0)
+				if err != nil {
+					return err
+				}
+				for _, r := range page.Records {
+					fmt.Fprintln(o.streams.Out, logLine(r))
+				}
+				return nil
+			}
+			end, err := c.stream(cmd.Context(), ns, args[0], func(r transcriptapi.Record) error {
+				_, err := fmt.Fprintln(o.streams.Out, logLine(r))
+				return err
+			})
+			if err != nil && cmd.Context().Err() == nil {
+				return err
+			}
+			if end != "" {
+				fmt.Fprintf(o.streams.Out, "run ended: %s\n", end)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Follow the run until it ends")
+	return cmd
+}
+
+// logLine is one line of a record.
+func logLine(r transcriptapi.Record) string {
+	b := bodyOf(r)
+	if r.Kind != "step" {
+		var parts []string
+		for _, c := range b.Context {
+			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(c.Kind), c.From, oneLine(c.Text, 80)))
+		}
+		return fmt.Sprintf("%s  after step %-3d %s", r.Time.Format("15:04:05"), r.Step, strings.Join(parts, "; "))
+	}
+	text := b.Output
+	if b.Error != "" {
+		text = b.Error
+	}
+	return fmt.Sprintf("%s  step %-3d %-16s %-40s %6d tokens %8s  %s", r.Time.Format("15:04:05"), r.Step, b.Agent,
+		oneLine(nextOf(b), 40), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond, oneLine(text, 80))
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+func closeIf(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ")"
+}
+
+// namespace is the namespace the kubeconfig flags say.
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
