@@ -85,7 +85,8 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Rec
 		if s.CompletionTime != nil {
 			end = s.CompletionTime.Time
 		}
-		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", end.Sub(s.StartTime.Time).Round(time.Millisecond), s.Waited.OrZero().Round(time.Second))
+		// completionTime has a precision of seconds.
+		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
 	}
 	byStep := map[int32]recordBody{}
 	for _, r := range records {

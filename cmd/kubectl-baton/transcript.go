@@ -245,4 +245,3 @@ func (o *options) namespace() (string, error) {
 	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
 	return ns, err
 }
-
