@@ -80,8 +80,9 @@ test-e2e: build ## The e2e suite: the operator binary and the real kubectl again
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: bench
-bench: ## Benchmarks against a real API server: API writes per handoff, runs and handoffs per second.
+bench: ## Benchmarks: runs against a real API server (writes per handoff, handoffs/s), and the transcript stores' write latency.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 30m
+	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./transcript -run '^$$' -bench AppendStep -benchtime 4000x
 
 ##@ Run
 
