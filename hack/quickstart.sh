@@ -94,8 +94,9 @@ up() {
   echo "  or send it back:   kubectl annotate agentrun vendor-review agents.baton.dev/reject=final agents.baton.dev/revise=crm agents.baton.dev/feedback='check the disputes'"
   echo
   say "Baton is running. To use it:"
-  echo "  export KUBECONFIG=$KUBECONFIG_FILE"
+  echo "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$root/bin:\$PATH"
   echo "  kubectl get agentruns -w"
+  echo "  kubectl baton describe ticket-1234; kubectl baton transcript ticket-1234"
   echo "Stop it all with: make quickstart-down"
 }
 

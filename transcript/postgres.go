@@ -52,7 +52,7 @@ func openPostgres(ctx context.Context, dsn string) (Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	s := &sqlStore{db: db, d: postgres}
+	s := &sqlStore{db: db, rdb: db, d: postgres}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", Redact(dsn), err)

@@ -27,8 +27,10 @@ type dialect struct {
 // sqlStore is a Store over database/sql: the SQL is the same on every database but for the
 // dialect's parts.
 type sqlStore struct {
-	db *sql.DB
-	d  dialect
+	// db writes; reads go to rdb, which is db itself where the database takes concurrent
+	// writers (PostgreSQL), and a pool of its own where it does not (SQLite).
+	db, rdb *sql.DB
+	d       dialect
 }
 
 const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
@@ -122,7 +124,7 @@ func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, err
 }
 
 func (s *sqlStore) Get(ctx context.Context, runUID string, key Key) (Record, bool, error) {
-	r, err := s.get(ctx, s.db, runUID, key)
+	r, err := s.get(ctx, s.rdb, runUID, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, false, nil
 	}
@@ -180,7 +182,7 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 		args = append(args, q.Limit)
 		stmt += " LIMIT " + p(len(args))
 	}
-	rows, err := s.db.QueryContext(ctx, stmt, args...)
+	rows, err := s.rdb.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +209,7 @@ func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]RunRef, error)
 		args = append(args, namespace)
 	}
 	stmt += " ORDER BY namespace, run, run_uid"
-	rows, err := s.db.QueryContext(ctx, stmt, args...)
+	rows, err := s.rdb.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -253,4 +255,9 @@ func (s *sqlStore) Delete(ctx context.Context, runUIDs ...string) error {
 	return nil
 }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	if s.rdb != s.db {
+		_ = s.rdb.Close()
+	}
+	return s.db.Close()
+}

@@ -58,14 +58,25 @@ func openSQLite(ctx context.Context, path string) (Store, error) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
+	// SQLite takes one writer at a time, and a writer that finds the database locked sleeps and
+	// tries again: hundreds of steps ending at once would spend their time asleep. So writes go
+	// through one connection, queued by the pool in order, and reads through a pool of their
+	// own, which write-ahead logging lets run beside the writer.
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
-	s := &sqlStore{db: db, d: sqlite}
+	db.SetMaxOpenConns(1)
+	s := &sqlStore{db: db, rdb: db, d: sqlite}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
+	rq := url.Values{"_pragma": {"busy_timeout(10000)", "query_only(1)"}}
+	if s.rdb, err = sql.Open("sqlite", "file:"+path+"?"+rq.Encode()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(4)
 	return s, nil
 }

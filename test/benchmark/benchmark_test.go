@@ -6,7 +6,9 @@ package benchmark
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,13 +41,16 @@ import (
 type writeCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
-	next   http.RoundTripper
+	// bytes are the request bodies' bytes, by resource.
+	bytes map[string]int64
+	next  http.RoundTripper
 }
 
 func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodGet {
 		w.mu.Lock()
 		w.counts[resourceOf(r.URL.Path)]++
+		w.bytes[resourceOf(r.URL.Path)] += max(r.ContentLength, 0)
 		w.mu.Unlock()
 	}
 	return w.next.RoundTrip(r)
@@ -55,8 +60,17 @@ func (w *writeCounter) take() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := w.counts
-	w.counts = map[string]int{}
+	w.counts, w.bytes = map[string]int{}, map[string]int64{}
 	return out
+}
+
+// takeBytes returns the bytes written by resource since the last take, and starts again.
+func (w *writeCounter) takeBytes() (map[string]int, map[string]int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	counts, bytes := w.counts, w.bytes
+	w.counts, w.bytes = map[string]int{}, map[string]int64{}
+	return counts, bytes
 }
 
 // resourceOf names what a request writes: "agentruns/status", "events", "leases".
@@ -98,7 +112,7 @@ func start(b *testing.B, opts controllers.Options) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	counter := &writeCounter{counts: map[string]int{}}
+	counter := &writeCounter{counts: map[string]int{}, bytes: map[string]int64{}}
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.QPS, mgrCfg.Burst = 500, 1000
 	mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
@@ -228,4 +242,55 @@ func benchmarkRuns(b *testing.B, e *env, n int, delay time.Duration) {
 	b.ReportMetric(float64(events)/float64(n*b.N), "events/run")
 	b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "runs/s")
 	b.ReportMetric(float64(handoffs)/elapsed.Seconds(), "handoffs/s")
+}
+
+// BenchmarkLongRun is one run of 1000 steps whose every output is 10 KB: the status must not
+// grow with the run or with the outputs (the context window lives in the transcript). It
+// reports the final status's size and the bytes of each status write.
+func BenchmarkLongRun(b *testing.B) {
+	e := start(b, controllers.Options{MaxConcurrentReconciles: 8, MaxStepsInFlight: 512})
+	defer e.stop()
+	ctx := context.Background()
+	const ring, steps = 20, 1000
+	for i := 0; i < b.N; i++ {
+		ns := &corev1.Namespace{}
+		ns.GenerateName = "long-"
+		if err := e.c.Create(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		var team []*AgentWrapper
+		for a := range ring {
+			output := fmt.Sprintf("agent %d: ", a) + strings.Repeat("finding ", 1250)
+			team = append(team, MakeAgent(fmt.Sprintf("a%d", a)).HandsOffTo(fmt.Sprintf("a%d", (a+1)%ring)).
+				Script(Says(output).HandOff(fmt.Sprintf("a%d", (a+1)%ring))))
+		}
+		fifty := int32(50)
+		cfg := MakeConfig("long", ns.Name).Agents(team...).MaxSteps(steps).MaxHandoffs(10000).
+			LoopDetection(nil, nil, ptr.To[int32](25), &fifty, &fifty).Obj()
+		if err := e.c.Create(ctx, cfg); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		e.writes.take()
+		run := MakeRun("long", ns.Name).Config("long").Obj()
+		if err := e.c.Create(ctx, run); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(run), run); err != nil {
+				b.Fatal(err)
+			}
+			if run.Status.Phase.Terminal() {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if run.Status.TerminationReason != v1alpha1.ReasonMaxStepsExceeded || run.Status.StepCount != steps {
+			b.Fatalf("ended %s after %d steps: %s", run.Status.TerminationReason, run.Status.StepCount, run.Status.TerminationMessage)
+		}
+		counts, bytes := e.writes.takeBytes()
+		status, _ := json.Marshal(run.Status)
+		b.ReportMetric(float64(len(status)), "status-bytes")
+		b.ReportMetric(float64(bytes["agentruns/status"])/float64(counts["agentruns/status"]), "bytes/status-write")
+	}
 }
