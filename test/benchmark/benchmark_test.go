@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -117,7 +118,9 @@ func start(b *testing.B, opts controllers.Options) *env {
 	mgrCfg.QPS, mgrCfg.Burst = 500, 1000
 	mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Cache: controllers.CacheOptions()})
+		HealthProbeBindAddress: "0", Cache: controllers.CacheOptions(),
+		// Each benchmark starts its own manager in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		b.Fatal(err)
 	}
