@@ -216,6 +216,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 
 // start pins the run's config and starts the run, or keeps it Pending until the config exists.
 func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+	if run.Spec.From != nil {
+		return r.startFrom(ctx, run, now)
+	}
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {

@@ -231,12 +231,34 @@ type AgentRunSpec struct {
 	// +optional
 	Approvals ApprovalPolicy `json:"approvals,omitempty"`
 
+	// from starts the run where an earlier run of the namespace was after one of its steps:
+	// with that run's transcript up to the step, its counts and context, the config it pinned,
+	// and the agent that had control then. input, when set, is a new instruction for that
+	// agent. The earlier run is not changed.
+	// +optional
+	From *RunFrom `json:"from,omitempty"`
+
 	// ttlSecondsAfterFinished deletes the run, and its transcript, this long after it ended.
 	// Defaults to the config's ttlSecondsAfterFinished; unset in both, the run is kept.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=31536000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// RunFrom names an earlier run and the step after which to continue it.
+type RunFrom struct {
+	// run is the earlier AgentRun's name, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Run string `json:"run"`
+
+	// step is the step after which to continue, from 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +required
+	Step int32 `json:"step"`
 }
 
 // ConfigReference names an AgentConfig in the same namespace.

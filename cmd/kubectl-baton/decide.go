@@ -119,9 +119,10 @@ func (o *options) cancelCmd() *cobra.Command {
 }
 
 func (o *options) retryCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "retry RUN",
-		Short: "Start a new run with the same config, input, limits and approvals as RUN",
+	var fromStep int32
+	cmd := &cobra.Command{
+		Use:   "retry RUN [--from-step N]",
+		Short: "Start a new run with the same config, input, limits and approvals as RUN; with --from-step, where RUN was after step N",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := o.kubeClient()
@@ -134,6 +135,10 @@ func (o *options) retryCmd() *cobra.Command {
 			}
 			run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
 			run.Namespace, run.GenerateName = ns, old.Name+"-retry-"
+			if fromStep > 0 {
+				// The earlier run's transcript carries its input; the new run continues from it.
+				run.Spec.From, run.Spec.Input = &v1alpha1.RunFrom{Run: old.Name, Step: fromStep}, ""
+			}
 			if err := c.Create(cmd.Context(), run); err != nil {
 				return err
 			}
@@ -141,4 +146,6 @@ func (o *options) retryCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().Int32Var(&fromStep, "from-step", 0, "Continue RUN as it was after this step, without paying again for the steps before it")
+	return cmd
 }

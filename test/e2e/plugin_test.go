@@ -122,6 +122,16 @@ spec: {configRef: {name: slow}}
 		out, err = baton(alice, "cancel", name, "--reason", "enough")
 		Expect(err).NotTo(HaveOccurred(), out)
 		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Cancelled", "--timeout=60s", "agentrun/"+name)
+
+		By("retrying from a step: the steps before it are not taken again")
+		out, err = baton(alice, "retry", "slow", "--from-step", "2")
+		Expect(err).NotTo(HaveOccurred(), out)
+		name = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), "agentrun.agents.baton.dev/"), " created")
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "agentrun/"+name)
+		Expect(jsonpath("agentrun", name, ns, "{.status.stepCount} {.status.output}")).To(Equal("4 final answer"))
+		out, err = baton(alice, "logs", name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(strings.Split(strings.TrimSpace(out), "\n")).To(HaveLen(4), "two steps copied from slow, two taken")
 	})
 })
 

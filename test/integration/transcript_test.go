@@ -97,3 +97,60 @@ var _ = Describe("ttlSecondsAfterFinished", func() {
 			2*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 })
+
+var _ = Describe("A run from an earlier one (spec.from)", func() {
+	It("continues where the earlier run was after a step, on the config it pinned, and leaves it as it was", func() {
+		ns := newNamespace()
+		cfg := MakeConfig("relay", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says("a1").HandOff("b"), Says("a2").HandOff("b")),
+			MakeAgent("b").HandsOffTo("a").Terminator().Script(Says("b1").HandOff("a"), Says("b2 final")),
+		).Obj()
+		first := MakeRun("first", ns).Config(cfg.Name).Input("the task").Obj()
+		create(cfg, first)
+		done := waitForEnd(first)
+		Expect(done.Status.StepCount).To(BeEquivalentTo(4))
+		Expect(done.Status.Output).To(Equal("b2 final"))
+
+		By("changing the config: the new run keeps the one the earlier run pinned")
+		edited := &v1alpha1.AgentConfig{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), edited)).To(Succeed())
+		edited.Spec.Agents[1].Script = []v1alpha1.ScriptTurn{{Output: "CHANGED"}}
+		Expect(k8sClient.Update(ctx, edited)).To(Succeed())
+
+		second := MakeRun("second", ns).Config(cfg.Name).Obj()
+		second.Spec.From = &v1alpha1.RunFrom{Run: "first", Step: 2}
+		create(second)
+		again := waitForEnd(second)
+		Expect(again.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), again.Status.TerminationMessage)
+		Expect(again.Status.Output).To(Equal("b2 final"))
+		Expect(again.Status.StepCount).To(BeEquivalentTo(4))
+		Expect(again.Status.HandoffCount).To(Equal(done.Status.HandoffCount))
+		Expect(again.Status.ConfigRevision).To(Equal(done.Status.ConfigRevision))
+		Expect(sequence(again)).To(Equal(sequence(done)))
+		Expect(again.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring("continuing run first after step 2"))))
+		recs := transcriptOf(again)
+		Expect(recs).To(HaveLen(4), "two steps copied, two taken")
+		Expect(get(first).Status).To(Equal(done.Status), "the earlier run is not changed")
+	})
+
+	DescribeTable("is refused with the reason when it cannot be followed",
+		func(from v1alpha1.RunFrom, message string) {
+			ns := newNamespace()
+			cfg := MakeConfig("pair", ns).Agents(
+				MakeAgent("a").HandsOffTo("b").Script(Says("a1").HandOff("b")),
+				MakeAgent("b").Terminator().Script(Says("done")),
+			).Obj()
+			create(cfg, MakeRun("first", ns).Config(cfg.Name).Obj())
+			waitForEnd(MakeRun("first", ns).Obj())
+			run := MakeRun("second", ns).Config(cfg.Name).Obj()
+			run.Spec.From = &from
+			create(run)
+			ended := waitForEnd(run)
+			Expect(ended.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
+			Expect(ended.Status.TerminationMessage).To(ContainSubstring(message))
+		},
+		Entry("a run that does not exist", v1alpha1.RunFrom{Run: "nope", Step: 1}, "spec.from: run nope does not exist in namespace"),
+		Entry("a step the run did not take", v1alpha1.RunFrom{Run: "first", Step: 9}, "spec.from: run first has taken 2 steps, not 9"),
+		Entry("the step that ended the run", v1alpha1.RunFrom{Run: "first", Step: 2}, "the run ended Completed at step 2: continue from an earlier step"),
+	)
+})
