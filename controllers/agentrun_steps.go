@@ -99,7 +99,8 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 // works on.
 func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
 	maxMessages, maxChars := plan.ContextBudget()
-	if maxMessages > 0 {
+	// A Scripted agent plays its script whatever came before: it needs no window.
+	if maxMessages > 0 && req.Agent.Model.Provider != v1alpha1.ProviderScripted && req.Agent.Model.Provider != "" {
 		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
 			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
 		if err != nil {
