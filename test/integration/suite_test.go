@@ -37,6 +37,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/test/pgtest"
 	"github.com/baton-dev/baton/transcript"
 )
 
@@ -76,11 +77,15 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = clientFor(envtest.User{Name: "tester", Groups: []string{"system:masters"}})
 	operatorConfig = operatorIdentity()
-	// One store for the suite: a restarted manager finds what the stopped one recorded.
-	storeDir, err := os.MkdirTemp("", "baton-transcript-")
+	// One store for the suite, so that a restarted manager finds what the stopped one recorded:
+	// PostgreSQL here (a real server on loopback), SQLite in the e2e suite and the quickstart, so
+	// that the operator runs on both.
+	pg, err := pgtest.Start(context.Background())
+	Expect(err).NotTo(HaveOccurred(), "starting PostgreSQL for the transcript (make test-integration installs it)")
+	DeferCleanup(pg.Stop)
+	dsn, err := pg.Database(context.Background(), "integration")
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, storeDir)
-	controllerOptions.Transcript, err = transcript.Open(context.Background(), filepath.Join(storeDir, "transcript.db"))
+	controllerOptions.Transcript, err = transcript.Open(context.Background(), dsn)
 	Expect(err).NotTo(HaveOccurred())
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
