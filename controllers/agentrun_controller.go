@@ -181,21 +181,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	step := workflow.Next(plan, &run.Status)
 	state, res := r.steps.lookup(run, step)
 	if state == notStarted && r.runs.mustLook(run) {
-		// This process has not taken a step of the run yet: the step may have ended in an
-		// operator that stopped before it wrote the status. Then it is applied from its record.
-		rec, found, err := r.transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step.Number})
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
-		}
-		r.runs.looked(run)
-		if found {
-			if res, err = stepResultOf(rec); err != nil {
-				res = workflow.StepResult{Agent: step.Agent, Input: step.Input, Error: err.Error()}
-			}
-			log.FromContext(ctx).V(2).Info("Applying a step recorded before a restart", "agentRun", klog.KObj(run), "step", step.Number)
-			stepsFromTranscript.Inc()
-			r.steps.adopt(run, step, res)
-			state = ended
+		var err error
+		if state, res, err = r.recordedStep(ctx, run, step); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	switch state {

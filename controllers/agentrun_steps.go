@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
@@ -92,6 +95,29 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		return stepRecord(&target, step, spec, req, res, d.Context, started, ended)
 	}
 	return stepWork{call: call, record: record}
+}
+
+// recordedStep looks in the transcript for the run's next step, the first time this process
+// takes a step of the run: the step may have ended in an operator that stopped before it wrote
+// the status. Then it becomes the run's ended flight and is applied from its record, without
+// calling the agent again.
+func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.AgentRun, step workflow.Step) (flightState, workflow.StepResult, error) {
+	rec, found, err := r.transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step.Number})
+	if err != nil {
+		return notStarted, workflow.StepResult{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
+	}
+	r.runs.looked(run)
+	if !found {
+		return notStarted, workflow.StepResult{}, nil
+	}
+	res, err := stepResultOf(rec)
+	if err != nil {
+		res = workflow.StepResult{Agent: step.Agent, Input: step.Input, Error: err.Error()}
+	}
+	log.FromContext(ctx).V(2).Info("Applying a step recorded before a restart", "agentRun", klog.KObj(run), "step", step.Number)
+	stepsFromTranscript.Inc()
+	r.steps.adopt(run, step, res)
+	return ended, res, nil
 }
 
 // fromTranscript gives the request what the agent sees of the run's earlier steps: the context

@@ -146,10 +146,3 @@ func (t *runTable) forget(key types.NamespacedName) {
 		delete(t.runs, key)
 	}
 }
-
-// size is the number of runs held, for tests and metrics.
-func (t *runTable) size() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.runs)
-}

@@ -15,32 +15,7 @@ var postgres = dialect{
 	greatest:    "GREATEST",
 	placeholder: func(i int) string { return fmt.Sprintf("$%d", i) },
 	lock:        "SELECT pg_advisory_xact_lock(4242424242)",
-	migrations: []string{
-		`CREATE TABLE records (
-			seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-			run_uid TEXT NOT NULL,
-			namespace TEXT NOT NULL,
-			run TEXT NOT NULL,
-			kind TEXT NOT NULL,
-			step INTEGER NOT NULL,
-			attempt INTEGER NOT NULL,
-			call INTEGER NOT NULL,
-			time_ns BIGINT NOT NULL,
-			body BYTEA NOT NULL,
-			UNIQUE (run_uid, kind, step, attempt, call)
-		);
-		CREATE INDEX records_run ON records (run_uid, seq);
-		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
-		`CREATE TABLE runs (
-			run_uid TEXT PRIMARY KEY,
-			namespace TEXT NOT NULL,
-			run TEXT NOT NULL,
-			last_ns BIGINT NOT NULL
-		);
-		INSERT INTO runs (run_uid, namespace, run, last_ns)
-			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
-		CREATE INDEX runs_namespace ON runs (namespace, run);`,
-	},
+	migrations:  migrations(columnTypes{serial: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", bigint: "BIGINT", bytes: "BYTEA"}),
 }
 
 func openPostgres(ctx context.Context, dsn string) (Store, error) {

@@ -35,6 +35,45 @@ type sqlStore struct {
 
 const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
 
+// columnTypes are a database's names for the schema's column types.
+type columnTypes struct {
+	// serial is an increasing primary key the database assigns.
+	serial string
+	// bigint holds nanoseconds; bytes holds a record's body.
+	bigint, bytes string
+}
+
+// migrations are the schema's versions, the same on every database but for the column types.
+func migrations(t columnTypes) []string {
+	return []string{
+		`CREATE TABLE records (
+			seq ` + t.serial + `,
+			run_uid TEXT NOT NULL,
+			namespace TEXT NOT NULL,
+			run TEXT NOT NULL,
+			kind TEXT NOT NULL,
+			step INTEGER NOT NULL,
+			attempt INTEGER NOT NULL,
+			call INTEGER NOT NULL,
+			time_ns ` + t.bigint + ` NOT NULL,
+			body ` + t.bytes + ` NOT NULL,
+			UNIQUE (run_uid, kind, step, attempt, call)
+		);
+		CREATE INDEX records_run ON records (run_uid, seq);
+		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
+		// The runs held, for the deletion sweep, without scanning records.
+		`CREATE TABLE runs (
+			run_uid TEXT PRIMARY KEY,
+			namespace TEXT NOT NULL,
+			run TEXT NOT NULL,
+			last_ns ` + t.bigint + ` NOT NULL
+		);
+		INSERT INTO runs (run_uid, namespace, run, last_ns)
+			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
+		CREATE INDEX runs_namespace ON runs (namespace, run);`,
+	}
+}
+
 // migrate brings the schema up to date: versioned, in one transaction, idempotent.
 func (s *sqlStore) migrate(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)

@@ -19,32 +19,7 @@ var sqlite = dialect{
 	name:        "SQLite",
 	greatest:    "max",
 	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
-	migrations: []string{
-		`CREATE TABLE records (
-			seq INTEGER PRIMARY KEY AUTOINCREMENT,
-			run_uid TEXT NOT NULL,
-			namespace TEXT NOT NULL,
-			run TEXT NOT NULL,
-			kind TEXT NOT NULL,
-			step INTEGER NOT NULL,
-			attempt INTEGER NOT NULL,
-			call INTEGER NOT NULL,
-			time_ns INTEGER NOT NULL,
-			body BLOB NOT NULL,
-			UNIQUE (run_uid, kind, step, attempt, call)
-		);
-		CREATE INDEX records_run ON records (run_uid, seq);
-		CREATE INDEX records_namespace ON records (namespace, run_uid);`,
-		`CREATE TABLE runs (
-			run_uid TEXT PRIMARY KEY,
-			namespace TEXT NOT NULL,
-			run TEXT NOT NULL,
-			last_ns INTEGER NOT NULL
-		);
-		INSERT INTO runs (run_uid, namespace, run, last_ns)
-			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
-		CREATE INDEX runs_namespace ON runs (namespace, run);`,
-	},
+	migrations:  migrations(columnTypes{serial: "INTEGER PRIMARY KEY AUTOINCREMENT", bigint: "INTEGER", bytes: "BLOB"}),
 }
 
 func openSQLite(ctx context.Context, path string) (Store, error) {

@@ -30,15 +30,24 @@ func (o *options) kubeClient() (client.Client, string, error) {
 	return c, ns, err
 }
 
-// annotate sets annotations on a run, as kubectl annotate does: the decision is the same
-// annotation a person could write by hand, so the admission webhook records who made it.
-func (o *options) annotate(ctx context.Context, name string, set map[string]string) error {
+// getRun reads a run of the namespace the kubeconfig flags say, and returns the client.
+func (o *options) getRun(ctx context.Context, name string) (*v1alpha1.AgentRun, client.Client, error) {
 	c, ns, err := o.kubeClient()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	run := &v1alpha1.AgentRun{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+		return nil, nil, err
+	}
+	return run, c, nil
+}
+
+// annotate sets annotations on a run, as kubectl annotate does: the decision is the same
+// annotation a person could write by hand, so the admission webhook records who made it.
+func (o *options) annotate(ctx context.Context, name string, set map[string]string) error {
+	run, c, err := o.getRun(ctx, name)
+	if err != nil {
 		return err
 	}
 	orig := run.DeepCopy()
@@ -125,16 +134,12 @@ func (o *options) retryCmd() *cobra.Command {
 		Short: "Start a new run with the same config, input, limits and approvals as RUN; with --from-step, where RUN was after step N",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.kubeClient()
+			old, c, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			old := &v1alpha1.AgentRun{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, old); err != nil {
-				return err
-			}
 			run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
-			run.Namespace, run.GenerateName = ns, old.Name+"-retry-"
+			run.Namespace, run.GenerateName = old.Namespace, old.Name+"-retry-"
 			if fromStep > 0 {
 				// The earlier run's transcript carries its input; the new run continues from it.
 				run.Spec.From, run.Spec.Input = &v1alpha1.RunFrom{Run: old.Name, Step: fromStep}, ""

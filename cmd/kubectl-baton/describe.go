@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/transcriptapi"
@@ -20,12 +19,8 @@ func (o *options) getCmd() *cobra.Command {
 		Short: "Print a run's phase, agent, counts and reason on one line",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.kubeClient()
+			run, _, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
-				return err
-			}
-			run := &v1alpha1.AgentRun{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, run); err != nil {
 				return err
 			}
 			w := tabwriter.NewWriter(o.streams.Out, 0, 4, 3, ' ', 0)
@@ -43,12 +38,8 @@ func (o *options) describeCmd() *cobra.Command {
 		Short: "Print a run's timeline: steps, handoffs, tokens and time per step, gates and decisions",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.kubeClient()
+			run, _, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
-				return err
-			}
-			run := &v1alpha1.AgentRun{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, run); err != nil {
 				return err
 			}
 			// The transcript adds each step's latency and what it asked for; status alone still
@@ -59,7 +50,7 @@ func (o *options) describeCmd() *cobra.Command {
 				note = err.Error()
 			} else {
 				defer op.stop()
-				page, err := op.records(cmd.Context(), ns, run.Name, 0)
+				page, err := op.records(cmd.Context(), run.Namespace, run.Name, 0)
 				if err != nil {
 					note = err.Error()
 				}
