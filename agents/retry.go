@@ -14,8 +14,10 @@ import (
 
 // Retry policy for model servers and HTTP agents: transient failures (429, 5xx, a connection
 // that failed) are tried again after about 1 s, then 2 s, doubling up to 30 s, 3 attempts in
-// all, honouring the server's Retry-After (up to 30 s); everything inside the step's deadline. Other
-// answers (400, 401, 403, 404, ...) are final.
+// all, honouring the server's retry-after-ms or Retry-After (up to 30 s); everything inside the
+// step's deadline. Other answers (400, 401, 403, 404, ...) are final. Each pause of the backoff
+// is drawn from [d, 1.5d), so that hundreds of steps turned away together do not come back
+// together.
 const (
 	retryAttempts = 3
 	retryFirst    = time.Second
@@ -42,7 +44,7 @@ func NewRetryTransport(next http.RoundTripper, clk clock.Clock) *RetryTransport 
 // RoundTrip sends the request, and again after a transient failure.
 func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	backoff := wait.Backoff{Duration: retryFirst, Factor: 2, Steps: retryAttempts, Cap: retryCap}
+	backoff := retryBackoff()
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -85,10 +87,19 @@ func transient(ctx context.Context, resp *http.Response, err error) bool {
 	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+// retryBackoff is the policy's backoff, with its jitter.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: retryFirst, Factor: 2, Jitter: 0.5, Steps: retryAttempts, Cap: retryCap}
+}
+
+// retryAfter reads how long the server asks to wait: retry-after-ms (milliseconds, as OpenAI
+// sends it), else Retry-After (seconds, or an HTTP date).
 func retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil {
 		return 0, false
+	}
+	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 && ms <= float64(time.Hour/time.Millisecond) {
+		return time.Duration(ms * float64(time.Millisecond)), true
 	}
 	v := resp.Header.Get("Retry-After")
 	if v == "" {
