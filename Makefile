@@ -38,8 +38,11 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet ## Check formatting and run go vet.
-	@out=$$(gofmt -l main.go api agents controllers hack test transcript); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+lint: vet ## Check formatting, run go vet, and keep the workflow core free of clients, SDKs and databases.
+	@out=$$(gofmt -l main.go api agents cmd controllers hack test transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@# The pure core imports no client, SDK or database.
+	@out=$$($(GO) list -deps ./controllers/workflow | grep -E 'openai-go|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite'); \
+		if [ -n "$$out" ]; then echo "controllers/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
 verify: manifests generate ## Fail if generated files or go.mod are stale.

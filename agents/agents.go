@@ -1,6 +1,7 @@
-// Package agents runs one agent step. The AgentRun controller asks an Agent to take a step with
-// an input and gets back the output, the handoff or signal it asks for, the tokens it used and
-// why it stopped. Each model provider is an Agent; providers are listed in one table below.
+// Package agents is what a step is: the Agent interface the AgentRun controller asks to take a
+// step, with the Request and Result, the messages a model is given, and the checks and the retry
+// policy every provider's answers go through. Each provider is a package of its own (scripted,
+// openai, httpagent), listed in one table in package providers.
 package agents
 
 import (
@@ -138,20 +139,17 @@ type SecretReader interface {
 	SecretKey(ctx context.Context, namespace, name, key string) (string, error)
 }
 
-// factories is every provider this build knows. A new provider is one file and one line here.
-var factories = map[v1alpha1.ModelProvider]func(Dependencies) Agent{
-	v1alpha1.ProviderScripted: newScripted,
-	v1alpha1.ProviderOpenAI:   newOpenAI,
-	v1alpha1.ProviderHTTP:     newHTTPAgent,
-}
+// Factory builds a provider's Agent.
+type Factory func(Dependencies) Agent
 
 // Providers hands out the Agent of each provider.
 type Providers struct {
 	agents map[v1alpha1.ModelProvider]Agent
 }
 
-// NewProviders builds every known provider.
-func NewProviders(deps Dependencies) *Providers {
+// NewProviders builds the providers of a table (package providers holds this build's), each
+// behind the checks every answer passes, and their HTTP calls behind the retry policy.
+func NewProviders(deps Dependencies, factories map[v1alpha1.ModelProvider]Factory) *Providers {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}

@@ -96,6 +96,18 @@ func checkAnswer(res Result, keys []string) (Result, error) {
 	return res, nil
 }
 
+// Scrub removes a secret from a message a server sent, and bounds it to 300 characters: what a
+// provider quotes of an error answer.
+func Scrub(msg, secret string) string {
+	if len(secret) >= 4 {
+		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	if r := []rune(msg); len(r) > 300 {
+		msg = string(r[:300]) + "…"
+	}
+	return msg
+}
+
 // redact replaces every key in s.
 func redact(s string, keys []string) string {
 	for _, k := range keys {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -17,7 +18,7 @@ const key = "sk-live-0123456789abcdef"
 // keyedOpenAIAgent is an OpenAI agent of the fake server whose key is key.
 func keyedOpenAIAgent(t *testing.T, server *fakes.OpenAI) (agents.Agent, agents.Request) {
 	t.Helper()
-	a, err := agents.NewProviders(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}}).For(v1alpha1.ProviderOpenAI)
+	a, err := providers.New(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}}).For(v1alpha1.ProviderOpenAI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestAnAnswerLargerThanTheBoundFailsTheStep(t *testing.T) {
 		}
 	}))
 	defer server.Close()
-	a, err := agents.NewProviders(agents.Dependencies{}).For(v1alpha1.ProviderOpenAI)
+	a, err := providers.New(agents.Dependencies{}).For(v1alpha1.ProviderOpenAI)
 	if err != nil {
 		t.Fatal(err)
 	}

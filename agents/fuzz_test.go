@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
 	. "github.com/baton-dev/baton/test/builders"
@@ -36,7 +37,7 @@ func FuzzProviderAnswers(f *testing.F) {
 			_, _ = w.Write(body)
 		}))
 		defer server.Close()
-		providers := agents.NewProviders(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}})
+		providers := providers.New(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}})
 		spec := MakeConfig("fuzz", "ns").Mode(v1alpha1.ModeSupervisor).Agents(
 			MakeAgent("a").Provider(v1alpha1.ProviderOpenAI).HandsOffTo("b"),
 			MakeAgent("b").Provider(v1alpha1.ProviderHTTP).HandsOffTo("a")).Obj().Spec

@@ -9,13 +9,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/httpagent"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/test/fakes"
 )
 
 func httpAgent(t *testing.T, server *fakes.HTTPAgent) (agents.Agent, agents.Request) {
 	t.Helper()
-	a, err := agents.NewProviders(agents.Dependencies{Secrets: secrets{"ns/agent-token/token": "tok-abcdef"}}).For(v1alpha1.ProviderHTTP)
+	a, err := providers.New(agents.Dependencies{Secrets: secrets{"ns/agent-token/token": "tok-abcdef"}}).For(v1alpha1.ProviderHTTP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestHTTPAgentSpeaksTheDocumentedJSON(t *testing.T) {
 		t.Fatalf("result (-want +got):\n%s", diff)
 	}
 	call := server.Calls()[0]
-	if call.Authorization != "Bearer tok-abcdef" || call.IdempotencyKey != agents.IdempotencyKey("uid-7", 3) {
+	if call.Authorization != "Bearer tok-abcdef" || call.IdempotencyKey != httpagent.IdempotencyKey("uid-7", 3) {
 		t.Fatalf("headers: %+v", call)
 	}
 	body := call.Body

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -32,7 +33,7 @@ func (s secrets) SecretKey(_ context.Context, namespace, name, key string) (stri
 
 func openAIAgent(t *testing.T, server *fakes.OpenAI) (agents.Agent, agents.Request) {
 	t.Helper()
-	p := agents.NewProviders(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": apiKey}})
+	p := providers.New(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": apiKey}})
 	a, err := p.For(v1alpha1.ProviderOpenAI)
 	if err != nil {
 		t.Fatal(err)

@@ -14,14 +14,6 @@ type Message struct {
 	Content string `json:"content"`
 }
 
-// Tool names offered to models. A handoff target is transfer_to_<agent> (dashes become
-// underscores, as tool names allow).
-const (
-	toolTransferPrefix = "transfer_to_"
-	toolSignal         = "emit_signal"
-	toolRoute          = "route"
-)
-
 // Messages builds what a model sees for one step, in order:
 //
 //  1. system: the agent's instructions, who it is, the agents it may hand off to, the signals it
@@ -124,9 +116,4 @@ func schemaText(a v1alpha1.Agent) string {
 		return "{}"
 	}
 	return string(a.OutputSchema.Raw)
-}
-
-// toolName is the transfer tool for a handoff target.
-func toolName(agent string) string {
-	return toolTransferPrefix + strings.ReplaceAll(agent, "-", "_")
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/transcriptapi"
 )
 
@@ -44,7 +45,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 	if deps.Clock == nil {
 		deps.Clock = clk
 	}
-	providers := agents.NewProviders(deps)
+	providers := providers.New(deps)
 	if !opts.DisableControllers {
 		if opts.Transcript == nil {
 			return errors.New("the controllers need a transcript store")

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -19,7 +20,7 @@ import (
 // teams, handoff graphs, state machines, limits and scripts, and plays each run to its end
 // through the Scripted provider. RAPID_CHECKS sets how many cases run (make test-unit: 500).
 
-var scriptedAgent = agents.NewProviders(agents.Dependencies{})
+var scriptedAgent = providers.New(agents.Dependencies{})
 
 // uniform draws an integer in [lo, hi] with every value equally likely. rapid's own integer
 // draws lean towards small values, which would make most generated runs end at their first

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/httpagent"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
 	. "github.com/baton-dev/baton/test/builders"
@@ -221,8 +221,8 @@ var _ = Describe("An agent behind HTTP", func() {
 		calls := agent.Calls()
 		Expect(calls).To(HaveLen(2))
 		Expect(calls[0].IdempotencyKey).To(Equal(calls[1].IdempotencyKey))
-		Expect(calls[0].IdempotencyKey).To(Equal(agents.IdempotencyKey(string(run.UID), 1)))
-		Expect(agents.IdempotencyKey(string(run.UID), 2)).NotTo(Equal(calls[0].IdempotencyKey))
+		Expect(calls[0].IdempotencyKey).To(Equal(httpagent.IdempotencyKey(string(run.UID), 1)))
+		Expect(httpagent.IdempotencyKey(string(run.UID), 2)).NotTo(Equal(calls[0].IdempotencyKey))
 		Expect(calls[1].Body["task"]).To(Equal("survey loop detection"))
 		Expect(strings.ToLower(calls[1].Body["agent"].(map[string]any)["name"].(string))).To(Equal("researcher"))
 	})

@@ -1,4 +1,6 @@
-package agents
+// Package scripted is the Scripted provider: an agent's script played back, deterministic and
+// offline, for demos, benchmarks and fault injection.
+package scripted
 
 import (
 	"context"
@@ -8,6 +10,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -18,36 +21,37 @@ type scripted struct {
 	clock clock.Clock
 }
 
-func newScripted(deps Dependencies) Agent { return scripted{clock: deps.Clock} }
+// New is the Scripted provider.
+func New(deps agents.Dependencies) agents.Agent { return scripted{clock: deps.Clock} }
 
 // ErrNoTurn is returned when no turn of the script fits the step's input.
 var ErrNoTurn = errors.New("no script turn matches the step's input")
 
-func (s scripted) Step(ctx context.Context, req Request) (Result, error) {
+func (s scripted) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
 	turn, err := pickTurn(req.Agent.Script, req.Turn, req.Input)
 	if err != nil {
-		return Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
+		return agents.Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
 	}
 	if delay := turn.Delay.OrZero(); delay > 0 {
 		t := s.clock.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return Result{}, ctx.Err()
+			return agents.Result{}, ctx.Err()
 		case <-t.C():
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return agents.Result{}, err
 	}
 	if turn.Error != "" {
-		return Result{}, errors.New(turn.Error)
+		return agents.Result{}, errors.New(turn.Error)
 	}
 	finish := turn.FinishReason
 	if finish == "" {
 		finish = v1alpha1.FinishStop
 	}
-	return Result{
+	return agents.Result{
 		Output:       turn.Output,
 		Handoff:      turn.Handoff,
 		Reason:       turn.Reason,

@@ -1,4 +1,4 @@
-package agents
+package scripted
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -63,31 +64,31 @@ func TestScriptedStepReportsEverythingTheTurnSays(t *testing.T) {
 		Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42,
 		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"},
 	}, {Output: "cut", FinishReason: v1alpha1.FinishLength}, {Error: "backend down"}}}
-	s := newScripted(Dependencies{Clock: clocktesting.NewFakeClock(time.Now())})
+	s := New(agents.Dependencies{Clock: clocktesting.NewFakeClock(time.Now())})
 	ctx := context.Background()
 
-	got, err := s.Step(ctx, Request{Agent: agent, Turn: 0})
-	want := Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
+	got, err := s.Step(ctx, agents.Request{Agent: agent, Turn: 0})
+	want := agents.Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
 		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"}}
 	if err != nil || !cmp.Equal(want, got) {
 		t.Fatalf("turn 0: %v, %s", err, cmp.Diff(want, got))
 	}
-	if got, _ := s.Step(ctx, Request{Agent: agent, Turn: 1}); got.FinishReason != v1alpha1.FinishLength {
+	if got, _ := s.Step(ctx, agents.Request{Agent: agent, Turn: 1}); got.FinishReason != v1alpha1.FinishLength {
 		t.Fatalf("turn 1: finish reason %q", got.FinishReason)
 	}
-	if _, err := s.Step(ctx, Request{Agent: agent, Turn: 2}); err == nil || err.Error() != "backend down" {
+	if _, err := s.Step(ctx, agents.Request{Agent: agent, Turn: 2}); err == nil || err.Error() != "backend down" {
 		t.Fatalf("turn 2: want the scripted error, got %v", err)
 	}
 }
 
 func TestScriptedDelayHonoursTheStepDeadline(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := newScripted(Dependencies{Clock: clk})
+	s := New(agents.Dependencies{Clock: clk})
 	agent := v1alpha1.Agent{Name: "slow", Script: []v1alpha1.ScriptTurn{{Output: "late", Delay: v1alpha1.NewDuration(time.Minute)}}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := s.Step(ctx, Request{Agent: agent}); done <- err }()
+	go func() { _, err := s.Step(ctx, agents.Request{Agent: agent}); done <- err }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
@@ -97,7 +98,7 @@ func TestScriptedDelayHonoursTheStepDeadline(t *testing.T) {
 	}
 
 	go func() {
-		r, err := s.Step(context.Background(), Request{Agent: agent})
+		r, err := s.Step(context.Background(), agents.Request{Agent: agent})
 		done <- errors.Join(err, check(r.Output == "late"))
 	}()
 	for !clk.HasWaiters() {
@@ -114,17 +115,4 @@ func check(ok bool) error {
 		return nil
 	}
 	return errors.New("unexpected output")
-}
-
-func TestProvidersRefuseUnknownProviders(t *testing.T) {
-	p := NewProviders(Dependencies{})
-	if _, err := p.For(v1alpha1.ProviderScripted); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.For(""); err != nil {
-		t.Fatalf("an unset provider is Scripted: %v", err)
-	}
-	if _, err := p.For("Telepathy"); err == nil {
-		t.Fatal("an unknown provider was accepted")
-	}
 }

@@ -1,4 +1,6 @@
-package agents
+// Package openai is the OpenAI provider: steps on any OpenAI-compatible chat completions server,
+// through the official SDK.
+package openai
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -21,19 +24,33 @@ import (
 // and a supervisor's routing as a route tool. The SDK's own retries are off: RetryTransport
 // retries, with the policy the docs state.
 type openAI struct {
-	deps Dependencies
+	deps agents.Dependencies
 }
 
-func newOpenAI(deps Dependencies) Agent { return &openAI{deps: deps} }
+// New is the OpenAI provider.
+func New(deps agents.Dependencies) agents.Agent { return &openAI{deps: deps} }
+
+// Tool names offered to models. A handoff target is transfer_to_<agent> (dashes become
+// underscores, as tool names allow).
+const (
+	toolTransferPrefix = "transfer_to_"
+	toolSignal         = "emit_signal"
+	toolRoute          = "route"
+)
+
+// toolName is the transfer tool for a handoff target.
+func toolName(agent string) string {
+	return toolTransferPrefix + strings.ReplaceAll(agent, "-", "_")
+}
 
 // maxContinuationTokens caps the larger token limit a continuation asks for.
 const maxContinuationTokens = 32768
 
-func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
+func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
 	m := req.Agent.Model
 	key, err := o.apiKey(ctx, req)
 	if err != nil {
-		return Result{}, err
+		return agents.Result{}, err
 	}
 	opts := []option.RequestOption{
 		option.WithHTTPClient(o.deps.HTTPClient),
@@ -44,7 +61,7 @@ func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
 		opts = append(opts, option.WithBaseURL(m.Endpoint))
 	}
 	client := openai.NewClient(opts...)
-	params := openai.ChatCompletionNewParams{Model: m.Name, Messages: chatMessages(Messages(req)), Tools: tools(req)}
+	params := openai.ChatCompletionNewParams{Model: m.Name, Messages: chatMessages(agents.Messages(req)), Tools: tools(req)}
 	if m.MaxOutputTokens != nil {
 		limit := int64(*m.MaxOutputTokens)
 		if req.Continuation != "" {
@@ -65,13 +82,13 @@ func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
 	}
 	resp, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
-		return Result{}, describeError(err, key)
+		return agents.Result{}, describeError(err, key)
 	}
 	if resp == nil || len(resp.Choices) == 0 {
-		return Result{}, errors.New("the model server answered with no choices")
+		return agents.Result{}, errors.New("the model server answered with no choices")
 	}
 	choice := resp.Choices[0]
-	res := Result{Output: choice.Message.Content, Tokens: resp.Usage.TotalTokens, FinishReason: v1alpha1.FinishStop}
+	res := agents.Result{Output: choice.Message.Content, Tokens: resp.Usage.TotalTokens, FinishReason: v1alpha1.FinishStop}
 	if choice.FinishReason == "length" {
 		res.FinishReason = v1alpha1.FinishLength
 	}
@@ -84,7 +101,7 @@ func (o *openAI) Step(ctx context.Context, req Request) (Result, error) {
 }
 
 // apiKey reads the agent's API key from its Secret, if it names one.
-func (o *openAI) apiKey(ctx context.Context, req Request) (string, error) {
+func (o *openAI) apiKey(ctx context.Context, req agents.Request) (string, error) {
 	ref := req.Agent.Model.APIKeySecretRef
 	if ref == nil {
 		return "none", nil // servers such as vLLM or Ollama need no key
@@ -103,26 +120,15 @@ func describeError(err error, key string) error {
 		if msg == "" {
 			msg = strings.TrimSpace(apiErr.RawJSON())
 		}
-		return fmt.Errorf("the model server answered %d %s: %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), scrub(msg, key))
+		return fmt.Errorf("the model server answered %d %s: %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode), agents.Scrub(msg, key))
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return err
 	}
-	return fmt.Errorf("calling the model server: %s", scrub(err.Error(), key))
+	return fmt.Errorf("calling the model server: %s", agents.Scrub(err.Error(), key))
 }
 
-// scrub removes a secret from a message, and bounds it.
-func scrub(msg, secret string) string {
-	if len(secret) >= 4 {
-		msg = strings.ReplaceAll(msg, secret, "[redacted]")
-	}
-	if r := []rune(msg); len(r) > 300 {
-		msg = string(r[:300]) + "…"
-	}
-	return msg
-}
-
-func chatMessages(msgs []Message) []openai.ChatCompletionMessageParamUnion {
+func chatMessages(msgs []agents.Message) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {
@@ -138,7 +144,7 @@ func chatMessages(msgs []Message) []openai.ChatCompletionMessageParamUnion {
 }
 
 // tools offers the agent's handoffs, the declared signals and, for a supervisor, routing.
-func tools(req Request) []openai.ChatCompletionToolUnionParam {
+func tools(req agents.Request) []openai.ChatCompletionToolUnionParam {
 	var out []openai.ChatCompletionToolUnionParam
 	for _, p := range req.Peers {
 		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{

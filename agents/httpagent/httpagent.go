@@ -1,4 +1,5 @@
-package agents
+// Package httpagent is the HTTP provider: a step is a POST to an agent served over HTTP.
+package httpagent
 
 import (
 	"bytes"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -20,28 +22,29 @@ import (
 // carries the same Idempotency-Key, retries and re-runs after an operator restart included;
 // every other step has another.
 type httpAgent struct {
-	deps Dependencies
+	deps agents.Dependencies
 }
 
-func newHTTPAgent(deps Dependencies) Agent { return &httpAgent{deps: deps} }
+// New is the HTTP provider.
+func New(deps agents.Dependencies) agents.Agent { return &httpAgent{deps: deps} }
 
 // HTTPStepRequest is the body Baton posts to an HTTP agent.
 type HTTPStepRequest struct {
-	Run          HTTPRun           `json:"run"`
-	Step         int32             `json:"step"`
-	Attempt      int               `json:"attempt"`
-	Agent        HTTPAgentInfo     `json:"agent"`
-	Task         string            `json:"task"`
-	Input        string            `json:"input"`
-	Reason       string            `json:"reason,omitempty"`
-	Context      []ContextEntry    `json:"context,omitempty"`
-	Handoffs     []Peer            `json:"handoffs,omitempty"`
-	Children     []Peer            `json:"children,omitempty"`
-	Signals      []v1alpha1.Signal `json:"signals,omitempty"`
-	Continuation string            `json:"continuation,omitempty"`
-	Repair       *Repair           `json:"repair,omitempty"`
-	OutputSchema json.RawMessage   `json:"outputSchema,omitempty"`
-	LimitsLeft   Left              `json:"limitsLeft"`
+	Run          HTTPRun               `json:"run"`
+	Step         int32                 `json:"step"`
+	Attempt      int                   `json:"attempt"`
+	Agent        HTTPAgentInfo         `json:"agent"`
+	Task         string                `json:"task"`
+	Input        string                `json:"input"`
+	Reason       string                `json:"reason,omitempty"`
+	Context      []agents.ContextEntry `json:"context,omitempty"`
+	Handoffs     []agents.Peer         `json:"handoffs,omitempty"`
+	Children     []agents.Peer         `json:"children,omitempty"`
+	Signals      []v1alpha1.Signal     `json:"signals,omitempty"`
+	Continuation string                `json:"continuation,omitempty"`
+	Repair       *agents.Repair        `json:"repair,omitempty"`
+	OutputSchema json.RawMessage       `json:"outputSchema,omitempty"`
+	LimitsLeft   agents.Left           `json:"limitsLeft"`
 }
 
 // HTTPRun names the run a step belongs to.
@@ -78,7 +81,7 @@ func IdempotencyKey(runUID string, step int32) string {
 // maxResponseBody bounds what Baton reads of an HTTP agent's answer.
 const maxResponseBody = 1 << 20
 
-func (h *httpAgent) Step(ctx context.Context, req Request) (Result, error) {
+func (h *httpAgent) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
 	body := HTTPStepRequest{
 		Run:     HTTPRun{Namespace: req.Namespace, Name: req.Run, UID: req.RunUID},
 		Step:    req.Step,
@@ -93,47 +96,47 @@ func (h *httpAgent) Step(ctx context.Context, req Request) (Result, error) {
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return Result{}, err
+		return agents.Result{}, err
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.Agent.Model.Endpoint, bytes.NewReader(data))
 	if err != nil {
-		return Result{}, fmt.Errorf("the HTTP agent's endpoint: %w", err)
+		return agents.Result{}, fmt.Errorf("the HTTP agent's endpoint: %w", err)
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Idempotency-Key", IdempotencyKey(req.RunUID, req.Step))
 	key := ""
 	if ref := req.Agent.Model.APIKeySecretRef; ref != nil {
 		if h.deps.Secrets == nil {
-			return Result{}, errors.New("no Secret reader is configured")
+			return agents.Result{}, errors.New("no Secret reader is configured")
 		}
 		if key, err = h.deps.Secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key); err != nil {
-			return Result{}, err
+			return agents.Result{}, err
 		}
 		httpReq.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := h.deps.HTTPClient.Do(httpReq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+			return agents.Result{}, ctx.Err()
 		}
-		return Result{}, fmt.Errorf("calling the HTTP agent: %s", scrub(err.Error(), key))
+		return agents.Result{}, fmt.Errorf("calling the HTTP agent: %s", agents.Scrub(err.Error(), key))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
-		return Result{}, fmt.Errorf("reading the HTTP agent's answer: %w", err)
+		return agents.Result{}, fmt.Errorf("reading the HTTP agent's answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return Result{}, fmt.Errorf("the HTTP agent answered %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode),
-			scrub(strings.TrimSpace(string(raw)), key))
+		return agents.Result{}, fmt.Errorf("the HTTP agent answered %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode),
+			agents.Scrub(strings.TrimSpace(string(raw)), key))
 	}
 	var out HTTPStepResponse
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return Result{}, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %v", err)
+		return agents.Result{}, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %v", err)
 	}
 	if out.FinishReason == "" {
 		out.FinishReason = v1alpha1.FinishStop
 	}
-	return Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
+	return agents.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
 		Tokens: out.Tokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
 }
