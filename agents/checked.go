@@ -70,7 +70,7 @@ func (c checked) keysOf(ctx context.Context, req Request) []string {
 
 // checkAnswer cleans a provider's answer, or says why it cannot be used.
 func checkAnswer(res Result, keys []string) (Result, error) {
-	clean := func(s string, n int) string { return boundBytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n) }
+	clean := func(s string, n int) string { return BoundBytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n) }
 	res.Output = clean(res.Output, maxAnswerBytes)
 	res.Handoff = clean(res.Handoff, maxNameBytes)
 	res.Reason = clean(res.Reason, maxReasonBytes)
@@ -100,7 +100,7 @@ func checkAnswer(res Result, keys []string) (Result, error) {
 // provider quotes of an error answer.
 func Scrub(msg, secret string) string {
 	if len(secret) >= 4 {
-		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+		msg = redact(msg, []string{secret})
 	}
 	if r := []rune(msg); len(r) > 300 {
 		msg = string(r[:300]) + "…"
@@ -126,15 +126,15 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.cause }
 
 func redactError(err error, keys []string) error {
-	msg := boundBytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxReasonBytes)
+	msg := BoundBytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxReasonBytes)
 	if clean := redact(msg, keys); clean != err.Error() {
 		return &redactedError{msg: clean, cause: err}
 	}
 	return err
 }
 
-// boundBytes cuts s to at most n bytes on a character boundary.
-func boundBytes(s string, n int) string {
+// BoundBytes cuts s to at most n bytes on a character boundary.
+func BoundBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

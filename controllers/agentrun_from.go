@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -115,11 +114,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run *v1alpha1.Agent
 
 // replyIn is the reply a decision record holds, as the decision that gave it.
 func replyIn(rec transcript.Record) *v1alpha1.QueuedDecision {
-	var body decisionBody
-	if err := json.Unmarshal(rec.Body, &body); err != nil {
-		return nil
-	}
-	for _, c := range body.Context {
+	for _, c := range contextOf(rec) {
 		if c.Kind == agents.ContextReply {
 			return &v1alpha1.QueuedDecision{Seq: 1, Action: v1alpha1.DecisionReply, Reply: c.Text, By: c.From}
 		}

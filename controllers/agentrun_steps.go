@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -51,7 +52,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 	}
 	// The status the step started from: Apply decides from it what the step adds to the context.
 	from := *run.Status.DeepCopy()
-	target := *run.DeepCopy()
+	id := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: run.Name, UID: run.UID}}
 	provider := spec.Model.Provider
 	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
 	var mu sync.Mutex
@@ -92,7 +93,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		req := sent
 		mu.Unlock()
 		d := workflow.Apply(plan, from, res, ended)
-		return stepRecord(&target, step, spec, req, res, d.Context, started, ended)
+		return stepRecord(id, step, spec, req, res, d.Context, started, ended)
 	}
 	return stepWork{call: call, record: record}
 }
@@ -126,7 +127,7 @@ func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.Age
 func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
 	maxMessages, maxChars := plan.ContextBudget()
 	// A Scripted agent plays its script whatever came before: it needs no window.
-	if maxMessages > 0 && req.Agent.Model.Provider != v1alpha1.ProviderScripted && req.Agent.Model.Provider != "" {
+	if maxMessages > 0 && !scripted(&req.Agent) {
 		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
 			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
 		if err != nil {
@@ -134,12 +135,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 		}
 		var entries []agents.ContextEntry
 		for _, rec := range recs {
-			var body struct {
-				Context []agents.ContextEntry `json:"context"`
-			}
-			if json.Unmarshal(rec.Body, &body) == nil {
-				entries = append(entries, body.Context...)
-			}
+			entries = append(entries, contextOf(rec)...)
 		}
 		req.Context = window(entries, maxMessages, maxChars)
 	}

@@ -48,7 +48,7 @@ func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
 		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
 	}
-	if spec.Model.Provider != v1alpha1.ProviderScripted && spec.Model.Provider != "" {
+	if !scripted(spec) {
 		body.Messages = agents.Messages(req)
 	}
 	data, _ := json.Marshal(body)
@@ -70,6 +70,21 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored},
 	}, nil
+}
+
+// scripted reports whether the agent plays a script: it is sent no messages and reads no
+// context.
+func scripted(a *v1alpha1.Agent) bool {
+	return a.Model.Provider == v1alpha1.ProviderScripted || a.Model.Provider == ""
+}
+
+// contextOf is what a step's or a decision's record adds to later agents' context.
+func contextOf(rec transcript.Record) []agents.ContextEntry {
+	var body decisionBody
+	if json.Unmarshal(rec.Body, &body) != nil {
+		return nil
+	}
+	return body.Context
 }
 
 // decisionBody is the record of people's decisions that add to what later agents see: their

@@ -45,13 +45,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 	if deps.Clock == nil {
 		deps.Clock = clk
 	}
-	providers := providers.New(deps)
+	known := providers.New(deps)
 	if !opts.DisableControllers {
 		if opts.Transcript == nil {
 			return errors.New("the controllers need a transcript store")
 		}
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
-			mgr.GetEventRecorder("baton-controller"), clk, providers, deps.Secrets, opts)
+			mgr.GetEventRecorder("baton-controller"), clk, known, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 				return err
 			}
 		}
-		configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: providers}
+		configs := &AgentConfigReconciler{Client: mgr.GetClient(), Providers: known}
 		if err := configs.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err != nil {
 		return err
 	}
-	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Log: log}
+	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth}
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
 		Handler: h.ServeMux(), Log: log, Listening: opts.TranscriptListening})
 }

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,7 +53,6 @@ type Handler struct {
 	// Runs reads AgentRuns, from the manager's cache.
 	Runs client.Reader
 	Auth *Auth
-	Log  logr.Logger
 	// Poll is how often a stream looks for new records.
 	Poll time.Duration
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,11 +64,7 @@ func (o *options) transcriptCmd() *cobra.Command {
 			if output != "text" && output != "json" && output != "yaml" {
 				return fmt.Errorf("-o %s: use text, json or yaml", output)
 			}
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := o.operator(cmd.Context())
+			ns, c, err := o.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -127,7 +124,11 @@ func printRecord(w io.Writer, r transcriptapi.Record) {
 	if b.Error != "" {
 		fmt.Fprintf(w, "--- failed\n%s\n", indent(b.Error))
 	} else {
-		fmt.Fprintf(w, "--- output%s\n%s\n", prefixed(" (finish: ", b.FinishReason)+closeIf(b.FinishReason), indent(b.Output))
+		finish := ""
+		if b.FinishReason != "" {
+			finish = " (finish: " + b.FinishReason + ")"
+		}
+		fmt.Fprintf(w, "--- output%s\n%s\n", finish, indent(b.Output))
 	}
 	fmt.Fprintf(w, "--- next: %s\n\n", nextOf(b))
 }
@@ -160,11 +161,7 @@ func (o *options) logsCmd() *cobra.Command {
 		Short: "Print a run's steps, one line each; -f follows them as they happen",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			c, err := o.operator(cmd.Context())
+			ns, c, err := o.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -233,11 +230,14 @@ func prefixed(prefix, s string) string {
 	return prefix + s
 }
 
-func closeIf(s string) string {
-	if s == "" {
-		return ""
+// connect reaches the transcript API, for a run in the namespace the kubeconfig flags say.
+func (o *options) connect(ctx context.Context) (string, *operatorClient, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return "", nil, err
 	}
-	return ")"
+	c, err := o.operator(ctx)
+	return ns, c, err
 }
 
 // namespace is the namespace the kubeconfig flags say.
