@@ -49,6 +49,8 @@ type Request struct {
 	Children []Peer
 	// Left is what remains of the run's limits.
 	Left Left
+	// Tools makes the step's tool calls; nil when the agent has no tools.
+	Tools Toolbox
 }
 
 // ContextKind says what a context entry is.
@@ -116,6 +118,14 @@ type Result struct {
 	Routing *v1alpha1.RoutingDecision
 	// Ignored names the further tool calls of a model that called several; the first won.
 	Ignored []string
+	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them
+	// already added to the run's status while the step was held at gates.
+	ToolCalls        int32
+	CountedToolCalls int32
+	// Held is set when the step stopped at a tool call that waits for approval.
+	Held *Held
+	// Trip is set when a guard stopped the run before a tool call.
+	Trip *ToolTrip
 }
 
 // Agent takes steps. Step must return when ctx is done.

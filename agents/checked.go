@@ -50,7 +50,10 @@ func (c checked) Step(ctx context.Context, req Request) (Result, error) {
 	res, err := c.next.Step(ctx, req)
 	keys := c.keysOf(ctx, req)
 	if err != nil {
-		return Result{}, redactError(err, keys)
+		// A step that failed after some of its requests still used their tokens, and made its
+		// tool calls.
+		return Result{Tokens: min(max(res.Tokens, 0), maxStepTokens), ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls},
+			redactError(err, keys)
 	}
 	return checkAnswer(res, keys)
 }

@@ -62,6 +62,8 @@ type Options struct {
 	TranscriptCertDir string
 	// TranscriptListening, when set, is told the address the transcript API listens on.
 	TranscriptListening func(addr string)
+	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
+	Tools ToolClients
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.
@@ -77,6 +79,8 @@ type AgentRunReconciler struct {
 	steps      *stepRunner
 	revisions  *revisions
 	secrets    agents.SecretReader
+	// secretData reads every key of a labelled Secret: a tool server's headers.
+	secretData func(ctx context.Context, namespace, name string) (map[string]string, error)
 	transcript transcript.Store
 	options    Options
 }
@@ -85,7 +89,16 @@ type AgentRunReconciler struct {
 func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder,
 	clk clock.Clock, providers *agents.Providers, secrets agents.SecretReader, opts Options) *AgentRunReconciler {
 	runs := newRunTable()
+	secretData := func(context.Context, string, string) (map[string]string, error) {
+		return nil, errors.New("this operator reads no Secret data")
+	}
+	if sr, ok := secrets.(interface {
+		SecretData(ctx context.Context, namespace, name string) (map[string]string, error)
+	}); ok {
+		secretData = sr.SecretData
+	}
 	return &AgentRunReconciler{
+		secretData: secretData,
 		Client:     c,
 		Scheme:     scheme,
 		Recorder:   recorder,

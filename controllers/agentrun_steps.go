@@ -57,6 +57,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
 	var mu sync.Mutex
 	sent := base
+	var box *toolbox
 
 	call := func(ctx context.Context) workflow.StepResult {
 		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
@@ -64,6 +65,17 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
 			res.Error = err.Error()
 			return res
+		}
+		if len(spec.Tools) > 0 {
+			b, err := r.newToolbox(ctx, plan, id, step, &from)
+			if err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			req.Tools = b
+			mu.Lock()
+			box = b
+			mu.Unlock()
 		}
 		mu.Lock()
 		sent = req
@@ -90,10 +102,25 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 	}
 	record := func(res workflow.StepResult, started, ended time.Time) transcript.Record {
 		mu.Lock()
-		req := sent
+		req, b := sent, box
 		mu.Unlock()
+		rid := runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name}
+		if res.Held != nil {
+			return heldRecord(rid, step.Number, res, ended)
+		}
+		var unavailable []string
+		if b != nil {
+			// A step cut short at its deadline may still be calling: the next step counts the
+			// run's calls from the transcript instead.
+			uses := b.uses
+			if res.Error != "" {
+				uses = nil
+			}
+			unavailable = b.unavailable
+			r.runs.setToolUses(id, uses, step.Number+1)
+		}
 		d := workflow.Apply(plan, from, res, ended)
-		return stepRecord(id, step, spec, req, res, d.Context, started, ended)
+		return stepRecord(id, step, spec, req, res, d.Context, unavailable, started, ended)
 	}
 	return stepWork{call: call, record: record}
 }

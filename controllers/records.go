@@ -32,6 +32,13 @@ type stepBody struct {
 	Ignored      []string                  `json:"ignoredToolCalls,omitempty"`
 	Error        string                    `json:"error,omitempty"`
 	TimedOut     bool                      `json:"timedOut,omitempty"`
+	// ToolCalls is the step's tool calls (each has records of its own), CountedToolCalls
+	// those counted while the step was held at gates.
+	ToolCalls        int32            `json:"toolCalls,omitempty"`
+	CountedToolCalls int32            `json:"countedToolCalls,omitempty"`
+	Trip             *agents.ToolTrip `json:"trip,omitempty"`
+	// UnavailableTools names the tool servers that could not be listed for the step.
+	UnavailableTools []string `json:"unavailableTools,omitempty"`
 	// Context is what the step adds to what later agents see.
 	Context []agents.ContextEntry `json:"context,omitempty"`
 
@@ -41,11 +48,12 @@ type stepBody struct {
 
 // stepRecord is the transcript record of a step that ended.
 func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req agents.Request,
-	res workflow.StepResult, context []agents.ContextEntry, started, ended time.Time) transcript.Record {
+	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, started, ended time.Time) transcript.Record {
 	body := stepBody{
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
+		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
 		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
 	}
 	if !scripted(spec) {
@@ -59,6 +67,15 @@ func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent
 	}
 }
 
+// resultOf reads a step's record, or the record of a step held at a tool's gate, back into the
+// result the workflow core applies.
+func resultOf(rec transcript.Record) (workflow.StepResult, error) {
+	if rec.Kind == transcript.KindToolGate {
+		return heldResultOf(rec)
+	}
+	return stepResultOf(rec)
+}
+
 // stepResultOf reads a step's record back into the result the workflow core applies.
 func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 	var b stepBody
@@ -68,7 +85,8 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 	return workflow.StepResult{
 		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
-			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored},
+			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored,
+			ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
 	}, nil
 }
 

@@ -49,6 +49,10 @@ type runState struct {
 	flight *flight
 	// checked is set once the transcript was asked about a step this process did not start.
 	checked bool
+	// toolUses counts the tool calls of the run's steps before step toolUsesBefore, for the
+	// repeated-call detector; nil until counted from the transcript.
+	toolUses       *workflow.ToolUses
+	toolUsesBefore int32
 }
 
 func newRunTable() *runTable {
@@ -133,6 +137,22 @@ func (t *runTable) mustLook(run *v1alpha1.AgentRun) bool {
 // looked records that the transcript was asked.
 func (t *runTable) looked(run *v1alpha1.AgentRun) {
 	t.with(run, func(s *runState) { s.checked = true })
+}
+
+// toolUses is a copy of the run's tool call counts before the step, if held.
+func (t *runTable) toolUses(run *v1alpha1.AgentRun, step int32) *workflow.ToolUses {
+	var u *workflow.ToolUses
+	t.with(run, func(s *runState) {
+		if s.toolUses != nil && s.toolUsesBefore == step {
+			u = s.toolUses.Clone()
+		}
+	})
+	return u
+}
+
+// setToolUses keeps the run's tool call counts before the step (nil: count them again).
+func (t *runTable) setToolUses(run *v1alpha1.AgentRun, uses *workflow.ToolUses, step int32) {
+	t.existing(client.ObjectKeyFromObject(run), run.UID, func(s *runState) { s.toolUses, s.toolUsesBefore = uses, step })
 }
 
 // forget drops everything held for the run, cancelling its step in flight.

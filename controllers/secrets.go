@@ -41,3 +41,22 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 	}
 	return string(value), nil
 }
+
+// SecretData returns every key of a labelled Secret: the headers a tool server is sent. Its
+// errors name the Secret, never a value.
+func (s *secretReader) SecretData(ctx context.Context, namespace, name string) (map[string]string, error) {
+	secret := &corev1.Secret{}
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
+			name, namespace, LabelAPIKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	out := make(map[string]string, len(secret.Data))
+	for k, v := range secret.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}

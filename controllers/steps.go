@@ -158,7 +158,7 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 		stored, err := s.store.Append(ctx, rec)
 		transcriptWrite.Observe(time.Since(began).Seconds())
 		if err == nil {
-			res, err := stepResultOf(stored[0])
+			res, err := resultOf(stored[0])
 			if err != nil {
 				res = workflow.StepResult{Agent: agent, Error: err.Error()}
 			}

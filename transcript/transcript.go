@@ -26,8 +26,16 @@ const (
 	KindStep Kind = "step"
 	// KindDecision is a person's decision or reply, applied to the run.
 	KindDecision Kind = "decision"
-	// KindTool is one tool call inside a step.
+	// KindToolTurn is a model's answer inside a step that asked for tool calls, with the calls,
+	// recorded before any of them is made.
+	KindToolTurn Kind = "tool-turn"
+	// KindToolStart marks a call of a tool with side effects as sent, before it is: a step
+	// that finds it without the call's outcome does not send the call again.
+	KindToolStart Kind = "tool-start"
+	// KindTool is one tool call's outcome: arguments, result or error, latency.
 	KindTool Kind = "tool"
+	// KindToolGate is a step held at a tool call that waits for approval.
+	KindToolGate Kind = "tool-gate"
 )
 
 // Key identifies a record within its run: records are append-only, and a key is stored once.

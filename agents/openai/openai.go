@@ -43,6 +43,9 @@ func toolName(agent string) string {
 	return toolTransferPrefix + strings.ReplaceAll(agent, "-", "_")
 }
 
+// lastRequest asks a model that made all the tool calls its step allows for its answer.
+const lastRequest = "You have made all the tool calls this step allows. Answer now with what you have: hand off, emit a signal or give your answer, without calling tools."
+
 // maxContinuationTokens caps the larger token limit a continuation asks for.
 const maxContinuationTokens = 32768
 
@@ -61,43 +64,124 @@ func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, e
 		opts = append(opts, option.WithBaseURL(m.Endpoint))
 	}
 	client := openai.NewClient(opts...)
-	params := openai.ChatCompletionNewParams{Model: m.Name, Messages: chatMessages(agents.Messages(req)), Tools: tools(req)}
-	if m.MaxOutputTokens != nil {
-		limit := int64(*m.MaxOutputTokens)
-		if req.Continuation != "" {
-			// A cut answer is continued with a larger limit, doubling each attempt.
-			limit = min(limit<<req.Attempt, maxContinuationTokens)
+	base := chatMessages(agents.Messages(req))
+	control := tools(req)
+	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
+		params := openai.ChatCompletionNewParams{Model: m.Name, Messages: append(append([]openai.ChatCompletionMessageParamUnion(nil), base...), exchangeMessages(exchanges)...)}
+		if offered == nil && len(exchanges) > 0 {
+			params.Messages = append(params.Messages, openai.UserMessage(lastRequest))
 		}
-		params.MaxCompletionTokens = openai.Int(limit)
-	}
-	if m.Temperature != nil {
-		params.Temperature = openai.Float(*m.Temperature)
-	}
-	if req.Agent.OutputSchema != nil && len(params.Tools) == 0 {
-		var schema map[string]any
-		if json.Unmarshal(req.Agent.OutputSchema.Raw, &schema) == nil {
-			params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "output", Schema: schema}}}
+		params.Tools = append(append(params.Tools, control...), offeredTools(offered)...)
+		if m.MaxOutputTokens != nil {
+			limit := int64(*m.MaxOutputTokens)
+			if req.Continuation != "" {
+				// A cut answer is continued with a larger limit, doubling each attempt.
+				limit = min(limit<<req.Attempt, maxContinuationTokens)
+			}
+			params.MaxCompletionTokens = openai.Int(limit)
 		}
-	}
-	resp, err := client.Chat.Completions.New(ctx, params)
-	if err != nil {
-		return agents.Result{}, describeError(err, key)
-	}
-	if resp == nil || len(resp.Choices) == 0 {
-		return agents.Result{}, errors.New("the model server answered with no choices")
-	}
+		if m.Temperature != nil {
+			params.Temperature = openai.Float(*m.Temperature)
+		}
+		if req.Agent.OutputSchema != nil && len(params.Tools) == 0 {
+			var schema map[string]any
+			if json.Unmarshal(req.Agent.OutputSchema.Raw, &schema) == nil {
+				params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+					JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "output", Schema: schema}}}
+			}
+		}
+		resp, err := client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			return agents.Reply{}, describeError(err, key)
+		}
+		if resp == nil || len(resp.Choices) == 0 {
+			return agents.Reply{}, errors.New("the model server answered with no choices")
+		}
+		return reply(req, resp, offered), nil
+	})
+}
+
+// reply reads a model's answer: the calls of offered tools it asks for, or else the step's
+// answer, with its handoff, signal or routing. Calls of offered tools come first: a handoff in
+// the same answer is dropped, and the model hands off once it has the results.
+func reply(req agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
 	choice := resp.Choices[0]
-	res := agents.Result{Output: choice.Message.Content, Tokens: resp.Usage.TotalTokens, FinishReason: v1alpha1.FinishStop}
+	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens}
+	byName := make(map[string]agents.OfferedTool, len(offered))
+	for _, t := range offered {
+		byName[t.Name] = t
+	}
+	var calls []toolCall
+	for _, c := range choice.Message.ToolCalls {
+		if t, ok := byName[c.Function.Name]; ok {
+			args := json.RawMessage(c.Function.Arguments)
+			if !json.Valid(args) {
+				args = json.RawMessage(`{}`)
+			}
+			out.Calls = append(out.Calls, agents.ToolCall{ID: c.ID, Server: t.Server, Tool: t.Tool, Arguments: args})
+			continue
+		}
+		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})
+	}
+	if len(out.Calls) > 0 {
+		return out
+	}
+	res := agents.Result{Output: choice.Message.Content, FinishReason: v1alpha1.FinishStop}
 	if choice.FinishReason == "length" {
 		res.FinishReason = v1alpha1.FinishLength
 	}
-	calls := make([]toolCall, 0, len(choice.Message.ToolCalls))
-	for _, c := range choice.Message.ToolCalls {
-		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})
-	}
 	applyToolCalls(&res, req, calls)
-	return res, nil
+	out.Final = res
+	return out
+}
+
+// exchangeMessages are the step's tool exchanges so far: each turn as the assistant's message
+// with its calls, then one tool message per call with its outcome.
+func exchangeMessages(exchanges []agents.Exchange) []openai.ChatCompletionMessageParamUnion {
+	var out []openai.ChatCompletionMessageParamUnion
+	for _, ex := range exchanges {
+		msg := openai.ChatCompletionAssistantMessageParam{}
+		if ex.Turn.Text != "" {
+			msg.Content.OfString = openai.String(ex.Turn.Text)
+		}
+		for _, c := range ex.Turn.Calls {
+			msg.ToolCalls = append(msg.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: c.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: agents.FunctionName(c.Server, c.Tool), Arguments: string(c.Arguments)},
+			}})
+		}
+		out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &msg})
+		for i, c := range ex.Turn.Calls {
+			content := "no result"
+			if i < len(ex.Outcomes) {
+				content = ex.Outcomes[i].Content
+				if ex.Outcomes[i].IsError {
+					content = "error: " + content
+				}
+			}
+			out = append(out, openai.ToolMessage(content, c.ID))
+		}
+	}
+	return out
+}
+
+// offeredTools are the agent's tools as functions the model may call.
+func offeredTools(offered []agents.OfferedTool) []openai.ChatCompletionToolUnionParam {
+	out := make([]openai.ChatCompletionToolUnionParam, 0, len(offered))
+	for _, t := range offered {
+		params := shared.FunctionParameters{"type": "object"}
+		if len(t.InputSchema) > 0 {
+			var schema map[string]any
+			if json.Unmarshal(t.InputSchema, &schema) == nil {
+				params = schema
+			}
+		}
+		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
+		if t.Description != "" {
+			def.Description = openai.String(t.Description)
+		}
+		out = append(out, openai.ChatCompletionFunctionTool(def))
+	}
+	return out
 }
 
 // apiKey reads the agent's API key from its Secret, if it names one.

@@ -4,9 +4,11 @@ package scripted
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -32,34 +34,58 @@ func (s scripted) Step(ctx context.Context, req agents.Request) (agents.Result, 
 	if err != nil {
 		return agents.Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
 	}
-	if delay := turn.Delay.OrZero(); delay > 0 {
-		t := s.clock.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return agents.Result{}, ctx.Err()
-		case <-t.C():
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return agents.Result{}, err
-	}
-	if turn.Error != "" {
-		return agents.Result{}, errors.New(turn.Error)
-	}
 	finish := turn.FinishReason
 	if finish == "" {
 		finish = v1alpha1.FinishStop
 	}
-	return agents.Result{
+	answer := agents.Result{
 		Output:       turn.Output,
 		Handoff:      turn.Handoff,
 		Reason:       turn.Reason,
 		Signal:       turn.Signal,
-		Tokens:       turn.Tokens,
 		FinishReason: finish,
 		Routing:      turn.Routing.DeepCopy(),
-	}, nil
+	}
+	// The turn's tool calls are asked for first, all at once, and made for real; then, after
+	// the turn's delay, it answers (or fails). The turn's tokens go with its answer.
+	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
+		if len(exchanges) == 0 && len(offered) > 0 && len(turn.ToolCalls) > 0 {
+			calls := make([]agents.ToolCall, len(turn.ToolCalls))
+			for i, c := range turn.ToolCalls {
+				calls[i] = agents.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
+			}
+			return agents.Reply{Calls: calls}, nil
+		}
+		if err := s.wait(ctx, turn.Delay.OrZero()); err != nil {
+			return agents.Reply{}, err
+		}
+		if turn.Error != "" {
+			return agents.Reply{}, errors.New(turn.Error)
+		}
+		return agents.Reply{Final: answer, Tokens: turn.Tokens}, nil
+	})
+}
+
+// wait is the turn's simulated latency.
+func (s scripted) wait(ctx context.Context, delay time.Duration) error {
+	if delay > 0 {
+		t := s.clock.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+	return ctx.Err()
+}
+
+// arguments are a scripted call's arguments, an empty object when it has none.
+func arguments(c v1alpha1.ScriptToolCall) json.RawMessage {
+	if c.Arguments == nil || len(c.Arguments.Raw) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(c.Arguments.Raw)
 }
 
 // pickTurn chooses the turn for an agent's turn-th step (from 0). Turns are consumed in order

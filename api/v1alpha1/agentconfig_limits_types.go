@@ -57,6 +57,14 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
+
+	// maxToolCalls is the most tool calls in a run; the call past it ends the run
+	// ToolCallLimitExceeded. Defaults to 100.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
 }
 
 // LoopDetection configures the detectors that end a run going round in circles.
@@ -96,6 +104,14 @@ type LoopDetection struct {
 	// +kubebuilder:validation:Maximum=50
 	// +optional
 	MaxRepeatedOutputs *int32 `json:"maxRepeatedOutputs,omitempty"`
+
+	// maxRepeatedToolCalls is how many times a run may call the same tool with the same
+	// arguments; the call past it ends the run LoopDetected (RepeatedToolCall). Defaults to 3.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxRepeatedToolCalls *int32 `json:"maxRepeatedToolCalls,omitempty"`
 
 	// allow lists legitimate loops, each with its own bound.
 	// +kubebuilder:validation:MaxItems=16

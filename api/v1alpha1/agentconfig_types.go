@@ -124,6 +124,7 @@ type AgentConfigList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.routing.defaultAgent) || self.agents.exists(a, a.name == self.routing.defaultAgent)",messageExpression="self.routing.defaultAgent + ' is not the name of an agent in spec.agents'",fieldPath=".routing.defaultAgent",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.approvals) || self.approvals.all(g, !has(g.after) || self.agents.exists(a, a.name == g.after))",message="approvals[].after: must be the name of an agent in spec.agents",fieldPath=".approvals",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.loopDetection) || !has(self.loopDetection.allow) || self.loopDetection.allow.all(c, c.cycle.all(n, self.agents.exists(a, a.name == n)))",message="allow[].cycle: every entry must be the name of an agent",fieldPath=".loopDetection.allow",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="self.agents.all(a, !has(a.tools) || a.tools.all(t, has(self.toolServers) && self.toolServers.exists(s, s.name == t.server)))",message="agents[].tools[].server: every tool server must be the name of an entry in spec.toolServers",fieldPath=".agents",reason=FieldValueInvalid
 type AgentConfigSpec struct {
 	// mode says who decides which agent acts next: Swarm (each agent hands off), Supervisor
 	// (spec.routing.supervisor routes) or StateMachine (spec.states route on signals).
@@ -181,6 +182,14 @@ type AgentConfigSpec struct {
 	// routing configures the supervisor in Supervisor mode.
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`
+
+	// toolServers are the MCP servers and HTTP tools the agents may call inside their steps.
+	// Names are unique.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	ToolServers []ToolServer `json:"toolServers,omitempty"`
 
 	// context is the budget of what each agent sees of the run's earlier steps (outputs,
 	// failures, people's feedback and replies), built from the run's transcript with full texts.
@@ -267,6 +276,21 @@ type Agent struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0s"
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`
+
+	// tools are the tool servers this agent may call inside its steps, and how.
+	// +listType=map
+	// +listMapKey=server
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Tools []AgentTools `json:"tools,omitempty"`
+
+	// maxToolCalls is the most tool calls in one step of this agent. Then the model is asked
+	// for its answer without tools. Defaults to 10.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
 
 	// outputSchema is a JSON Schema the agent's final output must satisfy. Only references
 	// inside the schema itself ("$ref": "#/$defs/...") resolve: Baton never reads a file or
@@ -379,6 +403,12 @@ type ScriptTurn struct {
 	// routing is a supervisor's routing decision.
 	// +optional
 	Routing *RoutingDecision `json:"routing,omitempty"`
+
+	// toolCalls are calls the agent makes, for real and in order, before it answers with the
+	// turn's output, handoff or signal.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	ToolCalls []ScriptToolCall `json:"toolCalls,omitempty"`
 }
 
 // RoutingDecision is a supervisor's choice of the next agent.

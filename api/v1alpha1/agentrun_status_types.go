@@ -44,6 +44,10 @@ type HandoffRecord struct {
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
 
+	// toolCalls is the number of tool calls the step made.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
+
 	// confidence is the supervisor's confidence in the routing decision this step made.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
@@ -67,9 +71,10 @@ type LoopStatus struct {
 	// +required
 	Detector LoopDetector `json:"detector"`
 
-	// pattern is the agents that make up the loop.
+	// pattern is the agents that make up the loop; for RepeatedToolCall, the tool
+	// (<server>/<tool>).
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:MaxLength=200
 	// +optional
 	Pattern []string `json:"pattern,omitempty"`
 
@@ -81,10 +86,14 @@ type LoopStatus struct {
 
 // PendingApproval is the gate a run waits at.
 type PendingApproval struct {
-	// gate is the gate's name.
-	// +kubebuilder:validation:MaxLength=63
+	// gate is the gate's name: a gate of spec.approvals, or tool/<server>/<tool>.
+	// +kubebuilder:validation:MaxLength=200
 	// +required
 	Gate string `json:"gate"`
+
+	// toolCall is the call a tool's gate holds back.
+	// +optional
+	ToolCall *PendingToolCall `json:"toolCall,omitempty"`
 
 	// since is when the gate opened, to the microsecond.
 	// +required
@@ -114,6 +123,32 @@ type Completion struct {
 	Message string `json:"message,omitempty"`
 }
 
+// PendingToolCall is a tool call that waits for approval.
+type PendingToolCall struct {
+	// server is the tool's server.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Server string `json:"server"`
+
+	// tool is the tool's name.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Tool string `json:"tool"`
+
+	// step is the step that asked for the call.
+	// +required
+	Step int32 `json:"step"`
+
+	// call is the call's number within its step, from 1.
+	// +required
+	Call int32 `json:"call"`
+
+	// arguments are the call's arguments, as JSON. Bounded; in full in the transcript.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Arguments string `json:"arguments,omitempty"`
+}
+
 // PendingInput is an agent's question that waits for a reply.
 type PendingInput struct {
 	// agent asked the question and gets the reply.
@@ -134,9 +169,15 @@ type PendingInput struct {
 // ApprovalRecord is one human decision.
 type ApprovalRecord struct {
 	// gate is the gate decided on; empty for a reply.
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=200
 	// +optional
 	Gate string `json:"gate,omitempty"`
+
+	// step and toolCall name the tool call a tool's gate held back.
+	// +optional
+	Step int32 `json:"step,omitempty"`
+	// +optional
+	ToolCall int32 `json:"toolCall,omitempty"`
 
 	// decision is Approved, Rejected or Replied.
 	// +kubebuilder:validation:Enum=Approved;Rejected;Replied

@@ -57,7 +57,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded
 type TerminationReason string
 
 const (
@@ -77,6 +77,7 @@ const (
 	ReasonRejected               TerminationReason = "Rejected"
 	ReasonApprovalExpired        TerminationReason = "ApprovalExpired"
 	ReasonConfigInvalid          TerminationReason = "ConfigInvalid"
+	ReasonToolCallLimitExceeded  TerminationReason = "ToolCallLimitExceeded"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
@@ -126,7 +127,7 @@ const (
 )
 
 // LoopDetector names the detector that found a loop.
-// +kubebuilder:validation:Enum=Window;Cycle;RepeatedInput;RepeatedOutput
+// +kubebuilder:validation:Enum=Window;Cycle;RepeatedInput;RepeatedOutput;RepeatedToolCall
 type LoopDetector string
 
 const (
@@ -134,6 +135,8 @@ const (
 	DetectorCycle          LoopDetector = "Cycle"
 	DetectorRepeatedInput  LoopDetector = "RepeatedInput"
 	DetectorRepeatedOutput LoopDetector = "RepeatedOutput"
+	// DetectorRepeatedToolCall: the same tool called with the same arguments too often.
+	DetectorRepeatedToolCall LoopDetector = "RepeatedToolCall"
 )
 
 // Condition types of an AgentRun.
@@ -317,6 +320,12 @@ type LimitOverrides struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	MaxHandoffDepth *int32 `json:"maxHandoffDepth,omitempty"`
+
+	// maxToolCalls overrides limits.maxToolCalls.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
 }
 
 // AgentRunStatus is a run's progress. It stays small however long the run: the handoff
@@ -353,6 +362,10 @@ type AgentRunStatus struct {
 	// tokensUsed is the total tokens the steps reported.
 	// +optional
 	TokensUsed int64 `json:"tokensUsed,omitempty"`
+
+	// toolCalls is the number of tool calls the run's steps made.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
 
 	// errorCount is the number of failed steps.
 	// +optional

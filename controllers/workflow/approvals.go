@@ -51,7 +51,12 @@ func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
 	return v1alpha1.ApprovalGate{}, false
 }
 
-func (p *Plan) gate(name string) (v1alpha1.ApprovalGate, bool) {
+// gate is the gate of that name the run may wait at: one of the config's gates, or the gate of
+// a tool the agent with control calls.
+func (p *Plan) gate(s *v1alpha1.AgentRunStatus, name string) (v1alpha1.ApprovalGate, bool) {
+	if g, ok := p.toolGateNamed(s.CurrentAgent, name); ok {
+		return g, true
+	}
 	for _, g := range p.Spec.Approvals {
 		if g.Name == name {
 			return g, true
@@ -68,10 +73,28 @@ func openGate(p *Plan, d *Decision, g v1alpha1.ApprovalGate, completes *v1alpha1
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingApproval
 	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), Completes: completes}
-	msg := fmt.Sprintf("waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
+	msg := gateMessage(p, g)
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingApproval), msg)
+	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
+}
+
+// gateMessage says what a gate waits for and the commands that decide it.
+func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
+	return fmt.Sprintf("waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
 		g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
 		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name,
 		v1alpha1.AnnotationRevise, v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback)
+}
+
+// holdToolCall makes the run wait at a tool's gate with the call the step asked for; the step
+// goes on from its transcript once the gate is decided.
+func holdToolCall(p *Plan, d *Decision, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingApproval
+	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), ToolCall: &call}
+	msg := fmt.Sprintf("agent %s asks to call %s/%s at step %d (arguments in status.pendingApproval.toolCall); waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (the agent is told, with %s=<text> if given)",
+		s.CurrentAgent, call.Server, call.Tool, call.Step, g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
+		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name, v1alpha1.AnnotationFeedback)
 	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingApproval), msg)
 	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
 }
@@ -118,7 +141,8 @@ func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
 		end(d, Trip{Reason: pending.Completes.Reason, Message: pending.Completes.Message}, now)
 		return
 	}
-	if feedback != "" {
+	// A tool's gate goes back into the step it held: the step's input stays as it was.
+	if feedback != "" && pending.ToolCall == nil {
 		s.Input = bounded(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
 	}
 	resume(p, d, pending.Since, now)
@@ -159,6 +183,9 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		when = q.Time.Time
 	}
 	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
+	if pa := s.PendingApproval; pa != nil && pa.ToolCall != nil && q.Action != v1alpha1.DecisionReply {
+		record.Step, record.ToolCall = pa.ToolCall.Step, pa.ToolCall.Call
+	}
 	if q.Feedback != "" {
 		addContext(&d, by, agents.ContextFeedback, q.Feedback)
 	}
@@ -175,7 +202,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		appendApproval(s, record)
 		pa := s.PendingApproval
 		pa.ApprovedBy = append(pa.ApprovedBy, by)
-		g, _ := p.gate(pa.Gate)
+		g, _ := p.gate(s, pa.Gate)
 		if len(pa.ApprovedBy) < required(g) {
 			applied(fmt.Sprintf("%s: %d of %d approvals", what, len(pa.ApprovedBy), required(g)))
 			return d
@@ -187,6 +214,12 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		record.Revise = q.Revise
 		appendApproval(s, record)
 		pending := *s.PendingApproval
+		if pending.ToolCall != nil {
+			// A rejected call is not made: the step goes on, and the agent is told.
+			applied(fmt.Sprintf("%s: the call is not made and %s is told", what, s.CurrentAgent))
+			resume(p, &d, pending.Since, now)
+			return d
+		}
 		if q.Revise == "" {
 			applied(what)
 			s.PendingApproval = nil
@@ -228,7 +261,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, by string) (string, string, bool) {
 	tooLong := func(v string) bool { return len([]rune(v)) > v1alpha1.MaxDecisionValue }
 	switch {
-	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 63 || len(q.Revise) > 63:
+	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 200 || len(q.Revise) > 63:
 		return fmt.Sprintf("a value is longer than %d characters", v1alpha1.MaxDecisionValue), v1alpha1.ReasonInvalidValue, false
 	case q.Action == v1alpha1.DecisionReply && s.Phase != v1alpha1.PhaseAwaitingInput:
 		return fmt.Sprintf("the run is not waiting for input (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
@@ -243,9 +276,11 @@ func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, by s
 	case q.Gate != s.PendingApproval.Gate:
 		return fmt.Sprintf("gate %s is not pending; the pending gate is %s", quoteName(q.Gate), s.PendingApproval.Gate), v1alpha1.ReasonGateNotPending, false
 	case q.Action == v1alpha1.DecisionApprove && slices.Contains(s.PendingApproval.ApprovedBy, by):
-		g, _ := p.gate(q.Gate)
+		g, _ := p.gate(s, q.Gate)
 		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
 			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
+	case q.Action == v1alpha1.DecisionReject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
+		return fmt.Sprintf("gate %s holds a tool call, which a rejection cannot send to another agent: reject it without revise and the agent is told", q.Gate), v1alpha1.ReasonInvalidValue, false
 	case q.Action == v1alpha1.DecisionReject && q.Revise != "":
 		if _, _, ok := reviser(p, q.Revise); !ok {
 			return fmt.Sprintf("revise=%s names no agent that can take over (use an agent's name or replan)", quoteName(q.Revise)), v1alpha1.ReasonUnknownAgent, false
@@ -305,9 +340,13 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision,
 	}
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
-	g, _ := p.gate(s.PendingApproval.Gate)
+	g, _ := p.gate(s, s.PendingApproval.Gate)
 	if g.OnTimeout == "Approve" {
-		appendApproval(s, v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)})
+		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
+		if tc := s.PendingApproval.ToolCall; tc != nil {
+			record.Step, record.ToolCall = tc.Step, tc.Call
+		}
+		appendApproval(s, record)
 		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.OrZero())
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)
@@ -328,7 +367,7 @@ func WaitDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil {
 		return time.Time{}, false
 	}
-	g, ok := p.gate(st.PendingApproval.Gate)
+	g, ok := p.gate(st, st.PendingApproval.Gate)
 	if !ok || g.Timeout.OrZero() <= 0 {
 		return time.Time{}, false
 	}

@@ -19,12 +19,15 @@ const (
 	DefaultAgentTimeout              = 2 * time.Minute
 	DefaultMaxErrors           int32 = 5
 	DefaultMaxHandoffDepth     int32 = 5
+	DefaultMaxToolCalls        int32 = 100
 
 	DefaultWindow             int32 = 3
 	DefaultMinUniqueAgents    int32 = 2
 	DefaultMaxCycleRepeats    int32 = 3
 	DefaultMaxRepeatedInputs  int32 = 2
 	DefaultMaxRepeatedOutputs int32 = 3
+
+	DefaultMaxRepeatedToolCalls int32 = 3
 )
 
 // LoopSettings are the loop detectors' settings after defaults.
@@ -35,6 +38,8 @@ type LoopSettings struct {
 	MaxRepeatedInputs  int32
 	MaxRepeatedOutputs int32
 	Allow              []v1alpha1.AllowedCycle
+	// MaxRepeatedToolCalls is how often a run may call one tool with the same arguments.
+	MaxRepeatedToolCalls int32
 }
 
 // EffectiveLimits are a run's limits after the run's overrides and the defaults are applied.
@@ -47,6 +52,7 @@ type EffectiveLimits struct {
 	AgentTimeout        time.Duration
 	MaxErrors           int32
 	MaxHandoffDepth     int32
+	MaxToolCalls        int32
 }
 
 // Plan is a run's pinned config, checked and indexed for the decisions.
@@ -116,6 +122,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	}
 	errs = append(errs, checkDurations(spec, overrides, specPath)...)
 	errs = append(errs, p.compileSchemas(specPath)...)
+	errs = append(errs, p.checkTools(specPath)...)
 	return p, errs
 }
 
@@ -193,6 +200,7 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 		AgentTimeout:        durationOr(l.AgentTimeout, DefaultAgentTimeout),
 		MaxErrors:           orDefault(l.MaxErrors, DefaultMaxErrors),
 		MaxHandoffDepth:     orDefault(l.MaxHandoffDepth, DefaultMaxHandoffDepth),
+		MaxToolCalls:        orDefault(l.MaxToolCalls, DefaultMaxToolCalls),
 	}
 	if o == nil {
 		return e
@@ -205,6 +213,7 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 	e.AgentTimeout = durationOr(o.AgentTimeout, e.AgentTimeout)
 	e.MaxErrors = orDefault(o.MaxErrors, e.MaxErrors)
 	e.MaxHandoffDepth = orDefault(o.MaxHandoffDepth, e.MaxHandoffDepth)
+	e.MaxToolCalls = orDefault(o.MaxToolCalls, e.MaxToolCalls)
 	return e
 }
 
@@ -216,6 +225,8 @@ func loopSettings(l v1alpha1.LoopDetection) LoopSettings {
 		MaxRepeatedInputs:  orDefault(l.MaxRepeatedInputs, DefaultMaxRepeatedInputs),
 		MaxRepeatedOutputs: orDefault(l.MaxRepeatedOutputs, DefaultMaxRepeatedOutputs),
 		Allow:              l.Allow,
+
+		MaxRepeatedToolCalls: orDefault(l.MaxRepeatedToolCalls, DefaultMaxRepeatedToolCalls),
 	}
 }
 
@@ -253,6 +264,21 @@ func checkDurations(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOver
 	}
 	for i, g := range spec.Approvals {
 		check(g.Timeout, path.Child("approvals").Index(i).Child("timeout"))
+	}
+	for i, s := range spec.ToolServers {
+		if s.MCP != nil {
+			check(s.MCP.Timeout, path.Child("toolServers").Index(i).Child("mcp", "timeout"))
+		}
+		if s.HTTP != nil {
+			check(s.HTTP.Timeout, path.Child("toolServers").Index(i).Child("http", "timeout"))
+		}
+	}
+	for i, a := range spec.Agents {
+		for j, t := range a.Tools {
+			if t.Gate != nil {
+				check(t.Gate.Timeout, path.Child("agents").Index(i).Child("tools").Index(j).Child("gate", "timeout"))
+			}
+		}
 	}
 	if overrides != nil {
 		runPath := field.NewPath("spec", "limits")

@@ -140,14 +140,18 @@ func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message
 // again, or the end of the run. The guards for the next step run here too, so a run that
 // reached a limit ends in the same status write as the step that reached it.
 func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
 	if st.Phase != v1alpha1.PhaseRunning {
-		return d
+		return Decision{Status: *st.DeepCopy()}
 	}
+	if res.Held != nil {
+		return hold(p, st, res, now)
+	}
+	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	before := s.TokensUsed
 	s.StepCount++
 	s.TokensUsed += res.Tokens
+	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
 	if s.AgentSteps == nil {
 		s.AgentSteps = map[string]int32{}
 	}
@@ -159,9 +163,12 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 		Time:        metav1.NewTime(now),
 		Tokens:      res.Tokens,
 		InputDigest: digest(res.Input),
+		ToolCalls:   res.ToolCalls,
 	}
 	var r route
 	switch {
+	case res.Trip != nil:
+		r = route{end: res.Trip.Reason, outcome: v1alpha1.OutcomeFailed, reason: res.Trip.Message, message: res.Trip.Message}
 	case res.Error != "":
 		r = route{fail: res.Error}
 	case p.Agent(res.Agent) == nil:
@@ -219,6 +226,9 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 			s.Output = bounded(res.Output, maxOutput)
 		}
 		t := Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}
+		if res.Trip != nil {
+			t = Trip{Reason: res.Trip.Reason, Message: res.Trip.Message, Loop: res.Trip.Loop}
+		}
 		// A run that would complete waits at the agent's gate, else at the before-Complete gate.
 		if t.Reason.Phase() == v1alpha1.PhaseSucceeded {
 			g, ok := p.gateAfter(res.Agent)

@@ -53,10 +53,33 @@ type ChatRequest struct {
 	ResponseFormat      any         `json:"response_format"`
 }
 
-// ChatMsg is one message of a request.
+// ChatMsg is one message of a request: a tool call's result carries its call's id, an
+// assistant's message the calls it made.
 type ChatMsg struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string        `json:"role"`
+	Content    string        `json:"content"`
+	ToolCallID string        `json:"tool_call_id,omitempty"`
+	ToolCalls  []ChatMsgCall `json:"tool_calls,omitempty"`
+}
+
+// ChatMsgCall is a call an assistant message made.
+type ChatMsgCall struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// ToolResults are the results of tool calls a request carried, oldest first.
+func (r ChatRequest) ToolResults() []ChatMsg {
+	var out []ChatMsg
+	for _, m := range r.Messages {
+		if m.Role == "tool" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // ChatTool is one tool a request offered.
@@ -95,6 +118,7 @@ type OpenAI struct {
 	queues   map[string][]Reply
 	last     map[string]Reply
 	requests []ChatRequest
+	calls    int
 }
 
 // NewOpenAI starts a fake model server; its URL is the base URL to configure (".../v1").
@@ -185,10 +209,13 @@ func (f *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	calls := make([]map[string]any, len(reply.ToolCalls))
+	f.mu.Lock()
 	for i, c := range reply.ToolCalls {
-		calls[i] = map[string]any{"id": fmt.Sprintf("call_%d", i), "type": "function",
+		f.calls++
+		calls[i] = map[string]any{"id": fmt.Sprintf("call_%d", f.calls), "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": c.Args}}
 	}
+	f.mu.Unlock()
 	message := map[string]any{"role": "assistant", "content": reply.Content}
 	if len(calls) > 0 {
 		message["tool_calls"] = calls

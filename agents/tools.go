@@ -1,0 +1,244 @@
+package agents
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Tools inside a step. A step is one agent's turn, and a turn can use tools: the model asks for
+// calls, the operator makes them and gives the results back, until the model answers. The
+// provider speaks to its model; Converse runs the loop around it, the same for every provider;
+// a Toolbox (the controller's) makes the calls, records them in the transcript, holds them at
+// approval gates and checks the run's limits before each one.
+
+// OfferedTool is a tool as a model is offered it.
+type OfferedTool struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Name is the function name the model calls it by (see FunctionName).
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+// ToolCall is a call a model asks for.
+type ToolCall struct {
+	// Index is the call's number within its step, from 1; the Toolbox numbers calls.
+	Index int32 `json:"index"`
+	// ID is the model's id for the call.
+	ID        string          `json:"id"`
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolOutcome is a call's result as the model is given it.
+type ToolOutcome struct {
+	Content string `json:"content"`
+	IsError bool   `json:"isError,omitempty"`
+	// Made is set when the call was sent to its tool: calls held back (rejected, past a limit)
+	// are not, and do not count.
+	Made bool `json:"made,omitempty"`
+}
+
+// Turn is one answer of the model that asked for tool calls.
+type Turn struct {
+	// Number counts the step's turns, from 1; the Toolbox numbers turns.
+	Number int32 `json:"number"`
+	// Text is what the model said with the calls.
+	Text   string     `json:"text,omitempty"`
+	Calls  []ToolCall `json:"calls"`
+	Tokens int64      `json:"tokens,omitempty"`
+}
+
+// Exchange is a turn and the outcomes of its calls so far, in the calls' order.
+type Exchange struct {
+	Turn     Turn
+	Outcomes []ToolOutcome
+}
+
+// Progress is what a step did before this execution of it: a step held at a tool's gate, or
+// cut short by a restart, goes on from its transcript rather than from the start.
+type Progress struct {
+	Exchanges []Exchange
+	// Counted is the tokens and calls already added to the run's status, when the step was
+	// held at gates.
+	CountedTokens int64
+	CountedCalls  int32
+}
+
+// Toolbox makes a step's tool calls. The AgentRun controller gives one to each step of an agent
+// with tools.
+type Toolbox interface {
+	// Offered is the tools the model may call.
+	Offered(ctx context.Context) ([]OfferedTool, error)
+	// Progress is what the step already did.
+	Progress() Progress
+	// Asked numbers and records a turn before any of its calls is made.
+	Asked(ctx context.Context, turn *Turn) error
+	// Call makes one call, or gives the outcome the transcript holds for it. The error is a
+	// *Held (the call waits at its gate), a *ToolTrip (a limit or the loop detector stops the
+	// run) or a failure of the step itself; a tool that fails is an outcome with IsError, not
+	// an error.
+	Call(ctx context.Context, call ToolCall) (ToolOutcome, error)
+}
+
+// Held is a call that waits for people at its gate: the step stops here and goes on once the
+// gate is decided.
+type Held struct {
+	Gate string
+	Call ToolCall
+}
+
+func (h *Held) Error() string { return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate) }
+
+// ToolTrip is a guard that stops the run before a call: the run's tool call limit or the
+// repeated-call detector.
+type ToolTrip struct {
+	Reason  v1alpha1.TerminationReason `json:"reason"`
+	Message string                     `json:"message"`
+	Loop    *v1alpha1.LoopStatus       `json:"loop,omitempty"`
+}
+
+func (t *ToolTrip) Error() string { return t.Message }
+
+// Reply is one answer of the model: calls it asks for, or the step's answer.
+type Reply struct {
+	Text   string
+	Calls  []ToolCall
+	Tokens int64
+	// Final is the step's answer, when the reply asks for no calls.
+	Final Result
+}
+
+// Ask asks the model once: the step's messages, then the exchanges so far. offered is nil when
+// the model must answer without tools.
+type Ask func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (Reply, error)
+
+// DefaultMaxToolCalls is an agent's tool calls per step when its spec says nothing.
+const DefaultMaxToolCalls = 10
+
+// Converse runs a step's tool loop: it asks the model, makes the calls it asks for, and asks
+// again with the results, until the model answers. After the agent's maxToolCalls, the model
+// is asked once more without tools, for its answer. A step without a Toolbox asks once.
+func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
+	box := req.Tools
+	if box == nil {
+		reply, err := ask(ctx, nil, nil)
+		res := reply.Final
+		res.Tokens = reply.Tokens
+		return res, err
+	}
+	offered, err := box.Offered(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	progress := box.Progress()
+	exchanges := append([]Exchange(nil), progress.Exchanges...)
+	limit := int32(DefaultMaxToolCalls)
+	if req.Agent.MaxToolCalls != nil {
+		limit = *req.Agent.MaxToolCalls
+	}
+	var tokens int64
+	var made int32
+	for _, ex := range exchanges {
+		tokens += ex.Turn.Tokens
+		for _, o := range ex.Outcomes {
+			if o.Made {
+				made++
+			}
+		}
+	}
+	usage := func(res Result) Result {
+		res.Tokens += tokens - progress.CountedTokens
+		res.ToolCalls, res.CountedToolCalls = made, progress.CountedCalls
+		return res
+	}
+	for {
+		if n := len(exchanges); n > 0 {
+			if err := finishTurn(ctx, box, &exchanges[n-1], &made); err != nil {
+				var held *Held
+				var trip *ToolTrip
+				switch {
+				case errors.As(err, &held):
+					return usage(Result{Held: held}), nil
+				case errors.As(err, &trip):
+					return usage(Result{Trip: trip}), nil
+				}
+				return usage(Result{}), err
+			}
+		}
+		offer := offered
+		if made >= limit || len(offered) == 0 {
+			offer = nil
+		}
+		reply, err := ask(ctx, exchanges, offer)
+		if err != nil {
+			return usage(Result{}), err
+		}
+		if len(reply.Calls) == 0 || offer == nil {
+			res := reply.Final
+			res.Tokens = reply.Tokens
+			return usage(res), nil
+		}
+		reply.Tokens = max(reply.Tokens, 0)
+		tokens += reply.Tokens
+		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens}
+		if err := box.Asked(ctx, &turn); err != nil {
+			return usage(Result{}), err
+		}
+		exchanges = append(exchanges, Exchange{Turn: turn})
+	}
+}
+
+// finishTurn makes the calls of a turn that have no outcome yet, in order. The Toolbox refuses
+// calls past the step's limit, and the model is told so.
+func finishTurn(ctx context.Context, box Toolbox, ex *Exchange, made *int32) error {
+	for i := len(ex.Outcomes); i < len(ex.Turn.Calls); i++ {
+		out, err := box.Call(ctx, ex.Turn.Calls[i])
+		if err != nil {
+			return err
+		}
+		if out.Made {
+			*made++
+		}
+		ex.Outcomes = append(ex.Outcomes, out)
+	}
+	return nil
+}
+
+// functionName is what a model may call a function: OpenAI's rule.
+var functionName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// FunctionName is the name a model calls a tool by: <server>__<tool>, with characters function
+// names do not allow made underscores, and at most 64 characters (a long one ends in a digest).
+// Server names are DNS labels, without underscores, so no tool's name is a handoff's
+// (transfer_to_<agent>) or another server's.
+func FunctionName(server, tool string) string {
+	name := server + "__" + functionName.ReplaceAllString(tool, "_")
+	if len(name) <= 64 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(server + "/" + tool))
+	return name[:55] + "_" + hex.EncodeToString(sum[:4])
+}
+
+// ArgumentsDigest is a short digest of a call's arguments, the same for the same JSON value
+// however its keys are ordered or spaced.
+func ArgumentsDigest(args json.RawMessage) string {
+	var v any
+	canonical := []byte(strings.TrimSpace(string(args)))
+	if json.Unmarshal(args, &v) == nil {
+		canonical, _ = json.Marshal(v)
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:8])
+}

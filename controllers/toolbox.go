@@ -1,0 +1,314 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/tools"
+	"github.com/baton-dev/baton/transcript"
+)
+
+// ToolClients hands out the client of a config's tool server (tools.Pool).
+type ToolClients interface {
+	Client(ctx context.Context, namespace string, server v1alpha1.ToolServer, headers map[string]string) (tools.Client, error)
+}
+
+// Bounds of what a model may ask of a tool.
+const (
+	maxArgumentsBytes = 64 << 10
+	maxTurnTextBytes  = 64 << 10
+	maxCallIDBytes    = 128
+)
+
+// toolbox is one step's agents.Toolbox: it offers the agent's tools, records every turn and
+// call in the transcript, checks the run's guards before each call, holds calls at their gates,
+// and never sends a call of a tool with side effects twice. It lives in the step's goroutine.
+type toolbox struct {
+	plan    *workflow.Plan
+	run     runID
+	step    int32
+	agent   string
+	clients ToolClients
+	headers func(ctx context.Context, namespace, name string) (map[string]string, error)
+	store   transcript.Store
+	log     logr.Logger
+	// statusCalls and approvals are the run's status when the step started.
+	statusCalls int32
+	approvals   []v1alpha1.ApprovalRecord
+
+	// uses counts the run's calls, this step's included, for the repeated-call detector.
+	uses     *workflow.ToolUses
+	progress agents.Progress
+	// made counts the step's calls sent to their tools; turns and calls number the step's.
+	made, turns, calls int32
+	// unavailable names the servers whose tools could not be listed.
+	unavailable []string
+}
+
+var _ agents.Toolbox = (*toolbox)(nil)
+
+// load reads what the step already did from the transcript, and counts its calls.
+func (b *toolbox) load(ctx context.Context) error {
+	p, done, err := stepProgress(ctx, b.store, b.run.uid, b.step)
+	if err != nil {
+		return err
+	}
+	b.progress = p
+	for _, ex := range p.Exchanges {
+		b.turns = max(b.turns, ex.Turn.Number)
+		for _, c := range ex.Turn.Calls {
+			b.calls = max(b.calls, c.Index)
+		}
+	}
+	for _, c := range done {
+		b.uses.Add(useOf(b.step, c.ToolCall))
+		if c.Made {
+			b.made++
+		}
+	}
+	return nil
+}
+
+func (b *toolbox) Progress() agents.Progress { return b.progress }
+
+// Offered lists the agent's tools. A server that cannot be listed is left out of this step,
+// and named in the step's record.
+func (b *toolbox) Offered(ctx context.Context) ([]agents.OfferedTool, error) {
+	var out []agents.OfferedTool
+	for _, t := range b.plan.Agent(b.agent).Tools {
+		client, err := b.client(ctx, t.Server)
+		var listed []tools.Tool
+		if err == nil {
+			listed, err = client.Tools(ctx)
+		}
+		if err != nil {
+			b.unavailable = append(b.unavailable, fmt.Sprintf("%s: %v", t.Server, err))
+			b.log.V(1).Info("Tool server not available for this step", "server", t.Server, "error", err.Error())
+			continue
+		}
+		for _, tool := range listed {
+			if !b.plan.ToolAllowed(b.agent, t.Server, tool.Name) {
+				continue
+			}
+			out = append(out, agents.OfferedTool{Server: t.Server, Tool: tool.Name, Name: agents.FunctionName(t.Server, tool.Name),
+				Description: tool.Description, InputSchema: tool.InputSchema})
+		}
+	}
+	return out, nil
+}
+
+// client is the tool server's client, with the headers of its Secret.
+func (b *toolbox) client(ctx context.Context, server string) (tools.Client, error) {
+	s, ok := b.plan.ToolServer(server)
+	if !ok {
+		return nil, fmt.Errorf("tool server %s is not in the config", server)
+	}
+	var ref *v1alpha1.SecretRef
+	switch {
+	case s.MCP != nil:
+		ref = s.MCP.HeadersFrom
+	case s.HTTP != nil:
+		ref = s.HTTP.HeadersFrom
+	}
+	var headers map[string]string
+	if ref != nil {
+		var err error
+		if headers, err = b.headers(ctx, b.run.namespace, ref.Name); err != nil {
+			return nil, err
+		}
+	}
+	return b.clients.Client(ctx, b.run.namespace, s, headers)
+}
+
+// Asked numbers a turn's calls and records the turn before any call is made.
+func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
+	b.turns++
+	turn.Number = b.turns
+	turn.Text = agents.BoundBytes(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
+	turn.Tokens = max(turn.Tokens, 0)
+	for i := range turn.Calls {
+		b.calls++
+		c := &turn.Calls[i]
+		c.Index = b.calls
+		c.ID = agents.BoundBytes(c.ID, maxCallIDBytes)
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d", c.Index)
+		}
+		if len(c.Arguments) > maxArgumentsBytes || !json.Valid(c.Arguments) {
+			// Kept as a string, so the record stays small and the model sees what it sent.
+			quoted, _ := json.Marshal(agents.BoundBytes(string(c.Arguments), 256))
+			c.Arguments = quoted
+		}
+	}
+	data, _ := json.Marshal(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, Calls: turn.Calls})
+	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
+}
+
+// Call makes one call: the agent's permissions and the step's limit first, then the run's
+// guards, then the call's gate, and for a tool with side effects the mark that it is sent.
+func (b *toolbox) Call(ctx context.Context, call agents.ToolCall) (agents.ToolOutcome, error) {
+	body := callBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
+	refuse := func(why string) (agents.ToolOutcome, error) {
+		body.Refused = why
+		body.ToolOutcome = agents.ToolOutcome{IsError: true, Content: why}
+		return body.ToolOutcome, b.recordCall(ctx, body)
+	}
+	use := useOf(b.step, call)
+	limit := int32(agents.DefaultMaxToolCalls)
+	if a := b.plan.Agent(b.agent); a != nil && a.MaxToolCalls != nil {
+		limit = *a.MaxToolCalls
+	}
+	switch {
+	case !b.plan.ToolAllowed(b.agent, call.Server, call.Tool):
+		b.uses.Add(use)
+		return refuse(fmt.Sprintf("not made: agent %s may not call %s/%s", b.agent, call.Server, call.Tool))
+	case len(call.Arguments) > 0 && call.Arguments[0] != '{':
+		b.uses.Add(use)
+		return refuse(fmt.Sprintf("not made: the arguments must be a JSON object of at most %d bytes", maxArgumentsBytes))
+	case b.made >= limit:
+		b.uses.Add(use)
+		return refuse(fmt.Sprintf("not made: this step's limit of %d tool calls is reached; answer with what you have", limit))
+	}
+	runMade := b.statusCalls - b.progress.CountedCalls + b.made
+	if trip, stop := workflow.CheckToolCall(b.plan, runMade, b.uses, use); stop {
+		return agents.ToolOutcome{}, &agents.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
+	}
+	b.uses.Add(use)
+	if g, ok := b.plan.ToolGate(b.agent, call.Server, call.Tool); ok {
+		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
+		switch {
+		case !decided:
+			return agents.ToolOutcome{}, &agents.Held{Gate: g.Name, Call: call}
+		case rec.Decision == v1alpha1.RecordRejected:
+			why := "rejected by " + rec.By
+			if rec.Feedback != "" {
+				why += ": " + rec.Feedback
+			}
+			return refuse(why)
+		}
+		body.ApprovedBy = approvedBy
+	}
+	if b.plan.SideEffects(b.agent, call.Server) {
+		started, err := b.markStarted(ctx, body)
+		if err != nil {
+			return agents.ToolOutcome{}, err
+		}
+		if !started {
+			// Sent before the operator stopped, with no outcome recorded: it may have taken
+			// effect, and a tool with side effects is never sent twice.
+			b.made++
+			body.ToolOutcome = agents.ToolOutcome{Made: true, IsError: true, Content: "the outcome of this call is unknown: it was sent before the operator restarted and is not sent again (the tool has side effects); check its effect before calling it again"}
+			return body.ToolOutcome, b.recordCall(ctx, body)
+		}
+	}
+	b.made++
+	body.ToolOutcome, body.Structured = b.send(ctx, call, body.IdempotencyKey)
+	body.LatencyMs = time.Since(body.Started).Milliseconds()
+	return body.ToolOutcome, b.recordCall(ctx, body)
+}
+
+// send makes the call on its server. A failure to get an answer is an error result.
+func (b *toolbox) send(ctx context.Context, call agents.ToolCall, key string) (agents.ToolOutcome, json.RawMessage) {
+	client, err := b.client(ctx, call.Server)
+	if err != nil {
+		return agents.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
+	}
+	res, err := client.Call(ctx, tools.Call{Tool: call.Tool, Arguments: call.Arguments, IdempotencyKey: key})
+	if err != nil {
+		return agents.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
+	}
+	return agents.ToolOutcome{Made: true, IsError: res.IsError, Content: res.Content}, res.Structured
+}
+
+// idempotencyKey is the same every time the call is sent: run UID, step, call.
+func (b *toolbox) idempotencyKey(call agents.ToolCall) string {
+	return fmt.Sprintf("%s/%d/%d", b.run.uid, b.step, call.Index)
+}
+
+// markStarted records that a call of a tool with side effects is about to be sent. started is
+// false when an earlier execution of the step already marked it.
+func (b *toolbox) markStarted(ctx context.Context, body callBody) (started bool, err error) {
+	key := transcript.Key{Kind: transcript.KindToolStart, Step: b.step, Call: body.Index}
+	_, found, err := b.store.Get(ctx, b.run.uid, key)
+	if err != nil {
+		return false, fmt.Errorf("reading whether call %d was sent: %w", body.Index, err)
+	}
+	if found {
+		return false, nil
+	}
+	data, _ := json.Marshal(startBody{Server: body.Server, Tool: body.Tool, IdempotencyKey: body.IdempotencyKey})
+	return true, b.append(ctx, b.run.record(key, time.Now(), data))
+}
+
+// recordCall writes a call's outcome. The outcome of a call that was sent is written even when
+// the step's deadline passed meanwhile: it is what keeps the call from being sent again.
+func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
+	body.Content = agents.BoundBytes(body.Content, tools.MaxResultBytes)
+	data, _ := json.Marshal(body)
+	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
+}
+
+// appendBackoff paces the retries of a tool record's write.
+var appendBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: 6}
+
+// append writes a record, trying again for a few seconds past the step's own deadline.
+func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	backoff := appendBackoff
+	for {
+		_, err := b.store.Append(wctx, rec)
+		if err == nil {
+			return nil
+		}
+		if backoff.Steps <= 1 || errors.Is(err, transcript.ErrBadRecord) {
+			return fmt.Errorf("writing %s record of step %d to the transcript: %w", rec.Kind, rec.Step, err)
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("writing %s record of step %d to the transcript: %w", rec.Kind, rec.Step, err)
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// newToolbox makes the toolbox of a step of an agent with tools, from the run's status when the
+// step started and what the transcript holds of the run's calls.
+func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id *v1alpha1.AgentRun, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
+	if r.options.Tools == nil {
+		return nil, errors.New("this operator was started without tool clients")
+	}
+	uses := r.runs.toolUses(id, step.Number)
+	if uses == nil {
+		var err error
+		if uses, err = runToolUses(ctx, r.transcript, string(id.UID), step.Number); err != nil {
+			return nil, err
+		}
+	}
+	b := &toolbox{
+		plan:        plan,
+		run:         runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name},
+		step:        step.Number,
+		agent:       step.Agent,
+		clients:     r.options.Tools,
+		headers:     r.secretData,
+		store:       r.transcript,
+		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KObj(id), "step", step.Number),
+		statusCalls: from.ToolCalls,
+		approvals:   from.Approvals,
+		uses:        uses,
+	}
+	return b, b.load(ctx)
+}
