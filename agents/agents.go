@@ -110,8 +110,10 @@ type Result struct {
 	Reason string
 	// Signal is a signal it emits.
 	Signal string
-	// Tokens is the usage the step reports.
-	Tokens int64
+	// Tokens is the usage the step reports, and CountedTokens the part of it already added to
+	// the run's status while the step was held at gates.
+	Tokens        int64
+	CountedTokens int64
 	// FinishReason says why the model stopped.
 	FinishReason v1alpha1.FinishReason
 	// Routing is a supervisor's routing decision.
@@ -166,18 +168,28 @@ func NewProviders(deps Dependencies, factories map[v1alpha1.ModelProvider]Factor
 	if deps.HTTPClient == nil {
 		deps.HTTPClient = &http.Client{}
 	}
-	next := deps.HTTPClient.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	retrying := *deps.HTTPClient
-	retrying.Transport = NewRetryTransport(limitBodies{next: next}, deps.Clock)
-	deps.HTTPClient = &retrying
+	deps.HTTPClient = RetryingClient(deps.HTTPClient, deps.Clock)
 	p := &Providers{agents: make(map[v1alpha1.ModelProvider]Agent, len(factories))}
 	for name, f := range factories {
 		p.agents[name] = checked{next: f(deps), secrets: deps.Secrets}
 	}
 	return p
+}
+
+// RetryingClient is the client model servers, HTTP agents and tools are called with: its
+// transport retries transient failures (see RetryTransport) and bounds what it reads of
+// answers.
+func RetryingClient(c *http.Client, clk clock.Clock) *http.Client {
+	if c == nil {
+		c = &http.Client{}
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	retrying := *c
+	retrying.Transport = NewRetryTransport(limitBodies{next: next}, clk)
+	return &retrying
 }
 
 // For returns the Agent that runs steps for the provider.

@@ -52,7 +52,8 @@ func (c checked) Step(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		// A step that failed after some of its requests still used their tokens, and made its
 		// tool calls.
-		return Result{Tokens: min(max(res.Tokens, 0), maxStepTokens), ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls},
+		res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
+		return Result{Tokens: res.Tokens, CountedTokens: min(max(res.CountedTokens, 0), res.Tokens), ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls},
 			redactError(err, keys)
 	}
 	return checkAnswer(res, keys)
@@ -85,6 +86,7 @@ func checkAnswer(res Result, keys []string) (Result, error) {
 		res.Ignored[i] = clean(res.Ignored[i], 64)
 	}
 	res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
+	res.CountedTokens = min(max(res.CountedTokens, 0), res.Tokens)
 	if res.FinishReason != v1alpha1.FinishLength {
 		res.FinishReason = v1alpha1.FinishStop
 	}

@@ -41,9 +41,19 @@ func NewRetryTransport(next http.RoundTripper, clk clock.Clock) *RetryTransport 
 	return &RetryTransport{next: next, clock: clk}
 }
 
+// noRetries marks a context whose requests are sent once.
+type noRetries struct{}
+
+// SendOnce marks requests made with the context as not to be retried: calls of tools with side
+// effects, which a server may have acted on even when it answered 5xx.
+func SendOnce(ctx context.Context) context.Context { return context.WithValue(ctx, noRetries{}, true) }
+
 // RoundTrip sends the request, and again after a transient failure.
 func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if ctx.Value(noRetries{}) != nil {
+		return t.next.RoundTrip(req)
+	}
 	backoff := retryBackoff()
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && req.GetBody != nil {

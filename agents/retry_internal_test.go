@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -47,3 +48,20 @@ func TestRetryPausesAreSpread(t *testing.T) {
 		t.Fatalf("50 first pauses took only %d distinct values", len(seen))
 	}
 }
+
+func TestSendOnceIsNotRetried(t *testing.T) {
+	calls := 0
+	next := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		calls++
+		return &http.Response{StatusCode: http.StatusBadGateway, Body: http.NoBody}, nil
+	})
+	req, _ := http.NewRequestWithContext(SendOnce(context.Background()), http.MethodPost, "http://tool.invalid/call", http.NoBody)
+	resp, err := NewRetryTransport(next, nil).RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusBadGateway || calls != 1 {
+		t.Fatalf("status %v, err %v, %d calls; want one call", resp, err, calls)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

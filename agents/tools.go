@@ -69,8 +69,8 @@ type Exchange struct {
 // cut short by a restart, goes on from its transcript rather than from the start.
 type Progress struct {
 	Exchanges []Exchange
-	// Counted is the tokens and calls already added to the run's status, when the step was
-	// held at gates.
+	// CountedTokens and CountedCalls are the tokens and calls already added to the run's
+	// status, when the step was held at gates.
 	CountedTokens int64
 	CountedCalls  int32
 }
@@ -98,7 +98,9 @@ type Held struct {
 	Call ToolCall
 }
 
-func (h *Held) Error() string { return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate) }
+func (h *Held) Error() string {
+	return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate)
+}
 
 // ToolTrip is a guard that stops the run before a call: the run's tool call limit or the
 // repeated-call detector.
@@ -158,7 +160,8 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 		}
 	}
 	usage := func(res Result) Result {
-		res.Tokens += tokens - progress.CountedTokens
+		res.Tokens += tokens
+		res.CountedTokens = progress.CountedTokens
 		res.ToolCalls, res.CountedToolCalls = made, progress.CountedCalls
 		return res
 	}

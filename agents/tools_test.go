@@ -125,7 +125,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 	if err != nil || len(again.asked) != 1 || res.Output != "answer" {
 		t.Fatalf("resumed: %+v %v, asked %d times", res, err, len(again.asked))
 	}
-	if res.Tokens != 7 || res.ToolCalls != 2 || res.CountedToolCalls != 1 || again.asked[0][1].Outcomes[0].Content != "echo 2" {
+	if res.Tokens != 27 || res.CountedTokens != 20 || res.ToolCalls != 2 || res.CountedToolCalls != 1 || again.asked[0][1].Outcomes[0].Content != "echo 2" {
 		t.Fatalf("resumed step counts tokens %d calls %d counted %d; asked %+v", res.Tokens, res.ToolCalls, res.CountedToolCalls, again.asked[0])
 	}
 }

@@ -75,10 +75,10 @@ type AgentRunReconciler struct {
 	Providers *agents.Providers
 
 	// runs holds what the operator keeps in memory of each run it works on (runs.go).
-	runs       *runTable
-	steps      *stepRunner
-	revisions  *revisions
-	secrets    agents.SecretReader
+	runs      *runTable
+	steps     *stepRunner
+	revisions *revisions
+	secrets   agents.SecretReader
 	// secretData reads every key of a labelled Secret: a tool server's headers.
 	secretData func(ctx context.Context, namespace, name string) (map[string]string, error)
 	transcript transcript.Store

@@ -34,6 +34,7 @@ type stepBody struct {
 	TimedOut     bool                      `json:"timedOut,omitempty"`
 	// ToolCalls is the step's tool calls (each has records of its own), CountedToolCalls
 	// those counted while the step was held at gates.
+	CountedTokens    int64            `json:"countedTokens,omitempty"`
 	ToolCalls        int32            `json:"toolCalls,omitempty"`
 	CountedToolCalls int32            `json:"countedToolCalls,omitempty"`
 	Trip             *agents.ToolTrip `json:"trip,omitempty"`
@@ -53,7 +54,7 @@ func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
-		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
+		CountedTokens: res.CountedTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
 		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
 	}
 	if !scripted(spec) {
@@ -86,7 +87,7 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored,
-			ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
+			CountedTokens: b.CountedTokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
 	}, nil
 }
 

@@ -13,11 +13,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/tools"
 	"github.com/baton-dev/baton/transcriptapi"
 )
 
@@ -49,6 +51,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 	if !opts.DisableControllers {
 		if opts.Transcript == nil {
 			return errors.New("the controllers need a transcript store")
+		}
+		if opts.Tools == nil {
+			pool := tools.NewPool(tools.Options{HTTPClient: agents.RetryingClient(deps.HTTPClient, deps.Clock), Version: "v1alpha1"})
+			opts.Tools = pool
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				<-ctx.Done()
+				pool.Close()
+				return nil
+			})); err != nil {
+				return err
+			}
 		}
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
 			mgr.GetEventRecorder("baton-controller"), clk, known, deps.Secrets, opts)

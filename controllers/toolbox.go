@@ -214,7 +214,12 @@ func (b *toolbox) Call(ctx context.Context, call agents.ToolCall) (agents.ToolOu
 		}
 	}
 	b.made++
-	body.ToolOutcome, body.Structured = b.send(ctx, call, body.IdempotencyKey)
+	send := ctx
+	if b.plan.SideEffects(b.agent, call.Server) {
+		// Sent once: a server may have acted on a call it answered with an error.
+		send = agents.SendOnce(ctx)
+	}
+	body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
 	body.LatencyMs = time.Since(body.Started).Milliseconds()
 	return body.ToolOutcome, b.recordCall(ctx, body)
 }

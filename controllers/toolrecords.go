@@ -57,6 +57,7 @@ type heldBody struct {
 	Gate             string          `json:"gate"`
 	Call             agents.ToolCall `json:"call"`
 	Tokens           int64           `json:"tokens"`
+	CountedTokens    int64           `json:"countedTokens"`
 	ToolCalls        int32           `json:"toolCalls"`
 	CountedToolCalls int32           `json:"countedToolCalls"`
 }
@@ -64,7 +65,7 @@ type heldBody struct {
 // heldRecord is the record of a step held at a tool's gate.
 func heldRecord(run runID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
 	data, _ := json.Marshal(heldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
-		Tokens: res.Tokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls})
+		Tokens: res.Tokens, CountedTokens: res.CountedTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls})
 	return run.record(transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: res.Held.Call.Index}, ended, data)
 }
 
@@ -75,7 +76,7 @@ func heldResultOf(rec transcript.Record) (workflow.StepResult, error) {
 		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d held at a gate cannot be read: %w", rec.Step, err)
 	}
 	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: agents.Result{
-		Tokens: b.Tokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
+		Tokens: b.Tokens, CountedTokens: b.CountedTokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
 		Held: &agents.Held{Gate: b.Gate, Call: b.Call},
 	}}, nil
 }
@@ -119,7 +120,7 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
 				return p, nil, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
 			}
-			p.CountedTokens += b.Tokens
+			p.CountedTokens = max(p.CountedTokens, b.Tokens)
 			p.CountedCalls = max(p.CountedCalls, b.ToolCalls)
 		}
 	}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs Baton on this machine, offline: a local control plane (kube-apiserver and etcd), the
-# CRDs, the operator, and the helpdesk sample run. Everything keeps running afterwards so that
-# kubectl can be used against it; 'down' stops it all.
+# CRDs, the operator, and the helpdesk sample run; then the MCP memory server and the helpdesk
+# whose memory agent uses it, and the two-gate pipeline. Everything keeps running afterwards so
+# that kubectl can be used against it; 'down' stops it all. The memory server is installed from
+# npm the first time (cached under ~/.cache/baton/npm); without npm, that sample is left out.
 #
 #   hack/quickstart.sh up     start (restarting whatever a previous 'up' left running)
 #   hack/quickstart.sh down   stop
@@ -31,6 +33,7 @@ stop_pid() {
 }
 
 down() {
+  stop_pid mcpmemory
   stop_pid manager
   stop_pid controlplane
   rm -f "$KUBECONFIG_FILE"
@@ -83,6 +86,31 @@ up() {
   kubectl get agentrun ticket-1234 \
     -o go-template='{{range .status.handoffSequence}}  {{.step}}. {{.from}} -> {{or .to "(end)"}}: {{.reason}}{{"\n"}}{{end}}'
   echo "Termination: $(kubectl get agentrun ticket-1234 -o jsonpath='{.status.terminationReason}: {.status.terminationMessage}')"
+  echo
+
+  say "Starting the MCP memory server (log: $LOCAL_DIR/mcpmemory.log) and the helpdesk that keeps its memory there"
+  go build -o bin/mcpmemory ./hack/mcpmemory
+  nohup bin/mcpmemory >"$LOCAL_DIR/mcpmemory.log" 2>&1 &
+  echo $! >"$LOCAL_DIR/mcpmemory.pid"
+  for _ in $(seq 1 1500); do
+    grep -q "ready at" "$LOCAL_DIR/mcpmemory.log" 2>/dev/null && break
+    kill -0 "$(cat "$LOCAL_DIR/mcpmemory.pid")" 2>/dev/null || break
+    sleep 0.2
+  done
+  memory_url=$(sed -n 's/.*ready at \([^ ]*\).*/\1/p' "$LOCAL_DIR/mcpmemory.log")
+  if [ -n "$memory_url" ]; then
+    sed "s#http://127.0.0.1:8090/mcp#$memory_url#" config/samples/helpdesk-memory.yaml | kubectl apply -f -
+    if ! kubectl wait --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s agentrun/ticket-2001; then
+      kubectl get agentrun ticket-2001 -o yaml
+      tail -20 "$LOCAL_DIR/manager.log"
+      exit 1
+    fi
+    kubectl get agentrun ticket-2001 -o custom-columns=NAME:.metadata.name,PHASE:.status.phase,STEPS:.status.stepCount,TOOLCALLS:.status.toolCalls
+    echo "  its tool calls: kubectl baton transcript ticket-2001"
+  else
+    echo "The MCP memory server did not start (npm unreachable?); the helpdesk-memory sample is left out:"
+    tail -5 "$LOCAL_DIR/mcpmemory.log"
+  fi
   echo
 
   say "Applying the two-gate pipeline: it waits for you at its plan gate"

@@ -102,6 +102,10 @@ func (o *options) transcriptCmd() *cobra.Command {
 
 // printRecord prints a record in full, for people.
 func printRecord(w io.Writer, r transcriptapi.Record) {
+	if isTool(r) {
+		printToolRecord(w, r)
+		return
+	}
 	b := bodyOf(r)
 	if r.Kind != "step" {
 		fmt.Fprintf(w, "=== after step %d: %s (%s)\n", r.Step, r.Kind, r.Time.Format(time.RFC3339))
@@ -195,6 +199,9 @@ func (o *options) logsCmd() *cobra.Command {
 
 // logLine is one line of a record.
 func logLine(r transcriptapi.Record) string {
+	if isTool(r) {
+		return toolLine(r)
+	}
 	b := bodyOf(r)
 	if r.Kind != "step" {
 		var parts []string

@@ -150,7 +150,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	s := &d.Status
 	before := s.TokensUsed
 	s.StepCount++
-	s.TokensUsed += res.Tokens
+	s.TokensUsed += res.Tokens - res.CountedTokens
 	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
 	if s.AgentSteps == nil {
 		s.AgentSteps = map[string]int32{}

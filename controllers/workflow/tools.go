@@ -223,7 +223,7 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) De
 	d := Decision{Status: *st.DeepCopy()}
 	s := &d.Status
 	before := s.TokensUsed
-	s.TokensUsed += res.Tokens
+	s.TokensUsed += res.Tokens - res.CountedTokens
 	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
 	warnTokens(p, &d, before, now)
 	if t, ok := check(p, s, now); ok {

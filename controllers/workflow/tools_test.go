@@ -122,8 +122,8 @@ func TestAToolCallWaitsAtItsGateInsideTheStep(t *testing.T) {
 	}
 
 	// The step ends: it counts once, with its calls; what the gate counted is not counted again.
-	s = Apply(p, s, StepResult{Agent: "agent", Input: "task", Result: turn{Output: "done", Tokens: 30, ToolCalls: 2, CountedToolCalls: 1}}, t0.Add(3*time.Minute)).Status
-	if s.Phase != v1alpha1.PhaseSucceeded || s.StepCount != 1 || s.TokensUsed != 80 || s.ToolCalls != 2 || s.HandoffSequence[0].ToolCalls != 2 {
+	s = Apply(p, s, StepResult{Agent: "agent", Input: "task", Result: turn{Output: "done", Tokens: 80, CountedTokens: 50, ToolCalls: 2, CountedToolCalls: 1}}, t0.Add(3*time.Minute)).Status
+	if s.Phase != v1alpha1.PhaseSucceeded || s.StepCount != 1 || s.TokensUsed != 80 || s.ToolCalls != 2 || s.HandoffSequence[0].ToolCalls != 2 || s.HandoffSequence[0].Tokens != 80 {
 		t.Fatalf("phase %s steps %d tokens %d calls %d sequence %+v", s.Phase, s.StepCount, s.TokensUsed, s.ToolCalls, s.HandoffSequence)
 	}
 }

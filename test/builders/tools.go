@@ -20,7 +20,10 @@ func (w *ConfigWrapper) HTTPTool(name, url string) *ConfigWrapper {
 }
 
 // MaxToolCalls sets limits.maxToolCalls.
-func (w *ConfigWrapper) MaxToolCalls(n int32) *ConfigWrapper { w.Spec.Limits.MaxToolCalls = &n; return w }
+func (w *ConfigWrapper) MaxToolCalls(n int32) *ConfigWrapper {
+	w.Spec.Limits.MaxToolCalls = &n
+	return w
+}
 
 // MaxRepeatedToolCalls sets loopDetection.maxRepeatedToolCalls.
 func (w *ConfigWrapper) MaxRepeatedToolCalls(n int32) *ConfigWrapper {
@@ -58,7 +61,10 @@ func (w *AgentWrapper) Tools(tools ...*ToolsWrapper) *AgentWrapper {
 }
 
 // MaxToolCalls sets the agent's tool calls per step.
-func (w *AgentWrapper) MaxToolCalls(n int32) *AgentWrapper { w.Agent.MaxToolCalls = ptr.To(n); return w }
+func (w *AgentWrapper) MaxToolCalls(n int32) *AgentWrapper {
+	w.Agent.MaxToolCalls = ptr.To(n)
+	return w
+}
 
 // Calls makes the turn call a tool first, with JSON arguments.
 func (w *TurnWrapper) Calls(server, tool, arguments string) *TurnWrapper {

@@ -13,6 +13,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/baton-dev/baton/test/toolservers"
 )
 
 // countingAgent is an HTTP agent that logs every call it answers: a relay between two agents
@@ -82,6 +84,15 @@ func (a *countingAgent) log() []agentCall {
 	return append([]agentCall(nil), a.calls...)
 }
 
+// startRuns applies n runs of the config, named <config>-00 and on.
+func startRuns(ns, config string, n int) {
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf("apiVersion: agents.baton.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: %s-%02d}\nspec: {configRef: {name: %s}}", config, i, config))
+	}
+	kubectl("apply", "-n", ns, "-f", manifest(config+"-runs.yaml", strings.Join(docs, "\n---\n")))
+}
+
 var _ = Describe("An operator killed mid-step", Ordered, func() {
 	It("never calls a step that had ended again, and loses and repeats no handoff", func() {
 		agent := newCountingAgent()
@@ -98,11 +109,7 @@ spec:
   loopDetection: {allow: [{cycle: [a, b], maxRepeats: 10}]}
 `, agent.URL+"/step")))
 		const runs = 40
-		var docs []string
-		for i := range runs {
-			docs = append(docs, fmt.Sprintf("apiVersion: agents.baton.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: relay-%02d}\nspec: {configRef: {name: relay}}", i))
-		}
-		kubectl("apply", "-n", "restarts", "-f", manifest("relay-runs.yaml", strings.Join(docs, "\n---\n")))
+		startRuns("restarts", "relay", runs)
 
 		By("killing the operator with SIGKILL five times while steps are in flight")
 		var kills []time.Time
@@ -159,5 +166,58 @@ spec:
 			len(calls), runs*relaySteps, len(kills), len(repeated), answeredThenRepeated)
 		Expect(unjustified).To(BeEmpty(), "steps called again after their answer was recorded")
 		Expect(logOf("manager")).To(ContainSubstring("Transcript store open"))
+	})
+
+	It("never sends a call of a tool with side effects twice", func() {
+		crm := toolservers.NewCountingTool()
+		DeferCleanup(crm.Close)
+		crm.SetDelay(250 * time.Millisecond)
+		turn := func(agent string, n int, next string) string {
+			t := fmt.Sprintf(`{output: "%[1]s%[2]d", toolCalls: [{server: crm, tool: file, arguments: {note: "%[1]s%[2]d"}}], delay: 150ms`, agent, n)
+			if next != "" {
+				t += ", handoff: " + next
+			}
+			return t + "}"
+		}
+		kubectl("create", "namespace", "tool-restarts")
+		kubectl("apply", "-n", "tool-restarts", "-f", manifest("filer.yaml", fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata: {name: filer}
+spec:
+  entrypoint: a
+  toolServers:
+  - {name: crm, http: {url: "%s", tool: file}}
+  agents:
+  - {name: a, handoffs: [b], tools: [{server: crm, sideEffects: true}], script: [%s, %s, %s]}
+  - {name: b, handoffs: [a], terminator: true, tools: [{server: crm, sideEffects: true}], script: [%s, %s, %s]}
+  loopDetection: {allow: [{cycle: [a, b], maxRepeats: 10}]}
+`, crm.URL, turn("a", 1, "b"), turn("a", 2, "b"), turn("a", 3, "b"), turn("b", 1, "a"), turn("b", 2, "a"), turn("b", 3, ""))))
+		const runs = 30
+		startRuns("tool-restarts", "filer", runs)
+
+		By("killing the operator with SIGKILL five times while tool calls are in flight")
+		for range 5 {
+			time.Sleep(1500 * time.Millisecond)
+			killManager()
+		}
+		Eventually(func() string {
+			return kubectl("get", "agentruns", "-n", "tool-restarts", "-o", "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}")
+		}, 3*time.Minute, time.Second).Should(Equal(strings.Repeat("Succeeded\n", runs)))
+
+		By("counting the tool's calls by idempotency key")
+		out := kubectl("get", "agentruns", "-n", "tool-restarts", "-o", `jsonpath={range .items[*]}{.status.stepCount} {.status.toolCalls}{"\n"}{end}`)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			Expect(strings.Fields(line)).To(Equal([]string{"6", "6"}), line)
+		}
+		calls := crm.Calls()
+		keys := map[string]int{}
+		for _, c := range calls {
+			keys[c.IdempotencyKey]++
+		}
+		AddReportEntry("side-effecting tool calls", fmt.Sprintf("%d calls, %d distinct, for %d steps across 5 kills; repeated: %d",
+			len(calls), len(keys), runs*6, crm.Repeated()))
+		GinkgoWriter.Printf("Tool calls: %d (%d distinct keys) for %d steps across 5 kills; repeated: %d\n", len(calls), len(keys), runs*6, crm.Repeated())
+		Expect(crm.Repeated()).To(BeZero(), "side-effecting calls sent twice")
+		Expect(len(keys)).To(BeNumerically("<=", runs*6))
 	})
 })
