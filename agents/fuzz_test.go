@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,13 +32,24 @@ func FuzzProviderAnswers(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	// One server and one set of providers for every input, so that connections are reused: a
+	// server per input leaves tens of thousands of sockets in TIME_WAIT and runs the machine
+	// out of ports.
+	var mu sync.Mutex
+	var answer []byte
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		body := answer
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer server.Close()
+	providers := providers.New(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(body)
-		}))
-		defer server.Close()
-		providers := providers.New(agents.Dependencies{Secrets: secrets{"ns/llm/apiKey": key}})
+		mu.Lock()
+		answer = body
+		mu.Unlock()
 		spec := MakeConfig("fuzz", "ns").Mode(v1alpha1.ModeSupervisor).Agents(
 			MakeAgent("a").Provider(v1alpha1.ProviderOpenAI).HandsOffTo("b"),
 			MakeAgent("b").Provider(v1alpha1.ProviderHTTP).HandsOffTo("a")).Obj().Spec

@@ -70,7 +70,7 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Rec
 	if s.TerminationReason != "" {
 		fmt.Fprintf(out, "Reason:       %s: %s\n", s.TerminationReason, s.TerminationMessage)
 	}
-	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ErrorCount)
+	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d tool calls, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ToolCalls, s.ErrorCount)
 	if s.StartTime != nil {
 		end := time.Now()
 		if s.CompletionTime != nil {
@@ -109,6 +109,9 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Rec
 	_ = w.Flush()
 	if p := s.PendingApproval; p != nil {
 		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
+		if c := p.ToolCall; c != nil {
+			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with %s\n", s.CurrentAgent, c.Server, c.Tool, c.Step, c.Call, oneLine(c.Arguments, 200))
+		}
 		fmt.Fprintf(out, "  kubectl baton approve %s %s | kubectl baton reject %s %s --feedback ...\n", run.Name, p.Gate, run.Name, p.Gate)
 	}
 	if p := s.PendingInput; p != nil {

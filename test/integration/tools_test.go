@@ -227,6 +227,30 @@ var _ = Describe("Agents with tools", Ordered, func() {
 		Expect(run.Status.ToolCalls).To(BeEquivalentTo(1))
 	})
 
+	It("keep a call held at its gate across a restart of the operator, and make it once approved", func() {
+		cfg := MakeConfig("held", ns).HTTPTool("crm", crm.URL).Agents(
+			MakeAgent("writer").Terminator().Tools(Uses("crm").Approved(1).SideEffects()).Script(
+				Says("Ticket filed.").Calls("crm", "crm", `{"file":"ticket"}`)),
+		).Obj()
+		run := MakeRun("r1", ns).Config(cfg.Name).Input("File it").Obj()
+		create(cfg, run)
+		waitForGate(run, "tool/crm/crm", 0)
+
+		By("restarting the operator while the run waits")
+		stopManager()
+		stopManager = startManager(controllerOptions)
+		Consistently(func() v1alpha1.RunPhase { return get(run).Status.Phase }, 2*time.Second, poll).Should(Equal(v1alpha1.PhaseAwaitingApproval))
+		Expect(crm.Calls()).To(BeEmpty())
+
+		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "tool/crm/crm")).To(Succeed())
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(crm.Calls()).To(HaveLen(1))
+		Expect(run.Status.StepCount).To(BeEquivalentTo(1))
+		Expect(run.Status.HandoffSequence[0].ToolCalls).To(BeEquivalentTo(1))
+		Expect(toolRecords(run, transcript.KindToolGate)).To(HaveLen(1))
+	})
+
 	It("keep the helpdesk's memory in the MCP memory server (the sample)", func() {
 		cfg, runs := loadSample("helpdesk-memory.yaml", ns)
 		cfg.Spec.ToolServers[0].MCP.URL = memory.URL
