@@ -214,9 +214,10 @@ spec:
 		for _, c := range calls {
 			keys[c.IdempotencyKey]++
 		}
-		AddReportEntry("side-effecting tool calls", fmt.Sprintf("%d calls, %d distinct, for %d steps across 5 kills; repeated: %d",
-			len(calls), len(keys), runs*6, crm.Repeated()))
-		GinkgoWriter.Printf("Tool calls: %d (%d distinct keys) for %d steps across 5 kills; repeated: %d\n", len(calls), len(keys), runs*6, crm.Repeated())
+		AddReportEntry("side-effecting tool calls", fmt.Sprintf("%d calls, %d distinct, for %d steps across 5 kills; in flight at a kill: %d; repeated: %d",
+			len(calls), len(keys), runs*6, crm.Unanswered(), crm.Repeated()))
+		GinkgoWriter.Printf("Tool calls: %d (%d distinct keys) for %d steps across 5 kills; in flight at a kill: %d; repeated: %d\n",
+			len(calls), len(keys), runs*6, crm.Unanswered(), crm.Repeated())
 		Expect(crm.Repeated()).To(BeZero(), "side-effecting calls sent twice")
 		Expect(len(keys)).To(BeNumerically("<=", runs*6))
 	})

@@ -25,6 +25,8 @@ type CountingTool struct {
 	mu     sync.Mutex
 	delay  time.Duration
 	calls  []ToolCall
+	// unanswered counts calls whose caller went away before the answer.
+	unanswered int
 }
 
 // ToolCall is one call the tool received.
@@ -69,6 +71,14 @@ func (c *CountingTool) Calls() []ToolCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]ToolCall(nil), c.calls...)
+}
+
+// Unanswered is how many calls' callers went away while the tool held the answer (see
+// SetDelay): calls in flight when their caller stopped.
+func (c *CountingTool) Unanswered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unanswered
 }
 
 // Repeated is how many idempotency keys arrived more than once.
@@ -123,6 +133,9 @@ func (c *CountingTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 {
 		select {
 		case <-r.Context().Done():
+			c.mu.Lock()
+			c.unanswered++
+			c.mu.Unlock()
 			return
 		case <-time.After(delay):
 		}
