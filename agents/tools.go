@@ -179,9 +179,14 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 				return usage(Result{}), err
 			}
 		}
+		// offer is nil only when the model must answer without tools; an agent whose servers
+		// listed no tool is offered none, and a Scripted agent still makes its calls (their
+		// errors are its results).
 		offer := offered
-		if made >= limit || len(offered) == 0 {
+		if made >= limit {
 			offer = nil
+		} else if offer == nil {
+			offer = []OfferedTool{}
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -24,9 +26,14 @@ type box struct {
 	calls    []agents.ToolCall
 	limit    int32
 	made     int32
+	// unlisted makes Offered list nothing, as when the servers cannot be reached.
+	unlisted bool
 }
 
 func (b *box) Offered(context.Context) ([]agents.OfferedTool, error) {
+	if b.unlisted {
+		return nil, nil
+	}
 	return []agents.OfferedTool{{Server: "s", Tool: "echo", Name: "s__echo"}, {Server: "s", Tool: "gated", Name: "s__gated"}}, nil
 }
 
@@ -220,5 +227,25 @@ func TestOpenAIIsAskedForAnAnswerAfterMaxToolCalls(t *testing.T) {
 	last := server.Requests()[1]
 	if slices.Contains(last.ToolNames(), "s__echo") || !strings.Contains(last.Messages[len(last.Messages)-1].Content, "Answer now") {
 		t.Fatalf("the last request offered %v and ended with %+v", last.ToolNames(), last.Messages[len(last.Messages)-1])
+	}
+}
+
+// A Scripted agent makes its calls even when its servers listed no tool: their errors are its
+// results, and its answer follows.
+func TestScriptedCallsAreMadeForReal(t *testing.T) {
+	a, err := providers.New(agents.Dependencies{}).For(v1alpha1.ProviderScripted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := v1alpha1.ScriptTurn{Output: "filed", Handoff: "b", Tokens: 9, ToolCalls: []v1alpha1.ScriptToolCall{
+		{Server: "s", Tool: "echo", Arguments: &apiextensionsv1.JSON{Raw: []byte(`{"n":1}`)}}, {Server: "s", Tool: "echo"}}}
+	for _, b := range []*box{{}, {unlisted: true}} {
+		res, err := a.Step(context.Background(), agents.Request{Agent: v1alpha1.Agent{Name: "a", Script: []v1alpha1.ScriptTurn{turn}}, Tools: b})
+		if err != nil || res.Output != "filed" || res.Handoff != "b" || res.Tokens != 9 || res.ToolCalls != 2 {
+			t.Fatalf("unlisted %t: %+v %v", b.unlisted, res, err)
+		}
+		if len(b.calls) != 2 || string(b.calls[0].Arguments) != `{"n":1}` || string(b.calls[1].Arguments) != `{}` {
+			t.Fatalf("calls %+v", b.calls)
+		}
 	}
 }

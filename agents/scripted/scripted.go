@@ -49,7 +49,7 @@ func (s scripted) Step(ctx context.Context, req agents.Request) (agents.Result, 
 	// The turn's tool calls are asked for first, all at once, and made for real; then, after
 	// the turn's delay, it answers (or fails). The turn's tokens go with its answer.
 	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
-		if len(exchanges) == 0 && len(offered) > 0 && len(turn.ToolCalls) > 0 {
+		if len(exchanges) == 0 && offered != nil && len(turn.ToolCalls) > 0 {
 			calls := make([]agents.ToolCall, len(turn.ToolCalls))
 			for i, c := range turn.ToolCalls {
 				calls[i] = agents.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
