@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -84,11 +85,19 @@ type Toolbox interface {
 	Progress() Progress
 	// Asked numbers and records a turn before any of its calls is made.
 	Asked(ctx context.Context, turn *Turn) error
-	// Call makes one call, or gives the outcome the transcript holds for it. The error is a
-	// *Held (the call waits at its gate), a *ToolTrip (a limit or the loop detector stops the
-	// run) or a failure of the step itself; a tool that fails is an outcome with IsError, not
-	// an error.
-	Call(ctx context.Context, call ToolCall) (ToolOutcome, error)
+	// Prepare checks one call, in the order of the turn, and readies it: Send makes a call
+	// that is to be sent (the calls of one turn are sent together), else Outcome is the call's
+	// outcome without sending it (refused, rejected, past a limit). The error is a *Held (the
+	// call waits at its gate), a *ToolTrip (a limit or the loop detector stops the run) or a
+	// failure of the step itself; a tool that fails is an outcome with IsError, not an error.
+	Prepare(ctx context.Context, call ToolCall) (Prepared, error)
+}
+
+// Prepared is a call checked and ready: Send sends it and records its outcome, or, when Send
+// is nil, Outcome is its outcome.
+type Prepared struct {
+	Outcome ToolOutcome
+	Send    func(ctx context.Context) (ToolOutcome, error)
 }
 
 // Held is a call that waits for people at its gate: the step stops here and goes on once the
@@ -207,20 +216,50 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 	}
 }
 
-// finishTurn makes the calls of a turn that have no outcome yet, in order. The Toolbox refuses
-// calls past the step's limit, and the model is told so.
+// maxParallelCalls bounds the calls of one turn sent at once.
+const maxParallelCalls = 8
+
+// finishTurn makes the calls of a turn that have no outcome yet. They are checked in order (the
+// Toolbox refuses calls past the step's limit, and the model is told so), and those to send are
+// sent together; their outcomes come back in the calls' order. A call held at its gate, or a
+// guard that stops the run, ends the turn there, once the calls before it are done.
 func finishTurn(ctx context.Context, box Toolbox, ex *Exchange, made *int32) error {
+	var ready []Prepared
+	var stop error
 	for i := len(ex.Outcomes); i < len(ex.Turn.Calls); i++ {
-		out, err := box.Call(ctx, ex.Turn.Calls[i])
+		p, err := box.Prepare(ctx, ex.Turn.Calls[i])
 		if err != nil {
-			return err
+			stop = err
+			break
+		}
+		ready = append(ready, p)
+	}
+	outs := make([]ToolOutcome, len(ready))
+	errs := make([]error, len(ready))
+	slots := make(chan struct{}, maxParallelCalls)
+	var wg sync.WaitGroup
+	for i, p := range ready {
+		if p.Send == nil {
+			outs[i] = p.Outcome
+			continue
+		}
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			outs[i], errs[i] = p.Send(ctx)
+		})
+	}
+	wg.Wait()
+	for i, out := range outs {
+		if errs[i] != nil {
+			return errs[i]
 		}
 		if out.Made {
 			*made++
 		}
 		ex.Outcomes = append(ex.Outcomes, out)
 	}
-	return nil
+	return stop
 }
 
 // functionName is what a model may call a function: OpenAI's rule.

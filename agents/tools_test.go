@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ type box struct {
 	made     int32
 	// unlisted makes Offered list nothing, as when the servers cannot be reached.
 	unlisted bool
+	// together, when set, holds each call until that many are in flight.
+	together *sync.WaitGroup
 }
 
 func (b *box) Offered(context.Context) ([]agents.OfferedTool, error) {
@@ -49,17 +52,30 @@ func (b *box) Asked(_ context.Context, t *agents.Turn) error {
 	return nil
 }
 
-func (b *box) Call(_ context.Context, c agents.ToolCall) (agents.ToolOutcome, error) {
+func (b *box) Prepare(_ context.Context, c agents.ToolCall) (agents.Prepared, error) {
 	switch {
 	case c.Tool == "gated":
-		return agents.ToolOutcome{}, &agents.Held{Gate: "tool/s/gated", Call: c}
+		return agents.Prepared{}, &agents.Held{Gate: "tool/s/gated", Call: c}
 	case c.Tool == "stop":
-		return agents.ToolOutcome{}, &agents.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: "limit"}
+		return agents.Prepared{}, &agents.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: "limit"}
 	case b.limit > 0 && b.made >= b.limit:
-		return agents.ToolOutcome{IsError: true, Content: "not made"}, nil
+		return agents.Prepared{Outcome: agents.ToolOutcome{IsError: true, Content: "not made"}}, nil
 	}
 	b.made++
-	return agents.ToolOutcome{Made: true, Content: "echo " + string(c.Arguments)}, nil
+	return agents.Prepared{Send: func(ctx context.Context) (agents.ToolOutcome, error) {
+		if b.together != nil {
+			// Every call of the turn must be in flight at once for any to answer.
+			b.together.Done()
+			waited := make(chan struct{})
+			go func() { b.together.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-ctx.Done():
+				return agents.ToolOutcome{}, ctx.Err()
+			}
+		}
+		return agents.ToolOutcome{Made: true, Content: "echo " + string(c.Arguments)}, nil
+	}}, nil
 }
 
 // model answers with the calls of its script, one turn per request, then with final; it
@@ -246,6 +262,25 @@ func TestScriptedCallsAreMadeForReal(t *testing.T) {
 		}
 		if len(b.calls) != 2 || string(b.calls[0].Arguments) != `{"n":1}` || string(b.calls[1].Arguments) != `{}` {
 			t.Fatalf("calls %+v", b.calls)
+		}
+	}
+}
+
+// The calls of one answer are sent together, and their results come back in the calls' order.
+func TestTheCallsOfOneTurnAreSentTogether(t *testing.T) {
+	together := &sync.WaitGroup{}
+	together.Add(3)
+	b := &box{together: together}
+	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := agents.Converse(ctx, agents.Request{Tools: b}, m.ask)
+	if err != nil || res.ToolCalls != 3 {
+		t.Fatalf("the calls were not all in flight at once: %+v %v", res, err)
+	}
+	for i, o := range m.asked[1][0].Outcomes {
+		if want := fmt.Sprintf("echo %d", i+1); o.Content != want {
+			t.Fatalf("outcome %d is %q, want %q", i, o.Content, want)
 		}
 	}
 }

@@ -156,14 +156,15 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
 }
 
-// Call makes one call: the agent's permissions and the step's limit first, then the run's
-// guards, then the call's gate, and for a tool with side effects the mark that it is sent.
-func (b *toolbox) Call(ctx context.Context, call agents.ToolCall) (agents.ToolOutcome, error) {
+// Prepare readies one call: the agent's permissions and the step's limit first, then the run's
+// guards, then the call's gate, and for a tool with side effects the mark that it is sent. A
+// call that is sent comes back with its Send; the others with their outcome, recorded.
+func (b *toolbox) Prepare(ctx context.Context, call agents.ToolCall) (agents.Prepared, error) {
 	body := callBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
-	refuse := func(why string) (agents.ToolOutcome, error) {
+	refuse := func(why string) (agents.Prepared, error) {
 		body.Refused = why
 		body.ToolOutcome = agents.ToolOutcome{IsError: true, Content: why}
-		return body.ToolOutcome, b.recordCall(ctx, body)
+		return agents.Prepared{Outcome: body.ToolOutcome}, b.recordCall(ctx, body)
 	}
 	use := useOf(b.step, call)
 	limit := int32(agents.DefaultMaxToolCalls)
@@ -183,14 +184,14 @@ func (b *toolbox) Call(ctx context.Context, call agents.ToolCall) (agents.ToolOu
 	}
 	runMade := b.statusCalls - b.progress.CountedCalls + b.made
 	if trip, stop := workflow.CheckToolCall(b.plan, runMade, b.uses, use); stop {
-		return agents.ToolOutcome{}, &agents.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
+		return agents.Prepared{}, &agents.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
 	}
 	b.uses.Add(use)
 	if g, ok := b.plan.ToolGate(b.agent, call.Server, call.Tool); ok {
 		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
 		switch {
 		case !decided:
-			return agents.ToolOutcome{}, &agents.Held{Gate: g.Name, Call: call}
+			return agents.Prepared{}, &agents.Held{Gate: g.Name, Call: call}
 		case rec.Decision == v1alpha1.RecordRejected:
 			why := "rejected by " + rec.By
 			if rec.Feedback != "" {
@@ -203,25 +204,29 @@ func (b *toolbox) Call(ctx context.Context, call agents.ToolCall) (agents.ToolOu
 	if b.plan.SideEffects(b.agent, call.Server) {
 		started, err := b.markStarted(ctx, body)
 		if err != nil {
-			return agents.ToolOutcome{}, err
+			return agents.Prepared{}, err
 		}
 		if !started {
 			// Sent before the operator stopped, with no outcome recorded: it may have taken
 			// effect, and a tool with side effects is never sent twice.
 			b.made++
 			body.ToolOutcome = agents.ToolOutcome{Made: true, IsError: true, Content: "the outcome of this call is unknown: it was sent before the operator restarted and is not sent again (the tool has side effects); check its effect before calling it again"}
-			return body.ToolOutcome, b.recordCall(ctx, body)
+			return agents.Prepared{Outcome: body.ToolOutcome}, b.recordCall(ctx, body)
 		}
 	}
 	b.made++
-	send := ctx
-	if b.plan.SideEffects(b.agent, call.Server) {
-		// Sent once: a server may have acted on a call it answered with an error.
-		send = agents.SendOnce(ctx)
-	}
-	body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
-	body.LatencyMs = time.Since(body.Started).Milliseconds()
-	return body.ToolOutcome, b.recordCall(ctx, body)
+	once := b.plan.SideEffects(b.agent, call.Server)
+	return agents.Prepared{Send: func(ctx context.Context) (agents.ToolOutcome, error) {
+		send := ctx
+		if once {
+			// Sent once: a server may have acted on a call it answered with an error.
+			send = agents.SendOnce(ctx)
+		}
+		body.Started = time.Now().UTC()
+		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
+		body.LatencyMs = time.Since(body.Started).Milliseconds()
+		return body.ToolOutcome, b.recordCall(ctx, body)
+	}}, nil
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.

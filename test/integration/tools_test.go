@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"sort"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -94,6 +95,8 @@ var _ = Describe("Agents with tools", Ordered, func() {
 
 		calls := toolRecords(run, transcript.KindTool)
 		Expect(calls).To(HaveLen(2))
+		// The calls of one answer are sent together: their records are in the order they ended.
+		sort.Slice(calls, func(i, j int) bool { return calls[i]["index"].(float64) < calls[j]["index"].(float64) })
 		Expect(calls[0]).To(HaveKeyWithValue("tool", "echo"))
 		Expect(calls[0]).To(HaveKeyWithValue("made", true))
 		Expect(calls[0]["idempotencyKey"]).To(Equal(string(run.UID) + "/1/1"))
