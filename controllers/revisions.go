@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"golang.org/x/sync/singleflight"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,10 +45,14 @@ type revisions struct {
 	reader  client.Reader
 	scheme  *runtime.Scheme
 	decoded *lru.Cache
+	// pinned are the revisions known to exist. Runs of a new config version start together;
+	// they wait for one create (creating) instead of each finding the cache without it.
+	pinned   *lru.Cache
+	creating singleflight.Group
 }
 
 func newRevisions(c client.Client, reader client.Reader, scheme *runtime.Scheme) *revisions {
-	return &revisions{client: c, reader: reader, scheme: scheme, decoded: lru.New(1024)}
+	return &revisions{client: c, reader: reader, scheme: scheme, decoded: lru.New(1024), pinned: lru.New(1024)}
 }
 
 func revisionName(cfg *v1alpha1.AgentConfig, raw []byte) string {
@@ -69,11 +75,29 @@ func (r *revisions) pin(ctx context.Context, cfg *v1alpha1.AgentConfig) (string,
 	}
 	name := revisionName(cfg, raw)
 	key := types.NamespacedName{Namespace: cfg.Namespace, Name: name}
-	if err := r.client.Get(ctx, key, &appsv1.ControllerRevision{}); err == nil {
+	if at, ok := r.pinned.Get(key); ok && time.Since(at.(time.Time)) < pinnedTrust {
 		return name, nil
-	} else if !apierrors.IsNotFound(err) {
+	}
+	_, err, _ = r.creating.Do(key.String(), func() (any, error) { return nil, r.create(ctx, cfg, key, raw) })
+	if err != nil {
 		return "", err
 	}
+	r.pinned.Add(key, time.Now())
+	return name, nil
+}
+
+// pinnedTrust is how long a revision this operator found or made is taken to exist without
+// looking; after that the cache, which has caught up by then, is asked again.
+const pinnedTrust = 30 * time.Second
+
+// create makes the revision unless it exists.
+func (r *revisions) create(ctx context.Context, cfg *v1alpha1.AgentConfig, key types.NamespacedName, raw []byte) error {
+	if err := r.client.Get(ctx, key, &appsv1.ControllerRevision{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	name := key.Name
 	rev := &appsv1.ControllerRevision{
 		Data:     runtime.RawExtension{Raw: raw},
 		Revision: cfg.Generation,
@@ -84,13 +108,13 @@ func (r *revisions) pin(ctx context.Context, cfg *v1alpha1.AgentConfig) (string,
 		rev.Labels[LabelConfig] = cfg.Name
 	}
 	if err := controllerutil.SetOwnerReference(cfg, rev, r.scheme); err != nil {
-		return "", err
-	}
-	if err := r.client.Create(ctx, rev); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("creating config revision %s: %w", name, err)
+		return err
 	}
 	apiWrites.WithLabelValues("revision").Inc()
-	return name, nil
+	if err := r.client.Create(ctx, rev); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating config revision %s: %w", name, err)
+	}
+	return nil
 }
 
 // spec reads a pinned spec back.

@@ -117,8 +117,7 @@ func resume(p *Plan, d *Decision, since metav1.MicroTime, now time.Time) {
 	s.Waited = addWait(s.Waited, now.Sub(since.Time))
 	s.PendingApproval, s.PendingInput = nil, nil
 	s.Phase = v1alpha1.PhaseRunning
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
-		sprintf("%s has control after step %d", s.CurrentAgent, s.StepCount))
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
 	if t, ok := check(p, s, now); ok {
 		end(d, t, now)
 	}

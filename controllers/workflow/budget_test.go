@@ -132,3 +132,32 @@ func BenchmarkFitStatus(b *testing.B) {
 		FitStatus(&s)
 	}
 }
+
+// TestPropertyStatusHoldsTheBeginningOfALongInput checks that whatever the next agent's input,
+// the status written holds at most maxStoredInput bytes of it, as JSON; that a cut input names
+// the whole by its digest, and nothing else; and that an input that fits is kept as it is.
+func TestPropertyStatusHoldsTheBeginningOfALongInput(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		whole := genHostile(t, 4*maxStoredInput, "input")
+		s := v1alpha1.AgentRunStatus{Input: whole, InputDigest: "stale"}
+		if got := StoreInput(&s); got != whole {
+			t.Fatalf("StoreInput returned another input")
+		}
+		data, _ := json.Marshal(s.Input)
+		if len(data)-2 > maxStoredInput {
+			t.Fatalf("status holds %d bytes of the input", len(data)-2)
+		}
+		if jsonLen(whole) <= maxStoredInput {
+			if s.Input != whole || s.InputDigest != "" {
+				t.Fatalf("an input that fits was changed: %q digest %q", s.Input, s.InputDigest)
+			}
+			return
+		}
+		if !IsInput(&s, whole) || IsInput(&s, s.Input) || IsInput(&s, whole+" ") {
+			t.Fatalf("the digest of a cut input must name the whole and nothing else")
+		}
+		if !strings.HasPrefix(whole, strings.TrimSuffix(s.Input, "…")) {
+			t.Fatalf("status does not hold the input's beginning")
+		}
+	})
+}

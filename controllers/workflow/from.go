@@ -67,8 +67,11 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, from string, st
 	}
 	msg := sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned, msg)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(s.Phase),
-		sprintf("%s has control after step %d", s.CurrentAgent, s.StepCount))
+	progress := runningMessage
+	if s.Phase != v1alpha1.PhaseRunning {
+		progress = msg
+	}
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(s.Phase), progress)
 	if s.Phase == v1alpha1.PhaseRunning {
 		if t, ok := check(p, s, now); ok {
 			end(&d, t, now)

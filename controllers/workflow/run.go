@@ -51,8 +51,7 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 	s.Input = bounded(input, maxInput)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
 		sprintf("pinned as %s", revision))
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
-		sprintf("%s has control", agent))
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
 	// No Event: status says the run started, and an Event is one more write per run.
 	if agent == "" {
 		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: sprintf("the first state %s is final", state)}, now)
@@ -254,8 +253,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	s.CurrentAgent = r.to
 	s.State = r.state
 	s.Input = bounded(r.input, maxInput)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning),
-		sprintf("%s has control after step %d", r.to, s.StepCount))
+	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
 		return d
@@ -375,8 +373,17 @@ func end(d *Decision, t Trip, now time.Time) {
 		typ = EventNormal
 	}
 	setCondition(s, now, v1alpha1.ConditionSucceeded, succeeded, string(t.Reason), s.TerminationMessage)
-	d.event(typ, string(t.Reason), "%s", s.TerminationMessage)
+	// A run that succeeds gets no Event: its status and conditions say so, and an Event is one
+	// more API write per run. An end a person should notice gets one.
+	if s.Phase != v1alpha1.PhaseSucceeded {
+		d.event(typ, string(t.Reason), "%s", s.TerminationMessage)
+	}
 }
+
+// runningMessage is the Progressing condition's message while agents take steps. It names no
+// agent or step, so the condition stays the same from step to step and a step's status write
+// does not carry the conditions (status.currentAgent and stepCount say where the run is).
+const runningMessage = "agents are taking steps; status.currentAgent has control"
 
 // setCondition sets a condition; its transition time is the decision's time, not the clock's.
 func setCondition(s *v1alpha1.AgentRunStatus, now time.Time, typ string, status metav1.ConditionStatus, reason, message string) {

@@ -103,7 +103,7 @@ func TestApplySwarm(t *testing.T) {
 			from:   "closer",
 			result: StepResult{Result: agents.Result{Output: "closed", Signal: "STOP"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonTerminated, agent: "closer", handoffs: 1,
-				outcome: v1alpha1.OutcomeSignal, events: []string{string(v1alpha1.ReasonTerminated)},
+				outcome: v1alpha1.OutcomeSignal, events: nil,
 				message: "terminator closer emitted STOP at step 2", output: "closed"},
 		},
 		"Terminate from a non-terminator is ignored with an Event and the step routes as usual": {
@@ -116,7 +116,7 @@ func TestApplySwarm(t *testing.T) {
 			from:   "worker",
 			result: StepResult{Result: agents.Result{Output: "all done", Signal: "DONE"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "worker", handoffs: 1,
-				outcome: v1alpha1.OutcomeSignal, events: []string{string(v1alpha1.ReasonCompleted)}, output: "all done"},
+				outcome: v1alpha1.OutcomeSignal, output: "all done"},
 		},
 		"a signal with action None is recorded and routing goes on": {
 			from:   "worker",
@@ -132,14 +132,14 @@ func TestApplySwarm(t *testing.T) {
 			from:   "closer",
 			result: StepResult{Result: agents.Result{Output: "the answer"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "closer", handoffs: 1,
-				outcome: v1alpha1.OutcomeFinal, events: []string{string(v1alpha1.ReasonCompleted)}, output: "the answer"},
+				outcome: v1alpha1.OutcomeFinal, output: "the answer"},
 		},
 		"a plain answer is final when the config has no terminator": {
 			config: MakeConfig("solo", "ns").Agents(MakeAgent("a").HandsOffTo("b"), MakeAgent("b").HandsOffTo("a")),
 			from:   "b",
 			result: StepResult{Result: agents.Result{Output: "42"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "b", handoffs: 1,
-				outcome: v1alpha1.OutcomeFinal, events: []string{string(v1alpha1.ReasonCompleted)}, output: "42",
+				outcome: v1alpha1.OutcomeFinal, output: "42",
 				message: "config has no terminator"},
 		},
 		"a plain answer from a non-terminator returns control to the entrypoint, counted as a handoff": {

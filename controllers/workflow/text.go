@@ -22,7 +22,29 @@ const (
 	maxReason   = 256
 	maxMessage  = 1024
 	maxSequence = 50
+	// maxStoredInput is how much of the next agent's input status holds; the transcript
+	// holds it whole (see StoreInput).
+	maxStoredInput = 512
 )
+
+// StoreInput makes the status what the API server keeps: an input longer than maxStoredInput is
+// cut to its beginning, and inputDigest names the whole, so that a status write does not grow
+// with what agents say. It returns the whole input, which the caller keeps (and can always find
+// again in the transcript: see IsInput). s must hold the whole input.
+func StoreInput(s *v1alpha1.AgentRunStatus) string {
+	whole := s.Input
+	s.InputDigest = ""
+	if len(whole) > maxStoredInput || jsonLen(whole) > maxStoredInput {
+		s.Input = bounded(whole, maxStoredInput)
+		s.InputDigest = digest(whole)
+	}
+	return whole
+}
+
+// IsInput reports whether text is the whole input of a status that holds only its beginning.
+func IsInput(s *v1alpha1.AgentRunStatus, text string) bool {
+	return s.InputDigest != "" && digest(text) == s.InputDigest
+}
 
 // bounded cuts s so that it takes at most n bytes as a JSON string, and so at most n
 // characters, marking the cut. Bytes, not characters: the API server's JSON escapes <, > and &

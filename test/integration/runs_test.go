@@ -62,8 +62,8 @@ var _ = Describe("An AgentRun", func() {
 		Expect(run.Status.ConfigRevision).To(HavePrefix("helpdesk-"))
 		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionSucceeded)).To(BeTrue())
 		Expect(meta.IsStatusConditionFalse(run.Status.Conditions, v1alpha1.ConditionProgressing)).To(BeTrue())
-		Eventually(func() []string { return eventsOf(run) }).Should(ContainElement(
-			"Normal Terminated: terminator ticketing emitted TERMINATE_WORKFLOW at step 12"))
+		// A run that goes well makes no Event: each one is an API write, and status says it all.
+		Consistently(func() []string { return eventsOf(run) }, 2*time.Second).Should(BeEmpty())
 	})
 
 	DescribeTable("ends with the limit's reason and a message that names the evidence",
