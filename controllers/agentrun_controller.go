@@ -144,6 +144,9 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
 		return ctrl.Result{}, nil
 	}
+	if err := r.wholeInput(ctx, run); err != nil {
+		return ctrl.Result{}, err
+	}
 	now := r.Clock.Now()
 
 	if why, ok := run.Annotations[v1alpha1.AnnotationCancel]; ok {
@@ -157,7 +160,9 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
 		}
-		return r.start(ctx, run, now)
+		if _, held := r.runs.resumeStart(run); !held {
+			return r.start(ctx, run, now)
+		}
 	}
 
 	plan, err := r.pinnedPlan(ctx, run)
@@ -212,8 +217,24 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
 		r.steps.start(run, step, r.stepWork(plan, run, step))
 	}
-	return r.requeueAtDeadline(plan, run, now), nil
+	result := r.requeueAtDeadline(plan, run, now)
+	if at, held := r.runs.resumeStart(run); held {
+		// The first step is taking a while: say that the run started.
+		wait := at.Add(startGrace).Sub(now)
+		if wait <= 0 {
+			return r.write(ctx, run, plan, workflow.Decision{Status: run.Status})
+		}
+		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
+			result.RequeueAfter = wait
+		}
+	}
+	return result, nil
 }
+
+// startGrace is how long a run's start waits to be written with its first step's result. A
+// run whose first step ends sooner is started and advanced in one status write; one whose
+// first step takes longer reads Running once the grace has passed.
+const startGrace = 3 * time.Second
 
 // start pins the run's config and starts the run, or keeps it Pending until the config exists.
 func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
@@ -242,7 +263,18 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.write(ctx, run, plan, workflow.Start(plan, run.Status, run.Spec.Input, revision, now))
+	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
+	if d.Status.Phase != v1alpha1.PhaseRunning {
+		return r.write(ctx, run, plan, d)
+	}
+	// The start is written with the first step's result (or once startGrace has passed):
+	// starting a run costs no write of its own. Should the operator stop before that write,
+	// the run is still Pending and starts again; its first step, if it ended, is applied from
+	// the transcript.
+	r.runs.holdStart(run, d.Status, now)
+	run.Status = d.Status
+	r.runs.setPlan(run, plan)
+	return r.advance(ctx, run, plan, now)
 }
 
 // secretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.

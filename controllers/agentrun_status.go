@@ -32,17 +32,30 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 // after a conflict, whose retry must decide again on a fresh copy.
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, bool, error) {
 	d.Status.ObservedGeneration = run.Generation
+	orig := run.DeepCopy()
+	if base, held := r.runs.startBase(run); held {
+		// The run's start is not written yet: the patch goes from what the API server holds.
+		orig.Status = base
+	}
+	// Status holds the beginning of a long input; memory and the transcript hold it whole.
+	whole := workflow.StoreInput(&d.Status)
+	workflow.StoreInput(&orig.Status)
 	workflow.FitStatus(&d.Status)
-	if equality.Semantic.DeepEqual(run.Status, d.Status) {
+	if equality.Semantic.DeepEqual(orig.Status, d.Status) {
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
-	if len(d.Context) > 0 {
-		// People's feedback and replies go to the transcript before the status that applies them.
-		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d.Context, r.Clock.Now())); err != nil {
+	decided := d.Status.LastDecision != orig.Status.LastDecision && d.Status.InputDigest != ""
+	if len(d.Context) > 0 || decided {
+		// People's feedback and replies, and the input they made, go to the transcript before
+		// the status that applies them.
+		kept := ""
+		if decided {
+			kept = whole
+		}
+		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d.Context, kept, r.Clock.Now())); err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("writing decisions to the transcript: %w", err)
 		}
 	}
-	orig := run.DeepCopy()
 	run.Status = d.Status
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		run.Status = orig.Status
@@ -54,6 +67,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	}
 	apiWrites.WithLabelValues("status").Inc()
 	r.runs.wrote(run)
+	r.runs.keepInput(run, run.Status.InputDigest, whole)
 	for _, e := range d.Events {
 		action := e.Action
 		switch {

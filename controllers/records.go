@@ -110,13 +110,16 @@ func contextOf(rec transcript.Record) []agents.ContextEntry {
 // feedback and replies, in full.
 type decisionBody struct {
 	Context []agents.ContextEntry `json:"context"`
+	// Input is the next agent's whole input as the decisions left it, when status holds only its
+	// beginning.
+	Input string `json:"input,omitempty"`
 }
 
 // decisionRecord is the transcript record of the decisions a status write applies.
-func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, context []agents.ContextEntry, now time.Time) transcript.Record {
-	data, _ := json.Marshal(decisionBody{Context: context})
+func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, context []agents.ContextEntry, input string, now time.Time) transcript.Record {
+	data, _ := json.Marshal(decisionBody{Context: context, Input: input})
 	return transcript.Record{
-		Key:    transcript.Key{Kind: transcript.KindDecision, Step: st.StepCount, Call: int32(st.LastDecision)},
+		Key:    decisionKey(&st),
 		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name, Time: now.UTC(), Body: data,
 	}
 }

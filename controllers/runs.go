@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -53,6 +54,21 @@ type runState struct {
 	// repeated-call detector; nil until counted from the transcript.
 	toolUses       *workflow.ToolUses
 	toolUsesBefore int32
+	// start is the run's start, decided and not yet written (see heldStart).
+	start *heldStart
+	// input is the whole input of the run's status (inputs.go).
+	input input
+}
+
+// heldStart is a run's start that waits to be written with its first step's result, so that
+// starting a run costs no write of its own.
+type heldStart struct {
+	// base is the status and resourceVersion the start was decided from: what the API server
+	// holds. The start is dropped if the run changes before it is written.
+	base            v1alpha1.AgentRunStatus
+	resourceVersion string
+	status          v1alpha1.AgentRunStatus
+	at              time.Time
 }
 
 func newRunTable() *runTable {
@@ -91,7 +107,43 @@ func (t *runTable) existing(key types.NamespacedName, uid types.UID, f func(*run
 
 // wrote remembers the run's resourceVersion after this operator's status write.
 func (t *runTable) wrote(run *v1alpha1.AgentRun) {
-	t.with(run, func(s *runState) { s.wrote = run.ResourceVersion })
+	t.with(run, func(s *runState) { s.wrote, s.start = run.ResourceVersion, nil })
+}
+
+// holdStart keeps the run's start, decided at now from the run as the API server has it.
+func (t *runTable) holdStart(run *v1alpha1.AgentRun, started v1alpha1.AgentRunStatus, now time.Time) {
+	t.with(run, func(s *runState) {
+		s.start = &heldStart{base: *run.Status.DeepCopy(), resourceVersion: run.ResourceVersion, status: started, at: now}
+	})
+}
+
+// resumeStart puts the run's held start in its status and reports when it was decided; false
+// when none is held for this version of the run.
+func (t *runTable) resumeStart(run *v1alpha1.AgentRun) (time.Time, bool) {
+	var at time.Time
+	t.with(run, func(s *runState) {
+		switch {
+		case s.start == nil:
+		case s.start.resourceVersion != run.ResourceVersion:
+			s.start = nil
+		default:
+			run.Status, at = *s.start.status.DeepCopy(), s.start.at
+		}
+	})
+	return at, !at.IsZero()
+}
+
+// startBase is the status the API server holds for a run whose start is held: what its first
+// write is computed against.
+func (t *runTable) startBase(run *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, bool) {
+	var base v1alpha1.AgentRunStatus
+	held := false
+	t.with(run, func(s *runState) {
+		if s.start != nil && s.start.resourceVersion == run.ResourceVersion {
+			base, held = *s.start.base.DeepCopy(), true
+		}
+	})
+	return base, held
 }
 
 // behind reports whether the copy is older than this operator's last write of the run.

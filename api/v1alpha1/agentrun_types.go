@@ -403,10 +403,17 @@ type AgentRunStatus struct {
 	HandoffSequence []HandoffRecord `json:"handoffSequence,omitempty"`
 
 	// input is what the current agent is given for its next step: the run's input, the
-	// previous agent's output or a note on a failed step. Bounded.
+	// previous agent's output or a note on a failed step. Status holds its first 512 bytes; a
+	// longer input is cut, and inputDigest is set (the transcript holds it whole).
 	// +kubebuilder:validation:MaxLength=32768
 	// +optional
 	Input string `json:"input,omitempty"`
+
+	// inputDigest is a short digest of the whole input, set when input holds only its
+	// beginning.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	InputDigest string `json:"inputDigest,omitempty"`
 
 	// terminationReason says why the run ended. Set once, with the terminal phase.
 	// +optional

@@ -62,6 +62,36 @@ var _ = Describe("The transcript", func() {
 		Expect(rs[1].Step).To(BeEquivalentTo(2))
 	})
 
+	It("hands the next agent the whole of a long answer while status holds its beginning, across a restart", func() {
+		long := strings.Repeat("a finding of ten kilobytes. ", 366)
+		cfg := MakeConfig("relay", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says(long).HandOff("b")),
+			MakeAgent("b").HandsOffTo("c").Script(Says("short").HandOff("c").Delay(3*time.Second)),
+			MakeAgent("c").Terminator().Script(Says("done")),
+		).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Input("study this").Obj()
+		create(cfg, run)
+		Eventually(func() int32 { return get(run).Status.StepCount }).Should(BeEquivalentTo(1))
+		st := get(run).Status
+		Expect(len(st.Input)).To(BeNumerically("<=", 512))
+		Expect(long).To(HavePrefix(strings.TrimSuffix(st.Input, "…")))
+		Expect(st.InputDigest).To(HaveLen(12))
+
+		By("restarting the operator while b's step runs: b's input is found again in the transcript")
+		stopManager()
+		stopManager = startManager(controllerOptions)
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
+		Expect(done.Status.InputDigest).To(BeEmpty())
+		var inputs []string
+		for _, rec := range transcriptOf(done) {
+			var body struct{ Input string }
+			Expect(json.Unmarshal(rec.Body, &body)).To(Succeed())
+			inputs = append(inputs, body.Input)
+		}
+		Expect(inputs).To(Equal([]string{"study this", long, "short"}))
+	})
+
 	It("of a deleted run is deleted within the sweep", func() {
 		cfg := MakeConfig("gone", ns).Agents(MakeAgent("a").Script(Says("done"))).Obj()
 		run := MakeRun("r", ns).Config(cfg.Name).Obj()
