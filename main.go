@@ -46,6 +46,9 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"Serve metrics over HTTPS, with authentication and authorization through the API server.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The address the health and readiness probes bind to.")
+	var pprofAddr string
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"The address Go's profiler (/debug/pprof/) listens on, without authentication, e.g. 127.0.0.1:6060; empty disables it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false,
 		"Elect a leader, so that only one of several replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "",
@@ -94,6 +97,7 @@ func main() {
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "agents.baton.dev",
 		LeaderElectionNamespace: leaderElectionNS,
