@@ -393,6 +393,7 @@ type AgentRunStatus struct {
 
 	// agentSteps counts the steps each agent has taken.
 	// +kubebuilder:validation:MaxProperties=32
+	// +mapType=atomic
 	// +optional
 	AgentSteps map[string]int32 `json:"agentSteps,omitempty"`
 
