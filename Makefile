@@ -83,8 +83,9 @@ test-e2e: build ## The e2e suite: the operator binary and the real kubectl again
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: bench
-bench: ## Benchmarks: runs against a real API server (writes per handoff, handoffs/s), and the transcript stores' write latency.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 30m
+bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.
+	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
+		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./transcript -run '^$$' -bench AppendStep -benchtime 4000x
 
 ##@ Run

@@ -1,0 +1,109 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// liveFigures are what holding many live runs costs Baton: runs whose step waits on a slow agent.
+type liveFigures struct {
+	runs int
+	// pickup is the time from the first create until every run was started, had its step in
+	// flight, and Baton's queue was empty.
+	pickup time.Duration
+	// peakRSS, heap and goroutines are this process's once every run was picked up.
+	peakRSS, heap uint64
+	goroutines    int
+	// cpu is this process's CPU seconds, apiCPU the API server's, from the first create until
+	// every run was picked up.
+	cpu, apiCPU float64
+	// controller are Baton's mutating requests at the API server meanwhile.
+	controller requests
+}
+
+// liveQuiet is how long Baton's queue must stay empty for the runs to count as held.
+const liveQuiet = 5 * time.Second
+
+// measureLive creates n runs whose one step takes wait, and measures Baton once it holds them
+// all; then it deletes them.
+func (e *env) measureLive(ctx context.Context, n int, wait time.Duration) (liveFigures, error) {
+	f := liveFigures{runs: n}
+	s := baton{s: e.baton}
+	ns, err := newNamespace(ctx, e.c, "baton-live")
+	if err != nil {
+		return f, err
+	}
+	cfg := liveConfig(ns, wait)
+	if err := e.c.Create(ctx, cfg); err != nil {
+		return f, err
+	}
+	if err := waitObserved(ctx, e.c, cfg); err != nil {
+		return f, err
+	}
+	e.baton.tracker.follow(ns)
+	e.baton.writes.settle(ctx, time.Second, 15*time.Second)
+	before, err := e.before(ctx)
+	if err != nil {
+		return f, err
+	}
+	began := time.Now()
+	if err := createRuns(ctx, e.c, s, ns, workload{name: "live", runs: n, steps: 1}); err != nil {
+		return f, err
+	}
+	if f.pickup, err = e.waitHeld(ctx, n, began, wait*4/5); err != nil {
+		return f, err
+	}
+	after, err := e.after(ctx)
+	if err != nil {
+		return f, err
+	}
+	// The figures are read at the end of the quiet period, not at its start.
+	f.cpu, f.apiCPU = after.cpu-before.cpu, after.api.total("process_cpu_seconds_total", nil)-before.api.total("process_cpu_seconds_total", nil)
+	all := diffRequests(before.api, after.api, "apiserver_request_total", s.group(), nil)
+	self := diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil)
+	f.controller = all.minus(requests{"POST " + s.resource(): all["POST "+s.resource()]}).minus(self)
+	f.peakRSS = after.peakRSS
+	f.heap, f.goroutines = after.heap, after.goroutines
+	return f, cleanup(ctx, e.c, s, ns)
+}
+
+// waitHeld waits until n runs are started, each with its step in flight, and Baton's queue has
+// stayed empty for liveQuiet; it returns the time from began until then.
+func (e *env) waitHeld(ctx context.Context, n int, began time.Time, limit time.Duration) (time.Duration, error) {
+	var heldSince time.Time
+	for {
+		started, _, _ := e.baton.tracker.counts()
+		m, err := local()
+		if err != nil {
+			return 0, err
+		}
+		inFlight := m.total("baton_agent_steps_in_flight", nil)
+		depth := m.total("workqueue_depth", labelsMatch{"name": "agentrun"})
+		switch {
+		case started < n || inFlight < float64(n) || depth > 0:
+			heldSince = time.Time{}
+		case heldSince.IsZero():
+			heldSince = time.Now()
+		case time.Since(heldSince) >= liveQuiet:
+			return heldSince.Sub(began), nil
+		}
+		if time.Since(began) > limit {
+			return 0, fmt.Errorf("after %s, %d of %d runs started, %.0f steps in flight, %.0f runs queued", limit, started, n, inFlight, depth)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// liveReport prints the live runs' figures.
+func liveReport(f liveFigures) string {
+	return fmt.Sprintf("\n### live: %d runs held, each waiting on a slow agent (Baton only)\n\n"+
+		"| runs | pickup s | peak RSS MB | Go heap in use MB | goroutines | process CPU s | apiserver CPU s | mutating req/run |\n"+
+		"|---|---|---|---|---|---|---|---|\n| %d | %.1f | %.0f | %.0f | %d | %.2f | %.2f | %.3f |\n\nMutating requests per run: %s\n",
+		f.runs, f.runs, f.pickup.Seconds(), float64(f.peakRSS)/(1<<20), float64(f.heap)/(1<<20), f.goroutines, f.cpu, f.apiCPU,
+		f.controller.total()/float64(f.runs), f.controller.format(float64(f.runs), "%.3f"))
+}
