@@ -23,7 +23,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRDs and RBAC under config/.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./transcriptapi/...}" output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
 generate: controller-gen ## Generate the deepcopy code.

@@ -144,7 +144,11 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
 		return ctrl.Result{}, nil
 	}
+	// Status holds the beginnings of the input and of the history; the core sees them whole.
 	if err := r.wholeInput(ctx, run); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.wholeHistory(ctx, run); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()

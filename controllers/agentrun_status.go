@@ -37,10 +37,14 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		// The run's start is not written yet: the patch goes from what the API server holds.
 		orig.Status = base
 	}
-	// Status holds the beginning of a long input; memory and the transcript hold it whole.
+	// Status holds the beginnings of a long input and of the history; memory and the transcript
+	// hold them whole. orig is made what the API server holds, the same way.
 	whole := workflow.StoreInput(&d.Status)
-	workflow.StoreInput(&orig.Status)
+	history := workflow.StoreHistory(&d.Status)
 	workflow.FitStatus(&d.Status)
+	workflow.StoreInput(&orig.Status)
+	workflow.StoreHistory(&orig.Status)
+	workflow.FitStatus(&orig.Status)
 	if equality.Semantic.DeepEqual(orig.Status, d.Status) {
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
@@ -68,6 +72,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	apiWrites.WithLabelValues("status").Inc()
 	r.runs.wrote(run)
 	r.runs.keepInput(run, run.Status.InputDigest, whole)
+	r.runs.keepHistory(run, history)
 	for _, e := range d.Events {
 		action := e.Action
 		switch {

@@ -120,7 +120,8 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			r.runs.setToolUses(id, uses, step.Number+1)
 		}
 		d := workflow.Apply(plan, from, res, ended)
-		return stepRecord(id, step, spec, req, res, d.Context, unavailable, started, ended)
+		rec := stepRecord(id, step, spec, req, res, d.Context, unavailable, started, ended)
+		return withPrevious(rec, from, step.Number)
 	}
 	return stepWork{call: call, record: record}
 }

@@ -42,6 +42,9 @@ type stepBody struct {
 	UnavailableTools []string `json:"unavailableTools,omitempty"`
 	// Context is what the step adds to what later agents see.
 	Context []agents.ContextEntry `json:"context,omitempty"`
+	// Previous is the handoff record of the step before, as the run had it when this step
+	// started: the loop detectors' history outlives status's short one (history.go).
+	Previous *v1alpha1.HandoffRecord `json:"previous,omitempty"`
 
 	Started   time.Time `json:"started"`
 	LatencyMs int64     `json:"latencyMs"`

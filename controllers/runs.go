@@ -58,6 +58,8 @@ type runState struct {
 	start *heldStart
 	// input is the whole input of the run's status (inputs.go).
 	input input
+	// history is the run's whole handoff sequence as last written (history.go).
+	history []v1alpha1.HandoffRecord
 }
 
 // heldStart is a run's start that waits to be written with its first step's result, so that

@@ -54,12 +54,14 @@ type HandoffRecord struct {
 	// +optional
 	Confidence *float64 `json:"confidence,omitempty"`
 
-	// inputDigest is a short digest of what the agent was given.
+	// inputDigest is a short digest of what the agent was given, as the loop detectors see it;
+	// status leaves it out.
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	InputDigest string `json:"inputDigest,omitempty"`
 
-	// outputDigest is a short digest of what the agent returned.
+	// outputDigest is a short digest of what the agent returned, as the loop detectors see it;
+	// status leaves it out.
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	OutputDigest string `json:"outputDigest,omitempty"`

@@ -397,8 +397,8 @@ type AgentRunStatus struct {
 	// +optional
 	AgentSteps map[string]int32 `json:"agentSteps,omitempty"`
 
-	// handoffSequence has one entry per step, oldest first. Only the latest entries are kept;
-	// step numbers say where they fall in the run.
+	// handoffSequence has one entry per step, oldest first. Only the latest 10 are kept, without
+	// digests; step numbers say where they fall in the run. The transcript holds every step.
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
 	HandoffSequence []HandoffRecord `json:"handoffSequence,omitempty"`

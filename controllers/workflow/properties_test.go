@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 
@@ -184,6 +185,10 @@ type played struct {
 	statuses []v1alpha1.AgentRunStatus
 	now      time.Time
 	maxStep  int64
+	// seen are the handoff records the steps started with (each step's transcript record
+	// carries the one before it), results each step's result by number.
+	seen    []v1alpha1.HandoffRecord
+	results map[int32]StepResult
 }
 
 func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.statuses)-1] }
@@ -197,7 +202,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	}
 	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
 	now := t0
-	out := played{plan: plan}
+	out := played{plan: plan, results: map[int32]StepResult{}}
 	plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired)
 	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
 	out.statuses = append(out.statuses, st)
@@ -243,6 +248,10 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 		res.Result = r
 		out.maxStep = max(out.maxStep, r.Tokens)
 		now = now.Add(time.Duration(tl.at(tl.stepSeconds, i)) * time.Second)
+		if n := len(st.HandoffSequence); n > 0 {
+			out.seen = append(out.seen, st.HandoffSequence[n-1])
+		}
+		out.results[step.Number] = res
 		st = Apply(plan, st, res, now).Status
 		out.statuses = append(out.statuses, st)
 	}
@@ -429,4 +438,79 @@ func TestPropertyAllowedProgressingCyclesAreNotLoops(t *testing.T) {
 			t.Fatalf("flagged after %d steps, before %d repeats of a %d-agent cycle", ran, bound+1, length)
 		}
 	})
+}
+
+// TestPropertyTheWholeHistoryIsRestored checks that after any step of any run, the handoff
+// sequence the loop detectors see is put together again from what status holds and what the
+// transcript kept, as after an operator restart.
+func TestPropertyTheWholeHistoryIsRestored(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := play(t, genConfig(t), drawDurations(t))
+		if rapid.Bool().Draw(t, "long") {
+			p = playLong(t)
+		}
+		for _, st := range p.statuses {
+			whole := st.HandoffSequence
+			stored := *st.DeepCopy()
+			if got := StoreHistory(&stored); !cmp.Equal(got, whole) {
+				t.Fatalf("StoreHistory changed the whole sequence")
+			}
+			if len(stored.HandoffSequence) > maxStoredHandoffs || !IsStoredHistory(stored.HandoffSequence, whole) {
+				t.Fatalf("status holds %d records", len(stored.HandoffSequence))
+			}
+			var seen []v1alpha1.HandoffRecord
+			for _, r := range p.seen {
+				if n := len(whole); n > 0 && r.Step < whole[n-1].Step {
+					seen = append(seen, r) // only steps started before this status
+				}
+			}
+			if got := RestoreHistory(stored.HandoffSequence, seen, p.results); !cmp.Equal(got, whole, cmpopts.EquateEmpty()) {
+				t.Fatalf("restored history differs (-want +got):\n%s", cmp.Diff(whole, got, cmpopts.EquateEmpty()))
+			}
+		}
+	})
+}
+
+// playLong plays a run of up to 80 steps around a ring of agents, whose answers repeat, fail or
+// are cut at random: longer than status holds.
+func playLong(t *rapid.T) played {
+	length := uniform(t, 2, 4, "ring")
+	spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm, Entrypoint: "a0"}
+	for i := range length {
+		spec.Agents = append(spec.Agents, v1alpha1.Agent{Name: fmt.Sprintf("a%d", i), Handoffs: []string{fmt.Sprintf("a%d", (i+1)%length)}})
+	}
+	steps := int32(uniform(t, 11, 80, "steps"))
+	spec.Limits = v1alpha1.Limits{MaxSteps: &steps, MaxHandoffs: ptr.To[int32](200), MaxErrors: ptr.To[int32](1000)}
+	spec.LoopDetection = v1alpha1.LoopDetection{MaxCycleRepeats: ptr.To[int32](25), MaxRepeatedInputs: ptr.To[int32](50), MaxRepeatedOutputs: ptr.To[int32](50)}
+	plan, errs := NewPlan(spec, nil)
+	if len(errs) > 0 {
+		t.Fatalf("invalid ring: %v", errs)
+	}
+	out := played{plan: plan, results: map[int32]StepResult{}}
+	st := Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
+	out.statuses = append(out.statuses, st)
+	for i := 0; !st.Phase.Terminal(); i++ {
+		if d, tripped := Check(plan, st, t0); tripped {
+			st = d.Status
+			out.statuses = append(out.statuses, st)
+			break
+		}
+		step := Next(plan, &st)
+		next := fmt.Sprintf("a%d", (slices.Index([]string{"a0", "a1", "a2", "a3"}, step.Agent)+1)%length)
+		res := StepResult{Agent: step.Agent, Input: step.Input,
+			Result: agents.Result{Output: fmt.Sprintf("answer %d", uniform(t, 0, 5, "answer")), Handoff: next}}
+		switch uniform(t, 0, 9, "outcome") {
+		case 0:
+			res.Error, res.Output = "the model server went away", ""
+		case 1:
+			res.FinishReason = v1alpha1.FinishLength
+		}
+		if n := len(st.HandoffSequence); n > 0 {
+			out.seen = append(out.seen, st.HandoffSequence[n-1])
+		}
+		out.results[step.Number] = res
+		st = Apply(plan, st, res, t0.Add(time.Duration(i)*time.Second)).Status
+		out.statuses = append(out.statuses, st)
+	}
+	return out
 }

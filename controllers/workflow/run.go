@@ -156,12 +156,13 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	}
 	s.AgentSteps[res.Agent]++
 
+	inputDigest, outputDigest := recordDigests(res)
 	rec := v1alpha1.HandoffRecord{
 		Step:        s.StepCount,
 		From:        res.Agent,
 		Time:        metav1.NewTime(now),
 		Tokens:      res.Tokens,
-		InputDigest: digest(res.Input),
+		InputDigest: inputDigest,
 		ToolCalls:   res.ToolCalls,
 	}
 	var r route
@@ -173,10 +174,10 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 	case p.Agent(res.Agent) == nil:
 		r = route{fail: sprintf("agent %s is not in the pinned config", quoteName(res.Agent))}
 	case res.FinishReason == v1alpha1.FinishLength:
-		rec.OutputDigest = digest(res.Output)
+		rec.OutputDigest = outputDigest
 		r = truncated(s, res)
 	default:
-		rec.OutputDigest = digest(res.Output)
+		rec.OutputDigest = outputDigest
 		// A supervisor's routing step carries a decision, not its answer: the schema is for answers.
 		normalized, problems, ok := res.Output, "", true
 		if res.Routing == nil {

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -114,7 +115,9 @@ func countingRefusedWrites(cfg *rest.Config, opts client.Options) (client.Client
 	return interceptor.NewClient(c, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			// A write cut short by the manager's stop was not refused: the API server never
+			// answered it.
+			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !errors.Is(err, context.Canceled) {
 				refusedWrites.Add(1)
 				GinkgoWriter.Printf("The API server refused a %s write of %s: %v\n", sub, client.ObjectKeyFromObject(obj), err)
 			}

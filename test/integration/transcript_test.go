@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -90,6 +91,29 @@ var _ = Describe("The transcript", func() {
 			inputs = append(inputs, body.Input)
 		}
 		Expect(inputs).To(Equal([]string{"study this", long, "short"}))
+	})
+
+	It("gives the loop detectors the latest 50 steps across a restart, though status holds 10", func() {
+		ok := func() *TurnWrapper { return Says("ok").HandOff("a") }
+		cfg := MakeConfig("echo", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says("same").HandOff("b")),
+			MakeAgent("b").HandsOffTo("a").Script(ok(), ok(), ok(), ok(), ok(), ok().Delay(3*time.Second), ok()),
+		).LoopDetection(nil, nil, ptr.To[int32](25), ptr.To[int32](50), ptr.To[int32](8)).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Obj()
+		create(cfg, run)
+		Eventually(func() int32 { return get(run).Status.StepCount }).Should(BeEquivalentTo(11))
+		st := get(run).Status
+		Expect(st.HandoffSequence).To(HaveLen(10))
+		Expect(st.HandoffSequence[0].Step).To(BeEquivalentTo(2))
+		Expect(st.HandoffSequence[0].OutputDigest).To(BeEmpty())
+
+		By("restarting the operator while step 12 runs: steps 1 to 11 come back from the transcript")
+		stopManager()
+		stopManager = startManager(controllerOptions)
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonLoopDetected))
+		Expect(done.Status.Loop.Detector).To(Equal(v1alpha1.DetectorRepeatedOutput))
+		Expect(done.Status.Loop.Steps).To(Equal([]int32{1, 3, 5, 7, 9, 11, 13, 15}))
 	})
 
 	It("of a deleted run is deleted within the sweep", func() {

@@ -1,0 +1,99 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/transcript"
+)
+
+// Status holds the latest handoff records without digests (workflow.StoreHistory); the loop
+// detectors need the latest 50 with digests. The operator keeps the whole sequence from each
+// status write to the next reconcile, and after a restart puts it together again from the
+// transcript, where each step's record carries the handoff record of the step before it.
+
+// keepHistory remembers the run's whole handoff sequence as written.
+func (t *runTable) keepHistory(run *v1alpha1.AgentRun, whole []v1alpha1.HandoffRecord) {
+	t.existing(client.ObjectKeyFromObject(run), run.UID, func(s *runState) { s.history = whole })
+}
+
+// history is the whole sequence remembered for the status's records, if any.
+func (t *runTable) history(key types.NamespacedName, uid types.UID, stored []v1alpha1.HandoffRecord) ([]v1alpha1.HandoffRecord, bool) {
+	var whole []v1alpha1.HandoffRecord
+	ok := false
+	t.existing(key, uid, func(s *runState) {
+		if s.history != nil && workflow.IsStoredHistory(stored, s.history) {
+			whole, ok = slices.Clone(s.history), true
+		}
+	})
+	return whole, ok
+}
+
+// withPrevious puts into a step's record the handoff record of the step before it.
+func withPrevious(rec transcript.Record, from v1alpha1.AgentRunStatus, step int32) transcript.Record {
+	n := len(from.HandoffSequence)
+	if rec.Kind != transcript.KindStep || n == 0 || from.HandoffSequence[n-1].Step != step-1 {
+		return rec
+	}
+	var body map[string]json.RawMessage
+	if json.Unmarshal(rec.Body, &body) != nil {
+		return rec
+	}
+	body["previous"], _ = json.Marshal(from.HandoffSequence[n-1])
+	rec.Body, _ = json.Marshal(body)
+	return rec
+}
+
+// wholeHistory puts the whole handoff sequence into a status that holds its latest records.
+func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.AgentRun) error {
+	st := &run.Status
+	if len(st.HandoffSequence) == 0 {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(run)
+	if whole, ok := r.runs.history(key, run.UID, st.HandoffSequence); ok {
+		st.HandoffSequence = whole
+		return nil
+	}
+	recs, err := r.transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
+		Limit: workflow.HistoryLength + 1, Newest: true})
+	if err != nil {
+		return err
+	}
+	var seen []v1alpha1.HandoffRecord
+	results := map[int32]workflow.StepResult{}
+	for _, rec := range recs {
+		var body stepBody
+		if json.Unmarshal(rec.Body, &body) != nil {
+			continue
+		}
+		if body.Previous != nil {
+			seen = append(seen, *body.Previous)
+		}
+		if res, err := stepResultOf(rec); err == nil {
+			results[rec.Step] = res
+		}
+	}
+	if first := st.HandoffSequence[0].Step; run.Spec.From != nil && len(seen) < workflow.HistoryLength && (len(seen) == 0 || seen[0].Step > 1) {
+		// The steps before this run's own are the earlier run's: as the replay saw them.
+		if _, replayed, _, err := r.replayFrom(ctx, run); err == nil {
+			var earlier []v1alpha1.HandoffRecord
+			for _, h := range replayed.HandoffSequence {
+				if h.Step < first && (len(seen) == 0 || h.Step < seen[0].Step) {
+					earlier = append(earlier, h)
+				}
+			}
+			seen = append(earlier, seen...)
+		}
+	}
+	whole := workflow.RestoreHistory(st.HandoffSequence, seen, results)
+	r.runs.with(run, func(s *runState) { s.history = whole })
+	st.HandoffSequence = slices.Clone(whole)
+	return nil
+}

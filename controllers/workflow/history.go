@@ -1,0 +1,86 @@
+package workflow
+
+import (
+	"slices"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// The loop detectors look at the latest maxSequence steps, with digests of what each agent was
+// given and answered. Status holds less: the latest maxStoredHandoffs records, without digests,
+// so that a status write costs the API server about what a minimal controller's does, however
+// long the run. The operator keeps the whole sequence between writes, and after a restart puts
+// it together again from the transcript (RestoreHistory): each step's record carries the record
+// of the step before it as the run had it, and the digests of a step follow from its result.
+
+// maxStoredHandoffs is how many handoff records status holds.
+const maxStoredHandoffs = 10
+
+// HistoryLength is how many of the latest steps the loop detectors look at.
+const HistoryLength = maxSequence
+
+// StoreHistory makes the status's handoff sequence what the API server keeps: the latest
+// maxStoredHandoffs records, without digests. It returns the whole sequence. s must hold the
+// whole sequence.
+func StoreHistory(s *v1alpha1.AgentRunStatus) []v1alpha1.HandoffRecord {
+	whole := slices.Clone(s.HandoffSequence)
+	kept := whole[max(0, len(whole)-maxStoredHandoffs):]
+	if len(kept) == 0 {
+		s.HandoffSequence = nil
+		return whole
+	}
+	s.HandoffSequence = make([]v1alpha1.HandoffRecord, len(kept))
+	for i, r := range kept {
+		r.InputDigest, r.OutputDigest = "", ""
+		s.HandoffSequence[i] = r
+	}
+	return whole
+}
+
+// IsStoredHistory reports whether a sequence is what StoreHistory keeps of whole.
+func IsStoredHistory(stored, whole []v1alpha1.HandoffRecord) bool {
+	s := v1alpha1.AgentRunStatus{HandoffSequence: whole}
+	StoreHistory(&s)
+	return slices.EqualFunc(s.HandoffSequence, stored, func(a, b v1alpha1.HandoffRecord) bool { return a.Step == b.Step && a.Time.Equal(&b.Time) })
+}
+
+// recordDigests are the digests a step's handoff record carries: of its input always, of its
+// answer when it answered.
+func recordDigests(res StepResult) (input, output string) {
+	input = digest(res.Input)
+	if res.Trip == nil && res.Error == "" {
+		output = digest(res.Output)
+	}
+	return input, output
+}
+
+// RestoreHistory puts the whole handoff sequence together again from what status holds (the
+// latest records, without digests), the records later steps were started with (complete:
+// each step's transcript record carries the one before it), and the results of the steps
+// status holds. A record whose step started no later step gets its digests from its result.
+func RestoreHistory(stored, seen []v1alpha1.HandoffRecord, results map[int32]StepResult) []v1alpha1.HandoffRecord {
+	if len(stored) == 0 {
+		return nil
+	}
+	bySteps := map[int32]v1alpha1.HandoffRecord{}
+	for _, r := range seen {
+		bySteps[r.Step] = r
+	}
+	var out []v1alpha1.HandoffRecord
+	for _, r := range seen {
+		if r.Step < stored[0].Step && (len(out) == 0 || r.Step > out[len(out)-1].Step) {
+			out = append(out, r)
+		}
+	}
+	for _, r := range stored {
+		if full, ok := bySteps[r.Step]; ok && full.Time.Equal(&r.Time) {
+			out = append(out, full)
+			continue
+		}
+		if res, ok := results[r.Step]; ok {
+			r.InputDigest, r.OutputDigest = recordDigests(res)
+		}
+		out = append(out, r)
+	}
+	return out[max(0, len(out)-maxSequence):]
+}
