@@ -41,7 +41,13 @@ func StoreHistory(s *v1alpha1.AgentRunStatus) []v1alpha1.HandoffRecord {
 func IsStoredHistory(stored, whole []v1alpha1.HandoffRecord) bool {
 	s := v1alpha1.AgentRunStatus{HandoffSequence: whole}
 	StoreHistory(&s)
-	return slices.EqualFunc(s.HandoffSequence, stored, func(a, b v1alpha1.HandoffRecord) bool { return a.Step == b.Step && a.Time.Equal(&b.Time) })
+	return slices.EqualFunc(s.HandoffSequence, stored, sameRecord)
+}
+
+// sameRecord reports whether two records are of the same step, taken at the same time: to the
+// second, as the API server keeps it.
+func sameRecord(a, b v1alpha1.HandoffRecord) bool {
+	return a.Step == b.Step && a.Time.Unix() == b.Time.Unix()
 }
 
 // recordDigests are the digests a step's handoff record carries: of its input always, of its
@@ -73,7 +79,7 @@ func RestoreHistory(stored, seen []v1alpha1.HandoffRecord, results map[int32]Ste
 		}
 	}
 	for _, r := range stored {
-		if full, ok := bySteps[r.Step]; ok && full.Time.Equal(&r.Time) {
+		if full, ok := bySteps[r.Step]; ok && sameRecord(full, r) {
 			out = append(out, full)
 			continue
 		}
