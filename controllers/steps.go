@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,8 +28,67 @@ type stepRunner struct {
 	log   logr.Logger
 	// wake enqueues a run whose step has ended.
 	wake chan event.GenericEvent
-	// slots bounds the steps in flight at once.
-	slots chan struct{}
+	// slots hands out the places of steps running at once; a step that finds none waits in
+	// line without a goroutine of its own, so ten thousand runs waiting cost no stacks.
+	slots *slots
+}
+
+// slots bounds the steps running at once. A step that finds no slot waits in line, first come
+// first served, and is started when a slot frees.
+type slots struct {
+	mu    sync.Mutex
+	free  int
+	queue []waiting
+}
+
+// waiting is a step in line for a slot.
+type waiting struct {
+	ctx    context.Context
+	launch func()
+}
+
+// take starts launch now if a slot is free, else when one frees, unless ctx ends first.
+func (s *slots) take(ctx context.Context, launch func()) {
+	s.mu.Lock()
+	if s.free > 0 {
+		s.free--
+		s.mu.Unlock()
+		launch()
+		return
+	}
+	if len(s.queue) >= 1024 && len(s.queue)%1024 == 0 {
+		// Steps given up while they waited (their runs ended) leave the line.
+		kept := s.queue[:0]
+		for _, w := range s.queue {
+			if w.ctx.Err() == nil {
+				kept = append(kept, w)
+			} else {
+				stepsInFlight.Dec()
+			}
+		}
+		clear(s.queue[len(kept):])
+		s.queue = kept
+	}
+	s.queue = append(s.queue, waiting{ctx: ctx, launch: launch})
+	s.mu.Unlock()
+}
+
+// release gives the slot to the first step in line that still wants it, or frees it.
+func (s *slots) release() {
+	s.mu.Lock()
+	for len(s.queue) > 0 {
+		w := s.queue[0]
+		s.queue[0] = waiting{}
+		s.queue = s.queue[1:]
+		if w.ctx.Err() == nil {
+			s.mu.Unlock()
+			w.launch()
+			return
+		}
+		stepsInFlight.Dec() // a step given up while it waited
+	}
+	s.free++
+	s.mu.Unlock()
 }
 
 // flight is one step in flight, or ended and waiting to be applied.
@@ -52,7 +112,7 @@ func newStepRunner(runs *runTable, store transcript.Store, log logr.Logger, maxI
 		store: store,
 		log:   log,
 		wake:  make(chan event.GenericEvent, 1024),
-		slots: make(chan struct{}, max(maxInFlight, 1)),
+		slots: &slots{free: max(maxInFlight, 1)},
 	}
 }
 
@@ -107,41 +167,38 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work step
 		r.flight = f
 	})
 	stepsInFlight.Inc()
+	s.slots.take(ctx, func() { go s.run(ctx, key, uid, f, step, work) })
+}
 
-	go func() {
-		defer stepsInFlight.Dec()
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
-		began := time.Now()
-		res := awaitStep(stepCtx, step, work.call)
-		stepDuration.Observe(time.Since(began).Seconds())
-		stop()
-		<-s.slots
+// run is a step's goroutine, started once the step has a slot.
+func (s *stepRunner) run(ctx context.Context, key types.NamespacedName, uid types.UID, f *flight, step workflow.Step, work stepWork) {
+	defer stepsInFlight.Dec()
+	stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
+	began := time.Now()
+	res := awaitStep(stepCtx, step, work.call)
+	stepDuration.Observe(time.Since(began).Seconds())
+	stop()
+	s.slots.release()
 
-		res, ok := s.persist(ctx, key, step.Agent, work.record(res, began, time.Now()))
-		if !ok {
-			return
+	res, ok := s.persist(ctx, key, step.Agent, work.record(res, began, time.Now()))
+	if !ok {
+		return
+	}
+	current := false
+	s.runs.existing(key, uid, func(r *runState) {
+		if current = r.flight == f; current {
+			f.done, f.result = true, res
 		}
-		current := false
-		s.runs.existing(key, uid, func(r *runState) {
-			if current = r.flight == f; current {
-				f.done, f.result = true, res
-			}
-		})
-		if !current {
-			return
-		}
-		obj := &v1alpha1.AgentRun{}
-		obj.Name, obj.Namespace = key.Name, key.Namespace
-		select {
-		case s.wake <- event.GenericEvent{Object: obj}:
-		case <-ctx.Done():
-		}
-	}()
+	})
+	if !current {
+		return
+	}
+	obj := &v1alpha1.AgentRun{}
+	obj.Name, obj.Namespace = key.Name, key.Namespace
+	select {
+	case s.wake <- event.GenericEvent{Object: obj}:
+	case <-ctx.Done():
+	}
 }
 
 // persistBackoff paces the retries of a transcript write that failed.
