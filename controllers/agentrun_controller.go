@@ -144,11 +144,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
 		return ctrl.Result{}, nil
 	}
-	// Status holds the beginnings of the input and of the history; the core sees them whole.
-	if err := r.wholeInput(ctx, run); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.wholeHistory(ctx, run); err != nil {
+	if err := r.whole(ctx, run); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
@@ -212,11 +208,20 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	case ended:
 		d := workflow.Apply(plan, run.Status, res, now)
 		d.Context = nil // the step's record holds it
+		before := run.ResourceVersion
 		result, written, err := r.patchStatus(ctx, run, plan, d)
 		if written {
 			r.steps.consumed(run, step.Number)
 		}
-		return result, err
+		if err != nil || run.ResourceVersion == before || run.Status.Phase != v1alpha1.PhaseRunning || run.Status.StepCount != step.Number {
+			return result, err
+		}
+		// The run goes on: its next step starts now, from the status just written, not once
+		// the write's watch event has come back (that reconcile finds the step running).
+		if err := r.whole(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.advance(ctx, run, plan, r.Clock.Now())
 	case notStarted:
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
 		r.steps.start(run, step, r.stepWork(plan, run, step))

@@ -97,3 +97,12 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 	st.HandoffSequence = slices.Clone(whole)
 	return nil
 }
+
+// whole puts back what status holds only the beginning of: the next agent's input and the
+// handoff history. The workflow core sees them whole.
+func (r *AgentRunReconciler) whole(ctx context.Context, run *v1alpha1.AgentRun) error {
+	if err := r.wholeInput(ctx, run); err != nil {
+		return err
+	}
+	return r.wholeHistory(ctx, run)
+}
