@@ -146,7 +146,8 @@ var _ = Describe("ttlSecondsAfterFinished", func() {
 				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(r), &v1alpha1.AgentRun{}))
 			}, 20*time.Second, 100*time.Millisecond).Should(BeTrue(), "%s was not deleted", r.Name)
 			Expect(time.Since(r.Status.CompletionTime.Time)).To(BeNumerically(">=", 4*time.Second))
-			Expect(heldRuns()).NotTo(ContainElement(string(r.UID)))
+			// The run goes first, its transcript right after.
+			Eventually(heldRuns, 2*time.Second, 50*time.Millisecond).ShouldNot(ContainElement(string(r.UID)))
 		}
 		Consistently(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(kept), &v1alpha1.AgentRun{}) },
 			2*time.Second, 200*time.Millisecond).Should(Succeed())
