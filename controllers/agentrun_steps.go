@@ -120,8 +120,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			r.runs.setToolUses(id, uses, step.Number+1)
 		}
 		d := workflow.Apply(plan, from, res, ended)
-		rec := stepRecord(id, step, spec, req, res, d.Context, unavailable, started, ended)
-		return withPrevious(rec, from, step.Number)
+		return stepRecord(id, step, spec, req, res, d.Context, unavailable, previous(from, step.Number), started, ended)
 	}
 	return stepWork{call: call, record: record}
 }

@@ -20,7 +20,7 @@ import (
 
 // keepHistory remembers the run's whole handoff sequence as written.
 func (t *runTable) keepHistory(run *v1alpha1.AgentRun, whole []v1alpha1.HandoffRecord) {
-	t.existing(client.ObjectKeyFromObject(run), run.UID, func(s *runState) { s.history = whole })
+	t.with(run, func(s *runState) { s.history = whole })
 }
 
 // history is the whole sequence remembered for the status's records, if any.
@@ -35,19 +35,15 @@ func (t *runTable) history(key types.NamespacedName, uid types.UID, stored []v1a
 	return whole, ok
 }
 
-// withPrevious puts into a step's record the handoff record of the step before it.
-func withPrevious(rec transcript.Record, from v1alpha1.AgentRunStatus, step int32) transcript.Record {
+// previous is the handoff record of the step before step, as the run had it when step
+// started; nil when the status does not hold it.
+func previous(from v1alpha1.AgentRunStatus, step int32) *v1alpha1.HandoffRecord {
 	n := len(from.HandoffSequence)
-	if rec.Kind != transcript.KindStep || n == 0 || from.HandoffSequence[n-1].Step != step-1 {
-		return rec
+	if n == 0 || from.HandoffSequence[n-1].Step != step-1 {
+		return nil
 	}
-	var body map[string]json.RawMessage
-	if json.Unmarshal(rec.Body, &body) != nil {
-		return rec
-	}
-	body["previous"], _ = json.Marshal(from.HandoffSequence[n-1])
-	rec.Body, _ = json.Marshal(body)
-	return rec
+	last := from.HandoffSequence[n-1]
+	return &last
 }
 
 // wholeHistory puts the whole handoff sequence into a status that holds its latest records.
@@ -76,9 +72,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 		if body.Previous != nil {
 			seen = append(seen, *body.Previous)
 		}
-		if res, err := stepResultOf(rec); err == nil {
-			results[rec.Step] = res
-		}
+		results[rec.Step] = body.result()
 	}
 	if first := st.HandoffSequence[0].Step; run.Spec.From != nil && len(seen) < workflow.HistoryLength && (len(seen) == 0 || seen[0].Step > 1) {
 		// The steps before this run's own are the earlier run's: as the replay saw them.
@@ -93,7 +87,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 		}
 	}
 	whole := workflow.RestoreHistory(st.HandoffSequence, seen, results)
-	r.runs.with(run, func(s *runState) { s.history = whole })
+	r.runs.keepHistory(run, whole)
 	st.HandoffSequence = slices.Clone(whole)
 	return nil
 }

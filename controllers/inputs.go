@@ -28,7 +28,7 @@ type input struct {
 
 // keepInput remembers the whole input of the run's status as written.
 func (t *runTable) keepInput(run *v1alpha1.AgentRun, digest, text string) {
-	t.existing(client.ObjectKeyFromObject(run), run.UID, func(s *runState) {
+	t.with(run, func(s *runState) {
 		s.input = input{}
 		if digest != "" {
 			s.input = input{digest: digest, text: text}
@@ -69,7 +69,7 @@ func (r *AgentRunReconciler) wholeInput(ctx context.Context, run *v1alpha1.Agent
 		st.InputDigest = ""
 		return nil
 	}
-	r.runs.with(run, func(s *runState) { s.input = input{digest: st.InputDigest, text: text} })
+	r.runs.keepInput(run, st.InputDigest, text)
 	st.Input = text
 	return nil
 }

@@ -52,8 +52,8 @@ type stepBody struct {
 
 // stepRecord is the transcript record of a step that ended.
 func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req agents.Request,
-	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, started, ended time.Time) transcript.Record {
-	body := stepBody{
+	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time) transcript.Record {
+	body := stepBody{Previous: previous,
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
@@ -86,12 +86,17 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 	if err := json.Unmarshal(rec.Body, &b); err != nil {
 		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d cannot be read: %w", rec.Step, err)
 	}
+	return b.result(), nil
+}
+
+// result is the step's result as the workflow core applies it.
+func (b stepBody) result() workflow.StepResult {
 	return workflow.StepResult{
 		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored,
 			CountedTokens: b.CountedTokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
-	}, nil
+	}
 }
 
 // scripted reports whether the agent plays a script: it is sent no messages and reads no
