@@ -160,7 +160,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
 		}
-		if _, held := r.runs.resumeStart(run); !held {
+		if !r.runs.resumeStart(run) {
 			return r.start(ctx, run, now)
 		}
 	}
@@ -227,7 +227,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		r.steps.start(run, step, r.stepWork(plan, run, step))
 	}
 	result := r.requeueAtDeadline(plan, run, now)
-	if at, held := r.runs.resumeStart(run); held {
+	if at, held := r.runs.heldSince(run); held {
 		// The first step is taking a while: say that the run started.
 		wait := at.Add(startGrace).Sub(now)
 		if wait <= 0 {

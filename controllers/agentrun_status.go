@@ -39,12 +39,8 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	}
 	// Status holds the beginnings of a long input and of the history; memory and the transcript
 	// hold them whole. orig is made what the API server holds, the same way.
-	whole := workflow.StoreInput(&d.Status)
-	history := workflow.StoreHistory(&d.Status)
-	workflow.FitStatus(&d.Status)
-	workflow.StoreInput(&orig.Status)
-	workflow.StoreHistory(&orig.Status)
-	workflow.FitStatus(&orig.Status)
+	whole, history := workflow.StoreStatus(&d.Status)
+	workflow.StoreStatus(&orig.Status)
 	if equality.Semantic.DeepEqual(orig.Status, d.Status) {
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}

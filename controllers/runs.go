@@ -119,17 +119,29 @@ func (t *runTable) holdStart(run *v1alpha1.AgentRun, started v1alpha1.AgentRunSt
 	})
 }
 
-// resumeStart puts the run's held start in its status and reports when it was decided; false
-// when none is held for this version of the run.
-func (t *runTable) resumeStart(run *v1alpha1.AgentRun) (time.Time, bool) {
-	var at time.Time
+// resumeStart puts the run's held start in its status; false when none is held for this
+// version of the run (one held for an earlier version is dropped).
+func (t *runTable) resumeStart(run *v1alpha1.AgentRun) bool {
+	held := false
 	t.with(run, func(s *runState) {
 		switch {
 		case s.start == nil:
 		case s.start.resourceVersion != run.ResourceVersion:
 			s.start = nil
 		default:
-			run.Status, at = *s.start.status.DeepCopy(), s.start.at
+			run.Status, held = *s.start.status.DeepCopy(), true
+		}
+	})
+	return held
+}
+
+// heldSince reports when the run's held start was decided, if one is held for this version
+// of the run.
+func (t *runTable) heldSince(run *v1alpha1.AgentRun) (time.Time, bool) {
+	var at time.Time
+	t.with(run, func(s *runState) {
+		if s.start != nil && s.start.resourceVersion == run.ResourceVersion {
+			at = s.start.at
 		}
 	})
 	return at, !at.IsZero()

@@ -39,9 +39,18 @@ func StoreHistory(s *v1alpha1.AgentRunStatus) []v1alpha1.HandoffRecord {
 
 // IsStoredHistory reports whether a sequence is what StoreHistory keeps of whole.
 func IsStoredHistory(stored, whole []v1alpha1.HandoffRecord) bool {
-	s := v1alpha1.AgentRunStatus{HandoffSequence: whole}
-	StoreHistory(&s)
-	return slices.EqualFunc(s.HandoffSequence, stored, sameRecord)
+	return slices.EqualFunc(whole[max(0, len(whole)-maxStoredHandoffs):], stored, sameRecord)
+}
+
+// StoreStatus makes s what the API server keeps: the beginning of a long input
+// (StoreInput), the latest handoff records (StoreHistory), within the status budget
+// (FitStatus). It returns the whole input and history, which the caller keeps. s must hold
+// them whole.
+func StoreStatus(s *v1alpha1.AgentRunStatus) (input string, history []v1alpha1.HandoffRecord) {
+	input = StoreInput(s)
+	history = StoreHistory(s)
+	FitStatus(s)
+	return input, history
 }
 
 // sameRecord reports whether two records are of the same step, taken at the same time: to the
