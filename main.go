@@ -59,6 +59,8 @@ func main() {
 		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
 	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", 512,
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
+	flag.DurationVar(&controllerOpts.StatusBatchPeriod, "status-batch-period", controllers.DefaultStatusBatchPeriod,
+		"How long a run's status may wait to be written with the steps that end after it while the run goes on; 0 writes every step as it ends. The transcript has every step as it ends either way.")
 	var webhookPort int
 	var webhookCertDir string
 	var transcriptDSN string

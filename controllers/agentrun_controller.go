@@ -1,6 +1,6 @@
 // Package controllers holds the AgentRun controller. It loads a run, calls one agent step at a
 // time through the agents package, and writes what the workflow package decides: one status
-// write per step, Events after the write.
+// write per step (or per batch of steps that end close together), Events after the write.
 package controllers
 
 import (
@@ -43,6 +43,10 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// MaxStepsInFlight bounds the agent steps running at once across all runs.
 	MaxStepsInFlight int
+	// StatusBatchPeriod is how long a run's status may wait to be written with the steps
+	// that end after it, while the run goes on (0: every step is written when it ends). Every
+	// step is in the transcript as it ends either way.
+	StatusBatchPeriod time.Duration
 	// EnableWebhooks serves the decisions admission webhook.
 	EnableWebhooks bool
 	// DisableControllers leaves out the controllers, to serve only the webhook.
@@ -144,8 +148,11 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
 		return ctrl.Result{}, nil
 	}
-	if err := r.whole(ctx, run); err != nil {
-		return ctrl.Result{}, err
+	// A status decided and not yet written is the run's status; it is whole already.
+	if !r.runs.resume(run) {
+		if err := r.whole(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	now := r.Clock.Now()
 
@@ -160,9 +167,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
 		}
-		if !r.runs.resumeStart(run) {
-			return r.start(ctx, run, now)
-		}
+		return r.start(ctx, run, now)
 	}
 
 	plan, err := r.pinnedPlan(ctx, run)
@@ -208,6 +213,14 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	case ended:
 		d := workflow.Apply(plan, run.Status, res, now)
 		d.Context = nil // the step's record holds it
+		if r.mayHold(run, d, now) {
+			// The run goes on at once, and its status is written with the steps that end
+			// soon after this one: the transcript has the step already.
+			r.runs.hold(run, d.Status, now)
+			r.steps.consumed(run, step.Number)
+			run.Status = d.Status
+			return r.advance(ctx, run, plan, r.Clock.Now())
+		}
 		before := run.ResourceVersion
 		result, written, err := r.patchStatus(ctx, run, plan, d)
 		if written {
@@ -227,9 +240,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		r.steps.start(run, step, r.stepWork(plan, run, step))
 	}
 	result := r.requeueAtDeadline(plan, run, now)
-	if at, held := r.runs.heldSince(run); held {
-		// The first step is taking a while: say that the run started.
-		wait := at.Add(startGrace).Sub(now)
+	if due, held := r.runs.heldDue(run, r.options.StatusBatchPeriod); held {
+		// The step is taking a while: write what the run did before it.
+		wait := due.Sub(now)
 		if wait <= 0 {
 			return r.write(ctx, run, plan, workflow.Decision{Status: run.Status})
 		}
@@ -238,6 +251,22 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		}
 	}
 	return result, nil
+}
+
+// DefaultStatusBatchPeriod is the manager's --status-batch-period default: a run whose steps
+// end quickly one after another is written about once a second, not once a step.
+const DefaultStatusBatchPeriod = time.Second
+
+// mayHold reports whether a step's decision may wait to be written with the steps after it:
+// the run goes on to its next step at once, says nothing in Events, and what is held already
+// is younger than the batch period.
+func (r *AgentRunReconciler) mayHold(run *v1alpha1.AgentRun, d workflow.Decision, now time.Time) bool {
+	batch := r.options.StatusBatchPeriod
+	if batch <= 0 || d.Status.Phase != v1alpha1.PhaseRunning || len(d.Events) > 0 {
+		return false
+	}
+	at, held := r.runs.heldSince(run)
+	return !held || now.Sub(at) < batch
 }
 
 // startGrace is how long a run's start waits to be written with its first step's result. A
@@ -280,7 +309,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	// starting a run costs no write of its own. Should the operator stop before that write,
 	// the run is still Pending and starts again; its first step, if it ended, is applied from
 	// the transcript.
-	r.runs.holdStart(run, d.Status, now)
+	r.runs.hold(run, d.Status, now)
 	run.Status = d.Status
 	r.runs.setPlan(run, plan)
 	return r.advance(ctx, run, plan, now)

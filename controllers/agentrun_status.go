@@ -33,8 +33,9 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, bool, error) {
 	d.Status.ObservedGeneration = run.Generation
 	orig := run.DeepCopy()
-	if base, held := r.runs.startBase(run); held {
-		// The run's start is not written yet: the patch goes from what the API server holds.
+	if base, held := r.runs.base(run); held {
+		// What the run did lately is not written yet: the patch goes from what the API server
+		// holds.
 		orig.Status = base
 	}
 	// Status holds the beginnings of a long input and of the history; memory and the transcript
@@ -42,6 +43,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 	whole, history := workflow.StoreStatus(&d.Status)
 	workflow.StoreStatus(&orig.Status)
 	if equality.Semantic.DeepEqual(orig.Status, d.Status) {
+		r.runs.wrote(run) // nothing held is left to write
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
 	decided := d.Status.LastDecision != orig.Status.LastDecision && d.Status.InputDigest != ""

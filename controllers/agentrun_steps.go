@@ -134,8 +134,10 @@ func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.Age
 	if err != nil {
 		return notStarted, workflow.StepResult{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
 	}
-	r.runs.looked(run)
 	if !found {
+		// Steps from here on are this process's own. Until then, each may have been recorded
+		// by an operator that stopped before writing it (statuses are written in batches).
+		r.runs.looked(run)
 		return notStarted, workflow.StepResult{}, nil
 	}
 	res, err := stepResultOf(rec)

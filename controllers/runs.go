@@ -14,17 +14,20 @@ import (
 
 // How a step moves through the operator, and what it keeps in memory on the way.
 //
-//  1. Start. A reconcile finds no flight for the run's next step. The first time this process
-//     looks at a run, it asks the transcript whether that step already ended (it may have, in an
-//     operator that stopped before writing the status); if so the step is applied from its
-//     record and the agent is not called. Otherwise the step starts in a goroutine of its own,
-//     outside the reconcile workers.
+//  1. Start. A reconcile finds no flight for the run's next step. Until this process has found
+//     a step of the run not yet recorded, it asks the transcript whether that step already ended
+//     (it may have, in an operator that stopped before writing the status); if so the step is
+//     applied from its record and the agent is not called. Otherwise the step starts in a
+//     goroutine of its own, outside the reconcile workers.
 //  2. Wake. When the agent answers, the goroutine writes the step's record to the transcript
 //     (durable before it is applied), keeps the result in the run's flight, and enqueues the
 //     run.
 //  3. Apply. The next reconcile finds the flight ended and lets the workflow core decide the
 //     next status from it.
-//  4. Write. One status patch, guarded by the resourceVersion it was computed from, and the new
+//  4. Hold. A step that ends while the steps before it wait to be written, within the batch
+//     period, is held with them (heldStatus) and the next step starts at once; a gate, an end,
+//     an Event or the end of the batch period writes what is held.
+//  5. Write. One status patch, guarded by the resourceVersion it was computed from, and the new
 //     resourceVersion is remembered. The informer cache may still hold the copy from before the
 //     write; a reconcile that read it would see the step not yet applied and start it a second
 //     time. So a copy older than the last write is never acted on: its watch event brings the
@@ -54,23 +57,41 @@ type runState struct {
 	// repeated-call detector; nil until counted from the transcript.
 	toolUses       *workflow.ToolUses
 	toolUsesBefore int32
-	// start is the run's start, decided and not yet written (see heldStart).
-	start *heldStart
+	// held is the run's status as decided and not yet written (see heldStatus).
+	held *heldStatus
 	// input is the whole input of the run's status (inputs.go).
 	input input
 	// history is the run's whole handoff sequence as last written (history.go).
 	history []v1alpha1.HandoffRecord
 }
 
-// heldStart is a run's start that waits to be written with its first step's result, so that
-// starting a run costs no write of its own.
-type heldStart struct {
-	// base is the status and resourceVersion the start was decided from: what the API server
-	// holds. The start is dropped if the run changes before it is written.
-	base            v1alpha1.AgentRunStatus
-	resourceVersion string
-	status          v1alpha1.AgentRunStatus
-	at              time.Time
+// heldStatus is a run's status decided and not yet written: its start, waiting to be written
+// with its first step's result, and steps that ended within a short time of each other, written
+// together. Every step it holds is in the transcript already, so an operator that stops before
+// the write loses nothing: its successor applies those steps again from their records.
+type heldStatus struct {
+	// base is the status the API server holds: what the write is computed against. Only this
+	// operator writes a run's status, so it stays the base while the run's metadata changes.
+	base v1alpha1.AgentRunStatus
+	// status is the decided status, whole (input and history not cut to what status keeps).
+	status v1alpha1.AgentRunStatus
+	// at is when the first change of status was decided that is not yet written.
+	at time.Time
+}
+
+// due is when the held status must be written: a start alone after startGrace, steps after
+// the batch period.
+func (h *heldStatus) due(batch time.Duration) time.Time {
+	if h.status.StepCount == h.base.StepCount {
+		return h.at.Add(startGrace)
+	}
+	return h.at.Add(batch)
+}
+
+// current reports whether the held status was decided on the status the run has now.
+func (h *heldStatus) current(run *v1alpha1.AgentRun) bool {
+	return h.base.Phase == run.Status.Phase && h.base.StepCount == run.Status.StepCount &&
+		h.base.LastDecision == run.Status.LastDecision
 }
 
 func newRunTable() *runTable {
@@ -109,52 +130,69 @@ func (t *runTable) existing(key types.NamespacedName, uid types.UID, f func(*run
 
 // wrote remembers the run's resourceVersion after this operator's status write.
 func (t *runTable) wrote(run *v1alpha1.AgentRun) {
-	t.with(run, func(s *runState) { s.wrote, s.start = run.ResourceVersion, nil })
+	t.with(run, func(s *runState) { s.wrote, s.held = run.ResourceVersion, nil })
 }
 
-// holdStart keeps the run's start, decided at now from the run as the API server has it.
-func (t *runTable) holdStart(run *v1alpha1.AgentRun, started v1alpha1.AgentRunStatus, now time.Time) {
+// hold keeps status, decided at now, to be written later. When nothing is held yet the run's
+// status is what the API server holds; otherwise the run's status is the held one (resumed
+// this reconcile), and what the API server holds stays the base.
+func (t *runTable) hold(run *v1alpha1.AgentRun, status v1alpha1.AgentRunStatus, now time.Time) {
 	t.with(run, func(s *runState) {
-		s.start = &heldStart{base: *run.Status.DeepCopy(), resourceVersion: run.ResourceVersion, status: started, at: now}
+		if s.held == nil {
+			s.held = &heldStatus{base: *run.Status.DeepCopy(), at: now}
+		}
+		s.held.status = status
 	})
 }
 
-// resumeStart puts the run's held start in its status; false when none is held for this
-// version of the run (one held for an earlier version is dropped).
-func (t *runTable) resumeStart(run *v1alpha1.AgentRun) bool {
+// resume puts the run's held status in its status; false when none is held for the status
+// the run has (one held for another is dropped).
+func (t *runTable) resume(run *v1alpha1.AgentRun) bool {
 	held := false
 	t.with(run, func(s *runState) {
 		switch {
-		case s.start == nil:
-		case s.start.resourceVersion != run.ResourceVersion:
-			s.start = nil
+		case s.held == nil:
+		case !s.held.current(run):
+			s.held = nil
 		default:
-			run.Status, held = *s.start.status.DeepCopy(), true
+			run.Status, held = *s.held.status.DeepCopy(), true
 		}
 	})
 	return held
 }
 
-// heldSince reports when the run's held start was decided, if one is held for this version
-// of the run.
-func (t *runTable) heldSince(run *v1alpha1.AgentRun) (time.Time, bool) {
-	var at time.Time
+// heldDue reports when the run's held status must be written, if one is held.
+func (t *runTable) heldDue(run *v1alpha1.AgentRun, batch time.Duration) (time.Time, bool) {
+	var due time.Time
+	held := false
 	t.with(run, func(s *runState) {
-		if s.start != nil && s.start.resourceVersion == run.ResourceVersion {
-			at = s.start.at
+		if s.held != nil {
+			due, held = s.held.due(batch), true
 		}
 	})
-	return at, !at.IsZero()
+	return due, held
 }
 
-// startBase is the status the API server holds for a run whose start is held: what its first
-// write is computed against.
-func (t *runTable) startBase(run *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, bool) {
+// heldSince reports when the first change of the run's held status was decided, if one is held.
+func (t *runTable) heldSince(run *v1alpha1.AgentRun) (time.Time, bool) {
+	var at time.Time
+	held := false
+	t.with(run, func(s *runState) {
+		if s.held != nil {
+			at, held = s.held.at, true
+		}
+	})
+	return at, held
+}
+
+// base is the status the API server holds for a run whose status is held: what the write is
+// computed against.
+func (t *runTable) base(run *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, bool) {
 	var base v1alpha1.AgentRunStatus
 	held := false
 	t.with(run, func(s *runState) {
-		if s.start != nil && s.start.resourceVersion == run.ResourceVersion {
-			base, held = *s.start.base.DeepCopy(), true
+		if s.held != nil {
+			base, held = *s.held.base.DeepCopy(), true
 		}
 	})
 	return base, held

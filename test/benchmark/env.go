@@ -129,8 +129,13 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	if err != nil {
 		return err
 	}
+	batch, err := statusBatchPeriod()
+	if err != nil {
+		return err
+	}
 	if err := controllers.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, controllers.Options{
-		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: batonMaxStepsInFlight, Transcript: store}); err != nil {
+		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: batonMaxStepsInFlight, Transcript: store,
+		StatusBatchPeriod: batch}); err != nil {
 		return err
 	}
 	e.base = &side{writes: newWriteCounter(), tracker: newTracker(baselineRunState)}
@@ -351,4 +356,18 @@ func (t *tracker) waitEnded(ctx context.Context, n int, limit time.Duration) (ti
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// statusBatchPeriod is Baton's --status-batch-period: main.go's default, or BENCH_STATUS_BATCH
+// (0s measures Baton writing every step as it ends).
+func statusBatchPeriod() (time.Duration, error) {
+	raw := os.Getenv("BENCH_STATUS_BATCH")
+	if raw == "" {
+		return controllers.DefaultStatusBatchPeriod, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("BENCH_STATUS_BATCH=%q: want a duration from 0s", raw)
+	}
+	return d, nil
 }

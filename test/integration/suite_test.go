@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,7 +97,8 @@ var _ = BeforeSuite(func() {
 
 // controllerOptions run the controllers as a replica beside the webhook's does.
 var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
-	TranscriptSweep: 500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0",
+	StatusBatchPeriod: controllers.DefaultStatusBatchPeriod,
+	TranscriptSweep:   500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0",
 	TranscriptListening: func(addr string) { transcriptAddr.Store(addr) }}
 
 // transcriptAddr is where the running manager serves the transcript API.
@@ -105,6 +107,17 @@ var transcriptAddr atomic.Value
 // refusedWrites counts the operator's status writes that the API server refused for any reason
 // but a conflict or a deleted object: a status the API refuses leaves its run stuck.
 var refusedWrites atomic.Int64
+
+// statusWrites counts the operator's accepted status writes of each run, by its key.
+var statusWrites sync.Map
+
+// writesOf is how many status writes of the run the API server accepted.
+func writesOf(run *v1alpha1.AgentRun) int64 {
+	if n, ok := statusWrites.Load(client.ObjectKeyFromObject(run)); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
 
 // countingRefusedWrites is the manager's client, counting refused status writes.
 func countingRefusedWrites(cfg *rest.Config, opts client.Options) (client.Client, error) {
@@ -115,6 +128,10 @@ func countingRefusedWrites(cfg *rest.Config, opts client.Options) (client.Client
 	return interceptor.NewClient(c, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			if err == nil && sub == "status" {
+				n, _ := statusWrites.LoadOrStore(client.ObjectKeyFromObject(obj), new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
 			// A write cut short by the manager's stop was not refused: the API server never
 			// answered it.
 			if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !errors.Is(err, context.Canceled) {
