@@ -57,7 +57,7 @@ func main() {
 		"Serve metrics over HTTP/2 as well; off by default because of HTTP/2 stream attacks.")
 	flag.IntVar(&controllerOpts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8,
 		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
-	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", 512,
+	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", controllers.DefaultMaxStepsInFlight,
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
 	flag.DurationVar(&controllerOpts.StatusBatchPeriod, "status-batch-period", controllers.DefaultStatusBatchPeriod,
 		"How long a run's status may wait to be written with the steps that end after it while the run goes on; 0 writes every step as it ends. The transcript has every step as it ends either way.")

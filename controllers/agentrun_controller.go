@@ -253,6 +253,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	return result, nil
 }
 
+// DefaultMaxStepsInFlight is the manager's --max-steps-in-flight default.
+const DefaultMaxStepsInFlight = 1024
+
 // DefaultStatusBatchPeriod is the manager's --status-batch-period default: a run whose steps
 // end quickly one after another is written about once a second, not once a step.
 const DefaultStatusBatchPeriod = time.Second

@@ -172,15 +172,20 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work step
 
 // run is a step's goroutine, started once the step has a slot.
 func (s *stepRunner) run(ctx context.Context, key types.NamespacedName, uid types.UID, f *flight, step workflow.Step, work stepWork) {
-	defer stepsInFlight.Dec()
 	stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
 	began := time.Now()
-	res := awaitStep(stepCtx, step, work.call)
-	stepDuration.Observe(time.Since(began).Seconds())
-	stop()
-	s.slots.release()
+	callStep(stepCtx, step, work.call, func(res workflow.StepResult) {
+		defer stepsInFlight.Dec()
+		stepDuration.Observe(time.Since(began).Seconds())
+		stop()
+		s.slots.release()
+		s.finish(ctx, key, uid, f, step, work.record(res, began, time.Now()))
+	})
+}
 
-	res, ok := s.persist(ctx, key, step.Agent, work.record(res, began, time.Now()))
+// finish makes a step's record durable, keeps its result in the run's flight and wakes the run.
+func (s *stepRunner) finish(ctx context.Context, key types.NamespacedName, uid types.UID, f *flight, step workflow.Step, rec transcript.Record) {
+	res, ok := s.persist(ctx, key, step.Agent, rec)
 	if !ok {
 		return
 	}
@@ -234,23 +239,26 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 	}
 }
 
-// awaitStep runs do and returns its result, or a timeout result at the step's deadline if do
-// has not returned by then: a provider that ignores its context loses its answer, not the slot.
-func awaitStep(ctx context.Context, step workflow.Step, do func(context.Context) workflow.StepResult) workflow.StepResult {
-	out := make(chan workflow.StepResult, 1)
-	go func() { out <- do(ctx) }()
-	select {
-	case res := <-out:
-		return res
-	case <-ctx.Done():
-		select {
-		case res := <-out:
-			return res
-		case <-time.After(time.Second):
-			return workflow.StepResult{Agent: step.Agent, Input: step.Input, TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded),
-				Error: fmt.Sprintf("timed out after %s", step.Timeout)}
-		}
-	}
+// lateAnswer is how long past a step's end (its deadline, or its run's) a provider's answer is
+// still taken.
+const lateAnswer = time.Second
+
+// callStep calls do in this goroutine and hands its result to done, once. A provider that
+// ignores its context loses its answer, not the slot: lateAnswer after ctx ends, done is given
+// a timeout result from a timer, and do's answer, should it ever come, is dropped. So a
+// running step costs one goroutine, not two.
+func callStep(ctx context.Context, step workflow.Step, do func(context.Context) workflow.StepResult, done func(workflow.StepResult)) {
+	var once sync.Once
+	finish := func(res workflow.StepResult) { once.Do(func() { done(res) }) }
+	unwatch := context.AfterFunc(ctx, func() {
+		time.AfterFunc(lateAnswer, func() {
+			finish(workflow.StepResult{Agent: step.Agent, Input: step.Input, TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded),
+				Error: fmt.Sprintf("timed out after %s", step.Timeout)})
+		})
+	})
+	res := do(ctx)
+	unwatch()
+	finish(res)
 }
 
 // consumed drops the run's step once its result is written, if it is still that step.
