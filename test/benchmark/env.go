@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,8 +42,6 @@ const (
 	restQPS, restBurst = 500, 1000
 	// reconcileWorkers is main.go's --max-concurrent-reconciles default.
 	reconcileWorkers = 8
-	// batonMaxStepsInFlight is main.go's --max-steps-in-flight default.
-	batonMaxStepsInFlight = 512
 )
 
 // env is one API server and etcd, with Baton and the baseline each on a manager of its own, in
@@ -52,9 +51,11 @@ type env struct {
 	// c is the benchmark's own client: the user who creates and deletes runs.
 	c      client.Client
 	scrape *scraper
-	baton  *side
-	base   *side
-	stop   func()
+	// store is Baton's transcript.
+	store transcript.Store
+	baton *side
+	base  *side
+	stop  func()
 }
 
 // side is what the benchmark sees of one controller: the writes its manager sends, and the
@@ -116,6 +117,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 		cancel()
 		return err
 	}
+	e.store = store
 	var wg sync.WaitGroup
 	e.stop = func() {
 		cancel()
@@ -133,8 +135,12 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	if err != nil {
 		return err
 	}
+	inFlight, err := maxStepsInFlight()
+	if err != nil {
+		return err
+	}
 	if err := controllers.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, controllers.Options{
-		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: batonMaxStepsInFlight, Transcript: store,
+		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: inFlight, Transcript: store,
 		StatusBatchPeriod: batch}); err != nil {
 		return err
 	}
@@ -370,4 +376,18 @@ func statusBatchPeriod() (time.Duration, error) {
 		return 0, fmt.Errorf("BENCH_STATUS_BATCH=%q: want a duration from 0s", raw)
 	}
 	return d, nil
+}
+
+// maxStepsInFlight is Baton's --max-steps-in-flight: main.go's default, or
+// BENCH_MAX_STEPS_IN_FLIGHT.
+func maxStepsInFlight() (int, error) {
+	raw := os.Getenv("BENCH_MAX_STEPS_IN_FLIGHT")
+	if raw == "" {
+		return controllers.DefaultMaxStepsInFlight, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("BENCH_MAX_STEPS_IN_FLIGHT=%q: want a whole number from 1", raw)
+	}
+	return n, nil
 }

@@ -12,9 +12,9 @@ type liveFigures struct {
 	// pickup is the time from the first create until every run was started, had its step in
 	// flight, and Baton's queue was empty.
 	pickup time.Duration
-	// peakRSS, heap and goroutines are this process's once every run was picked up.
-	peakRSS, heap uint64
-	goroutines    int
+	// peakRSS, heap, stacks and goroutines are this process's once every run was picked up.
+	peakRSS, heap, stacks uint64
+	goroutines            int
 	// cpu is this process's CPU seconds, apiCPU the API server's, from the first create until
 	// every run was picked up.
 	cpu, apiCPU float64
@@ -61,10 +61,13 @@ func (e *env) measureLive(ctx context.Context, n int, wait time.Duration) (liveF
 	// The figures are read at the end of the quiet period, not at its start.
 	f.cpu, f.apiCPU = after.cpu-before.cpu, after.api.total("process_cpu_seconds_total", nil)-before.api.total("process_cpu_seconds_total", nil)
 	all := diffRequests(before.api, after.api, "apiserver_request_total", s.group(), nil)
-	self := diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil)
+	self := controlPlaneWrites(all, diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil))
 	f.controller = all.minus(requests{"POST " + s.resource(): all["POST "+s.resource()]}).minus(self)
 	f.peakRSS = after.peakRSS
-	f.heap, f.goroutines = after.heap, after.goroutines
+	f.heap, f.stacks, f.goroutines = after.heap, after.stacks, after.goroutines
+	if err := writeHeapProfile("baton-live"); err != nil {
+		fmt.Printf("could not write a heap profile: %v\n", err)
+	}
 	return f, cleanup(ctx, e.c, s, ns)
 }
 
@@ -102,8 +105,8 @@ func (e *env) waitHeld(ctx context.Context, n int, began time.Time, limit time.D
 // liveReport prints the live runs' figures.
 func liveReport(f liveFigures) string {
 	return fmt.Sprintf("\n### live: %d runs held, each waiting on a slow agent (Baton only)\n\n"+
-		"| runs | pickup s | peak RSS MB | Go heap in use MB | goroutines | process CPU s | apiserver CPU s | mutating req/run |\n"+
-		"|---|---|---|---|---|---|---|---|\n| %d | %.1f | %.0f | %.0f | %d | %.2f | %.2f | %.3f |\n\nMutating requests per run: %s\n",
-		f.runs, f.runs, f.pickup.Seconds(), float64(f.peakRSS)/(1<<20), float64(f.heap)/(1<<20), f.goroutines, f.cpu, f.apiCPU,
+		"| runs | pickup s | peak RSS MB | Go heap in use MB | goroutine stacks MB | goroutines | process CPU s | apiserver CPU s | mutating req/run |\n"+
+		"|---|---|---|---|---|---|---|---|---|\n| %d | %.1f | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %.3f |\n\nMutating requests per run: %s\n",
+		f.runs, f.runs, f.pickup.Seconds(), float64(f.peakRSS)/(1<<20), float64(f.heap)/(1<<20), float64(f.stacks)/(1<<20), f.goroutines, f.cpu, f.apiCPU,
 		f.controller.total()/float64(f.runs), f.controller.format(float64(f.runs), "%.3f"))
 }

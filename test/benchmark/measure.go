@@ -41,16 +41,19 @@ type measurement struct {
 	// clientStatusWrites and clientBodyBytes are the same as the controller's client sent them.
 	clientStatusWrites int
 	clientBodyBytes    float64
+	// gapP50 and gapP99 are Baton's own time (seconds) from a step's answer to the next step's
+	// call, read from the transcript (NaN for the baseline, which keeps none).
+	gapP50, gapP99 float64
 }
 
 // probe is what is read before and after a measurement.
 type probe struct {
 	api, etcd, local metricSet
 	cpu              float64
-	// peakRSS, heap (the Go heap in use after a collection) and goroutines are read after a
-	// measurement.
-	peakRSS, heap uint64
-	goroutines    int
+	// peakRSS, heap (the Go heap in use after a collection), stacks (goroutine stacks in use)
+	// and goroutines are read after a measurement.
+	peakRSS, heap, stacks uint64
+	goroutines            int
 }
 
 // before reads the metrics, then starts the peak RSS count and reads this process's CPU time,
@@ -81,7 +84,7 @@ func (e *env) after(ctx context.Context) (probe, error) {
 	}
 	p.goroutines = runtime.NumGoroutine()
 	runtime.GC()
-	p.heap = heapInUse()
+	p.heap, p.stacks = memInUse()
 	if p.local, err = local(); err != nil {
 		return p, err
 	}
@@ -143,6 +146,14 @@ func (e *env) measure(ctx context.Context, s subject, w workload, profile string
 	if m.objectBytes, m.statusBytes, err = e.objectSize(ctx, s, ns, runName(0)); err != nil {
 		return m, err
 	}
+	m.gapP50, m.gapP99 = math.NaN(), math.NaN()
+	if _, ok := s.(baton); ok {
+		gaps, err := handoffGaps(ctx, e.c, e.store, ns)
+		if err != nil {
+			return m, err
+		}
+		m.gapP50, m.gapP99 = percentile(gaps, 0.5).Seconds(), percentile(gaps, 0.99).Seconds()
+	}
 	prof.wait()
 	m.fill(s, before, after)
 	status := s.resource() + "/status"
@@ -157,7 +168,7 @@ func (e *env) measure(ctx context.Context, s subject, w workload, profile string
 func (m *measurement) fill(s subject, before, after probe) {
 	group, resource := s.group(), s.resource()
 	all := diffRequests(before.api, after.api, "apiserver_request_total", group, nil)
-	m.self = diffRequests(before.api, after.api, "apiserver_selfrequest_total", group, nil)
+	m.self = controlPlaneWrites(all, diffRequests(before.api, after.api, "apiserver_selfrequest_total", group, nil))
 	create := "POST " + resource
 	m.user = requests{create: all[create]}
 	m.controller = all.minus(m.user).minus(m.self)
@@ -196,6 +207,22 @@ func (m *measurement) fill(s subject, before, after probe) {
 	if bodyCount > 0 {
 		m.bodyBytes = bodySum / bodyCount
 	}
+}
+
+// controlPlaneWrites are the control plane's own writes among all: those the API server counts
+// as its own, and every lease write, as neither controller here elects a leader (the API server
+// renews leases of its own that it does not always count as self requests).
+func controlPlaneWrites(all, self requests) requests {
+	out := requests{}
+	for k, v := range self {
+		out[k] = v
+	}
+	for k, v := range all {
+		if strings.HasSuffix(k, " leases.coordination.k8s.io") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // objectSize is the JSON size of a run, and of its status, as the API server returns it.
@@ -270,6 +297,25 @@ func (e *env) startProfiles(ctx context.Context, name string) (*profiles, error)
 		p.paths = append(p.paths, apiPath)
 	}()
 	return p, nil
+}
+
+// writeHeapProfile writes this process's heap profile under profileDir.
+func writeHeapProfile(name string) error {
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(profileDir, name+".heap.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	fmt.Printf("heap profile: %s\n", abs)
+	return f.Close()
 }
 
 // stopLocal ends this process's profile.

@@ -49,9 +49,9 @@ func peakRSS() (uint64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
 }
 
-// heapInUse is the bytes of the Go heap's spans in use.
-func heapInUse() uint64 {
+// memInUse is the bytes of the Go heap's spans in use, and of goroutine stacks.
+func memInUse() (heap, stacks uint64) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return m.HeapInuse, m.StackInuse
 }

@@ -39,6 +39,8 @@ var columns = []column{
 	{"status bytes", func(m measurement) float64 { return float64(m.statusBytes) }, "%.0f"},
 	{"bytes/status write", func(m measurement) float64 { return m.bodyBytes }, "%.0f"},
 	{"status write ms", func(m measurement) float64 { return m.statusLatency * 1000 }, "%.2f"},
+	{"handoff gap p50 ms", func(m measurement) float64 { return m.gapP50 * 1000 }, "%.1f"},
+	{"handoff gap p99 ms", func(m measurement) float64 { return m.gapP99 * 1000 }, "%.1f"},
 }
 
 // columnNamed is the column with that title.
