@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -124,9 +125,17 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile takes a run one step further: it starts the run, starts its next step, or applies
-// the step that just ended, and writes the status once.
+// the step that just ended, and writes the status once. A run comes back at normal priority
+// unless the reconcile asks for less.
 func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+	result, err := r.reconcile(ctx, req)
+	if result.Priority == nil {
+		result.Priority = ptr.To(0)
+	}
+	return result, err
+}
+
+func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Order: the end of the run, then a cancel, then people's decisions, then the work.
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
@@ -136,17 +145,12 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, err
 	}
+	run = r.runs.latest(run)
 	if run.Status.Phase.Terminal() {
 		// A terminal run never changes again, whatever is annotated or edited later; it only
 		// goes away once its time to live has passed.
 		r.forget(req.NamespacedName)
 		return r.expire(ctx, run)
-	}
-	if r.runs.behind(run) {
-		// The cache has not caught up with this operator's last write; its watch event will
-		// bring the run back.
-		logger.V(4).Info("Cache behind the last status write; waiting", "agentRun", klog.KObj(run))
-		return ctrl.Result{}, nil
 	}
 	// A status decided and not yet written is the run's status; it is whole already.
 	if !r.runs.resume(run) {
@@ -209,13 +213,15 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 			return ctrl.Result{}, err
 		}
 	}
+	started := false
 	switch state {
 	case ended:
 		d := workflow.Apply(plan, run.Status, res, now)
 		d.Context = nil // the step's record holds it
-		if r.mayHold(run, d, now) {
-			// The run goes on at once, and its status is written with the steps that end
-			// soon after this one: the transcript has the step already.
+		if mayHold(d, r.options.StatusBatchPeriod) {
+			// The run goes on at once: its next step starts before this one's status is
+			// written, then the status is written if it is due (the batch period has passed),
+			// else with the steps that end soon after. The transcript has the step already.
 			r.runs.hold(run, d.Status, now)
 			r.steps.consumed(run, step.Number)
 			run.Status = d.Status
@@ -238,15 +244,21 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	case notStarted:
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
 		r.steps.start(run, step, r.stepWork(plan, run, step))
+		started = true
 	}
 	result := r.requeueAtDeadline(plan, run, now)
 	if due, held := r.runs.heldDue(run, r.options.StatusBatchPeriod); held {
-		// The step is taking a while: write what the run did before it.
+		// What the run did before its step in flight is written once it is due.
 		wait := due.Sub(now)
-		if wait <= 0 {
+		switch {
+		case wait <= 0 && started && r.runs.deferWrite(run):
+			// This reconcile started a step: the write comes back at low priority, after the
+			// runs whose steps ended meanwhile have started their next ones, so that a burst of
+			// writes does not stand between runs and their next steps.
+			result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
+		case wait <= 0:
 			return r.write(ctx, run, plan, workflow.Decision{Status: run.Status})
-		}
-		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
+		case result.RequeueAfter == 0 || wait < result.RequeueAfter:
 			result.RequeueAfter = wait
 		}
 	}
@@ -260,16 +272,13 @@ const DefaultMaxStepsInFlight = 1024
 // end quickly one after another is written about once a second, not once a step.
 const DefaultStatusBatchPeriod = time.Second
 
-// mayHold reports whether a step's decision may wait to be written with the steps after it:
-// the run goes on to its next step at once, says nothing in Events, and what is held already
-// is younger than the batch period.
-func (r *AgentRunReconciler) mayHold(run *v1alpha1.AgentRun, d workflow.Decision, now time.Time) bool {
-	batch := r.options.StatusBatchPeriod
-	if batch <= 0 || d.Status.Phase != v1alpha1.PhaseRunning || len(d.Events) > 0 {
-		return false
-	}
-	at, held := r.runs.heldSince(run)
-	return !held || now.Sub(at) < batch
+// mayHold reports whether a step's decision may be held while the run's next step starts: steps
+// are batched (batch > 0), the run goes on, and it says nothing in Events (they follow the write
+// that they explain). A held decision is written once the batch period since the oldest change
+// held has passed, after the next step has started, so the write is not in the way of the
+// run's work.
+func mayHold(d workflow.Decision, batch time.Duration) bool {
+	return batch > 0 && d.Status.Phase == v1alpha1.PhaseRunning && len(d.Events) == 0
 }
 
 // startGrace is how long a run's start waits to be written with its first step's result. A

@@ -24,14 +24,16 @@ import (
 //     run.
 //  3. Apply. The next reconcile finds the flight ended and lets the workflow core decide the
 //     next status from it.
-//  4. Hold. A step that ends while the steps before it wait to be written, within the batch
-//     period, is held with them (heldStatus) and the next step starts at once; a gate, an end,
-//     an Event or the end of the batch period writes what is held.
-//  5. Write. One status patch, guarded by the resourceVersion it was computed from, and the new
-//     resourceVersion is remembered. The informer cache may still hold the copy from before the
-//     write; a reconcile that read it would see the step not yet applied and start it a second
-//     time. So a copy older than the last write is never acted on: its watch event brings the
-//     run back once the cache has caught up.
+//  4. Hold. A step whose run goes on is held (heldStatus) and the next step starts at once;
+//     then what is held is written if the batch period since its oldest change has passed,
+//     else it waits for the steps that end soon after. A gate, an end or an Event is written
+//     at once, with what is held.
+//  5. Write. One status patch, guarded by the resourceVersion it was computed from, and the run
+//     as the API server returned it is kept. The informer cache may still hold the copy from
+//     before the write; a reconcile that acted on it would see the step not yet applied and
+//     start it a second time. So while the cache is older than the last write, reconciles take
+//     the written copy instead (newer than the cache's in every field), and drop it once the
+//     cache has caught up: a run never waits for its own write's watch event.
 //
 // runTable holds that state for every run the operator is working on, in one place, and forget
 // drops all of it at once when a run ends or is deleted.
@@ -43,8 +45,9 @@ type runTable struct {
 // runState is what the operator keeps of one run between reconciles.
 type runState struct {
 	uid types.UID
-	// wrote is the resourceVersion of this operator's last status write of the run.
-	wrote string
+	// written is the run as this operator's last status write returned it, until the cache
+	// has caught up with that write.
+	written *v1alpha1.AgentRun
 	// revision and plan are the run's checked plan and the pinned config it was built from:
 	// neither changes while the run runs, so the plan (output schemas compiled) is built once.
 	revision string
@@ -77,6 +80,8 @@ type heldStatus struct {
 	status v1alpha1.AgentRunStatus
 	// at is when the first change of status was decided that is not yet written.
 	at time.Time
+	// deferred is set once the write, due, was put off for other runs' steps to start first.
+	deferred bool
 }
 
 // due is when the held status must be written: a start alone after startGrace, steps after
@@ -128,9 +133,11 @@ func (t *runTable) existing(key types.NamespacedName, uid types.UID, f func(*run
 	return true
 }
 
-// wrote remembers the run's resourceVersion after this operator's status write.
+// wrote remembers the run as this operator's status write left it.
 func (t *runTable) wrote(run *v1alpha1.AgentRun) {
-	t.with(run, func(s *runState) { s.wrote, s.held = run.ResourceVersion, nil })
+	written := run.DeepCopy()
+	written.ManagedFields = nil
+	t.with(run, func(s *runState) { s.written, s.held = written, nil })
 }
 
 // hold keeps status, decided at now, to be written later. When nothing is held yet the run's
@@ -173,16 +180,17 @@ func (t *runTable) heldDue(run *v1alpha1.AgentRun, batch time.Duration) (time.Ti
 	return due, held
 }
 
-// heldSince reports when the first change of the run's held status was decided, if one is held.
-func (t *runTable) heldSince(run *v1alpha1.AgentRun) (time.Time, bool) {
-	var at time.Time
-	held := false
+// deferWrite reports whether the run's held status, due, may be written a little later, after
+// other runs' steps have started: once per held status, so that a run whose steps keep ending
+// at once is still written about once a batch period.
+func (t *runTable) deferWrite(run *v1alpha1.AgentRun) bool {
+	deferred := false
 	t.with(run, func(s *runState) {
-		if s.held != nil {
-			at, held = s.held.at, true
+		if s.held != nil && !s.held.deferred {
+			s.held.deferred, deferred = true, true
 		}
 	})
-	return at, held
+	return deferred
 }
 
 // base is the status the API server holds for a run whose status is held: what the write is
@@ -198,20 +206,22 @@ func (t *runTable) base(run *v1alpha1.AgentRun) (v1alpha1.AgentRunStatus, bool) 
 	return base, held
 }
 
-// behind reports whether the copy is older than this operator's last write of the run.
-func (t *runTable) behind(run *v1alpha1.AgentRun) bool {
+// latest is the freshest copy of the run this operator knows: the cache's, or, while the cache
+// is older than this operator's last status write, the run as that write returned it. Once the
+// cache has caught up, the written copy is dropped.
+func (t *runTable) latest(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	s, ok := t.runs[client.ObjectKeyFromObject(run)]
-	last := ""
-	if ok && s.uid == run.UID {
-		last = s.wrote
+	if !ok || s.uid != run.UID || s.written == nil {
+		return run
 	}
-	t.mu.Unlock()
-	if last == "" {
-		return false
+	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, s.written.ResourceVersion)
+	if err == nil && cmp < 0 {
+		return s.written.DeepCopy()
 	}
-	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, last)
-	return err == nil && cmp < 0
+	s.written = nil
+	return run
 }
 
 // plan is the run's cached plan for its pinned revision, if built.
