@@ -169,7 +169,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	pending := pendingDecisions(ctx, run, r.options.TrustDecisionQueue)
 	if !run.Status.Phase.Started() {
 		if len(pending) > 0 {
-			return r.write(ctx, run, nil, decideAll(nil, run.Status, pending, now))
+			return r.write(ctx, run, nil, workflow.DecideAll(nil, run.Status, pending, now))
 		}
 		return r.start(ctx, run, now)
 	}
@@ -185,7 +185,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, err
 	}
 	if len(pending) > 0 {
-		return r.write(ctx, run, plan, decideAll(plan, run.Status, pending, now))
+		return r.write(ctx, run, plan, workflow.DecideAll(plan, run.Status, pending, now))
 	}
 	switch run.Status.Phase {
 	case v1alpha1.PhaseAwaitingApproval:
@@ -257,7 +257,7 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 			// writes does not stand between runs and their next steps.
 			result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
 		case wait <= 0:
-			return r.write(ctx, run, plan, workflow.Decision{Status: run.Status})
+			return r.write(ctx, run, plan, workflow.Update{Status: run.Status})
 		case result.RequeueAfter == 0 || wait < result.RequeueAfter:
 			result.RequeueAfter = wait
 		}
@@ -272,12 +272,12 @@ const DefaultMaxStepsInFlight = 1024
 // end quickly one after another is written about once a second, not once a step.
 const DefaultStatusBatchPeriod = time.Second
 
-// mayHold reports whether a step's decision may be held while the run's next step starts: steps
+// mayHold reports whether a step's update may be held while the run's next step starts: steps
 // are batched (batch > 0), the run goes on, and it says nothing in Events (they follow the write
-// that they explain). A held decision is written once the batch period since the oldest change
+// that they explain). A held update is written once the batch period since the oldest change
 // held has passed, after the next step has started, so the write is not in the way of the
 // run's work.
-func mayHold(d workflow.Decision, batch time.Duration) bool {
+func mayHold(d workflow.Update, batch time.Duration) bool {
 	return batch > 0 && d.Status.Phase == v1alpha1.PhaseRunning && len(d.Events) == 0
 }
 

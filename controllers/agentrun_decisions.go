@@ -19,7 +19,7 @@ import (
 // installed): the annotations without it, and the decision, whose maker is unknown.
 func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1alpha1.QueuedDecision, bool) {
 	annotations := maps.Clone(run.Annotations)
-	d, ok := v1alpha1.TakeDecision(annotations, "", metav1.NewTime(now))
+	d, ok := TakeDecision(annotations, "", metav1.NewTime(now))
 	return annotations, d, ok
 }
 
@@ -28,7 +28,7 @@ func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1al
 // run back to apply the decision.
 func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d v1alpha1.QueuedDecision) (ctrl.Result, error) {
 	// A full queue drops the decision, with an Event; its annotations go either way.
-	queued, err := v1alpha1.AddDecision(annotations, d, run.Status.LastDecision)
+	queued, err := AddDecision(annotations, d, run.Status.LastDecision)
 	if err != nil {
 		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", boundedBytes(err.Error(), maxEventNote))
 	}
@@ -44,7 +44,7 @@ func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun,
 // pendingDecisions are the queued decisions the run has not taken yet, oldest first. When the
 // queue is not guarded by the webhook, who decided is unverified.
 func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool) []v1alpha1.QueuedDecision {
-	queue, err := v1alpha1.Decisions(run.Annotations)
+	queue, err := Decisions(run.Annotations)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Ignoring an unreadable decision queue", "agentRun", klog.KObj(run))
 		return nil
@@ -57,27 +57,6 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool)
 			}
 			out = append(out, q)
 		}
-	}
-	return out
-}
-
-// decideAll applies decisions in order, into one status write. A gate whose timeout passed
-// before a decision was made times out first: a decision made while the operator was away
-// is judged at the time it was made.
-func decideAll(plan *workflow.Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecision, now time.Time) workflow.Decision {
-	out := workflow.Decision{Status: st}
-	apply := func(d workflow.Decision) {
-		out.Status = d.Status
-		out.Events = append(out.Events, d.Events...)
-		out.Context = append(out.Context, d.Context...)
-	}
-	for _, q := range queue {
-		if plan != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {
-			if d, expired := workflow.CheckWaiting(plan, out.Status, q.Time.Time); expired {
-				apply(d)
-			}
-		}
-		apply(workflow.Decide(plan, out.Status, q, now))
 	}
 	return out
 }

@@ -20,17 +20,17 @@ import (
 // conflictRetry is how soon a run whose status write lost a race is tried again.
 const conflictRetry = 200 * time.Millisecond
 
-// write patches the run's status to the decision, once, and emits the decision's Events after
+// write patches the run's status to the update, once, and emits the update's Events after
 // the write succeeded. No change, no write. The patch carries the resourceVersion it was
-// computed from, so a decision made on a stale copy is refused rather than applied.
-func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, error) {
+// computed from, so an update made on a stale copy is refused rather than applied.
+func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, error) {
 	res, _, err := r.patchStatus(ctx, run, plan, d)
 	return res, err
 }
 
-// patchStatus is write that also reports whether the decision is now in the API server: false
+// patchStatus is write that also reports whether the update is now in the API server: false
 // after a conflict, whose retry must decide again on a fresh copy.
-func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Decision) (ctrl.Result, bool, error) {
+func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, bool, error) {
 	d.Status.ObservedGeneration = run.Generation
 	orig := run.DeepCopy()
 	if base, held := r.runs.base(run); held {

@@ -84,7 +84,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 			leftover = append(leftover, k)
 		}
 	}
-	d, ok := v1alpha1.TakeDecision(annotations, user, metav1.NewTime(w.Clock.Now()))
+	d, ok := TakeDecision(annotations, user, metav1.NewTime(w.Clock.Now()))
 	if !ok {
 		for _, k := range []string{v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback} {
 			if _, set := annotations[k]; set {
@@ -111,7 +111,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 				user, d.Action, run.Namespace, run.Name, ApproveVerb, run.Namespace))
 		}
 	}
-	queued, err := v1alpha1.AddDecision(annotations, d, old.Status.LastDecision)
+	queued, err := AddDecision(annotations, d, old.Status.LastDecision)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}

@@ -117,8 +117,8 @@ type AgentConfigList struct {
 // +kubebuilder:validation:XValidation:rule="self.agents.all(a, !has(a.handoffs) || a.handoffs.all(h, self.agents.exists(b, b.name == h)))",message="agents[].handoffs: every handoff target must be the name of an agent in spec.agents",fieldPath=".agents",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="self.mode == 'StateMachine' ? has(self.states) && size(self.states) > 0 : !has(self.states) || size(self.states) == 0",message="required in StateMachine mode and only allowed in it",fieldPath=".states",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.agent) || self.agents.exists(a, a.name == s.agent))",message="states[].agent: every state's agent must be the name of an agent in spec.agents",fieldPath=".states",reason=FieldValueInvalid
-// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, (!has(s.on) || s.on.all(k, self.states.exists(t, t.name == s.on[k]))) && (!has(s.onError) || self.states.exists(t, t.name == s.onError)))",message="states[].on: every transition (on and onError) must lead to a state in spec.states",fieldPath=".states",reason=FieldValueInvalid
-// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.on) || s.on.all(k, has(self.signals) && self.signals.exists(g, g.name == k)))",message="states[].on: every transition must be keyed by a signal declared in spec.signals",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, (!has(s.transitions) || s.transitions.all(k, self.states.exists(t, t.name == s.transitions[k]))) && (!has(s.onError) || self.states.exists(t, t.name == s.onError)))",message="states[].transitions: every transition (transitions and onError) must lead to a state in spec.states",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.transitions) || s.transitions.all(k, has(self.signals) && self.signals.exists(g, g.name == k)))",message="states[].transitions: every transition must be keyed by a signal declared in spec.signals",fieldPath=".states",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Supervisor' || has(self.routing)",message="required in Supervisor mode",fieldPath=".routing",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.agents.exists(a, a.name == self.routing.supervisor)",messageExpression="self.routing.supervisor + ' is not the name of an agent in spec.agents'",fieldPath=".routing.supervisor",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.routing.defaultAgent) || self.agents.exists(a, a.name == self.routing.defaultAgent)",messageExpression="self.routing.defaultAgent + ' is not the name of an agent in spec.agents'",fieldPath=".routing.defaultAgent",reason=FieldValueInvalid
@@ -470,16 +470,22 @@ type State struct {
 	// +optional
 	Agent string `json:"agent,omitempty"`
 
-	// on maps a signal to the state it leads to. Quote the key in YAML ("on":): YAML reads a
-	// bare on as the boolean true.
+	// transitions maps a signal to the state it leads to.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
-	On map[string]string `json:"on,omitempty"`
+	Transitions map[string]string `json:"transitions,omitempty"`
 
-	// BareOn catches an unquoted on key, which YAML turns into "true", to refuse it with a hint
-	// instead of an unknown-field error. It is never valid.
+	// RenamedOn refuses the field's old name, on, with a hint instead of an unknown-field
+	// error. It is never valid.
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="false",message="write the on key quoted (\"on\":) in YAML: a bare on is read as the boolean true"
+	// +kubebuilder:validation:XValidation:rule="false",message="on was renamed to transitions"
+	// +optional
+	RenamedOn map[string]string `json:"on,omitempty"`
+
+	// BareOn refuses the old name written bare: YAML 1.1, which kubectl reads, turns an
+	// unquoted on key into "true". It is never valid.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="false",message="on was renamed to transitions (YAML reads a bare on key as true)"
 	// +optional
 	BareOn map[string]string `json:"true,omitempty"`
 

@@ -123,6 +123,11 @@ type Completion struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// state is the StateMachine's final state the run reaches once the gate lets it complete.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	State string `json:"state,omitempty"`
 }
 
 // PendingToolCall is a tool call that waits for approval.

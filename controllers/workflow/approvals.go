@@ -69,7 +69,7 @@ func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
 
 // openGate makes the run wait at gate g. completes is how the run ends once the gate passes,
 // when the step before it finished the run.
-func openGate(p *Plan, d *Decision, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
+func openGate(p *Plan, d *Update, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingApproval
 	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), Completes: completes}
@@ -88,7 +88,7 @@ func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
 
 // holdToolCall makes the run wait at a tool's gate with the call the step asked for; the step
 // goes on from its transcript once the gate is decided.
-func holdToolCall(p *Plan, d *Decision, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
+func holdToolCall(p *Plan, d *Update, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingApproval
 	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), ToolCall: &call}
@@ -100,7 +100,7 @@ func holdToolCall(p *Plan, d *Decision, g v1alpha1.ApprovalGate, call v1alpha1.P
 }
 
 // awaitInput pauses the run until a person replies to the agent's question.
-func awaitInput(p *Plan, d *Decision, agent, question string, now time.Time) {
+func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingInput
 	s.CurrentAgent = agent
@@ -112,7 +112,7 @@ func awaitInput(p *Plan, d *Decision, agent, question string, now time.Time) {
 }
 
 // resume puts a waiting run back to work, counting the wait as time not spent on the run.
-func resume(p *Plan, d *Decision, since metav1.MicroTime, now time.Time) {
+func resume(p *Plan, d *Update, since metav1.MicroTime, now time.Time) {
 	s := &d.Status
 	s.Waited = addWait(s.Waited, now.Sub(since.Time))
 	s.PendingApproval, s.PendingInput = nil, nil
@@ -125,7 +125,7 @@ func resume(p *Plan, d *Decision, since metav1.MicroTime, now time.Time) {
 
 // passGate lets the run through its pending gate: on to the next agent, or to its end (past the
 // before-Complete gate, if that is not the one that just passed).
-func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
+func passGate(p *Plan, d *Update, feedback string, now time.Time) {
 	s := &d.Status
 	pending := *s.PendingApproval
 	if pending.Completes != nil {
@@ -137,6 +137,9 @@ func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
 		}
 		s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
 		s.PendingApproval = nil
+		if pending.Completes.State != "" {
+			s.State = pending.Completes.State
+		}
 		end(d, Trip{Reason: pending.Completes.Reason, Message: pending.Completes.Message}, now)
 		return
 	}
@@ -149,14 +152,38 @@ func passGate(p *Plan, d *Decision, feedback string, now time.Time) {
 
 // addWait adds to the time a run waited for people, up to the longest duration the API holds.
 func addWait(w *v1alpha1.Duration, more time.Duration) *v1alpha1.Duration {
-	return v1alpha1.NewDuration(min(w.OrZero()+more, v1alpha1.MaxDuration))
+	// Whole seconds: kubectl describe prints the value as it is, and 1m3s reads better than
+	// 1m2.745113042s.
+	return v1alpha1.NewDuration(min((w.OrZero() + more).Round(time.Second), v1alpha1.MaxDuration))
+}
+
+// DecideAll applies people's decisions in order, into one update. A decision is judged at the
+// time it was made: when a gate's timeout passed before that, the gate times out first (its
+// onTimeout applies), and the decision then finds the run past the gate. So a decision that
+// reached an operator which was away, or slow, never beats a timeout that came before it.
+func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecision, now time.Time) Update {
+	out := Update{Status: st}
+	apply := func(u Update) {
+		out.Status = u.Status
+		out.Events = append(out.Events, u.Events...)
+		out.Context = append(out.Context, u.Context...)
+	}
+	for _, q := range queue {
+		if p != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {
+			if u, expired := CheckWaiting(p, out.Status, q.Time.Time); expired {
+				apply(u)
+			}
+		}
+		apply(Decide(p, out.Status, q, now))
+	}
+	return out
 }
 
 // Decide applies one queued human decision. A decision the run cannot take changes nothing but
 // the Decision condition and an Event that say why.
-func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Decision {
+func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Update {
 	if st.Phase.Terminal() {
-		return Decision{Status: st}
+		return Update{Status: st}
 	}
 	d := decide(p, st, q, now)
 	for i := range d.Events {
@@ -165,8 +192,8 @@ func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 	return d
 }
 
-func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
+func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.LastDecision = max(s.LastDecision, q.Seq)
 	by := firstNonEmpty(q.By, v1alpha1.ByUnverified)
@@ -332,12 +359,12 @@ func appendApproval(s *v1alpha1.AgentRunStatus, r v1alpha1.ApprovalRecord) {
 }
 
 // CheckWaiting ends or passes a gate whose timeout expired.
-func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
+func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, bool) {
 	deadline, ok := WaitDeadline(p, &st)
 	if !ok || now.Before(deadline) {
-		return Decision{}, false
+		return Update{}, false
 	}
-	d := Decision{Status: *st.DeepCopy()}
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	g, _ := p.gate(s, s.PendingApproval.Gate)
 	if g.OnTimeout == "Approve" {

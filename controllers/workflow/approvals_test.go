@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -233,4 +234,103 @@ func conditionOf(st v1alpha1.AgentRunStatus, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// TestWaitedIsWholeSeconds checks that the time a run waited for people is kept in whole
+// seconds, as kubectl describe prints it.
+func TestWaitedIsWholeSeconds(t *testing.T) {
+	p := gatedPlan(t, pipeline())
+	st := atPlanGate(t, p)
+	d := Decide(p, st, decision(1, v1alpha1.DecisionApprove, "plan", "alice"), t0.Add(time.Minute+2745*time.Millisecond))
+	if d.Status.Waited == nil || *d.Status.Waited != "1m3s" {
+		t.Fatalf("waited %v, want 1m3s", d.Status.Waited)
+	}
+}
+
+// TestDecisionsAreJudgedWhenTheyWereMade checks the rule between a gate's timeout and a
+// person's decision that reaches the operator late: the decision counts as of the time it was
+// made, so one made before the timeout wins, and one made after it finds the gate timed out.
+func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
+	made := func(seq int64, action, by string, at time.Duration) v1alpha1.QueuedDecision {
+		q := decision(seq, action, "plan", by)
+		q.Time = metav1.NewTime(t0.Add(at))
+		return q
+	}
+	now := t0.Add(3 * time.Hour) // the operator takes the decisions long after the gate's hour
+	cases := map[string]struct {
+		onTimeout string
+		queue     []v1alpha1.QueuedDecision
+		phase     v1alpha1.RunPhase
+		reason    v1alpha1.TerminationReason
+		approvals []string // status.approvals as "decision by"
+		refused   string   // the Decision condition's reason, when the last decision was refused
+	}{
+		"an approval made before the timeout is applied": {
+			onTimeout: "Reject",
+			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionApprove, "alice", 30*time.Minute)},
+			phase:     v1alpha1.PhaseRunning,
+			approvals: []string{"Approved alice"},
+		},
+		"an approval made after a rejecting timeout is too late": {
+			onTimeout: "Reject",
+			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionApprove, "alice", 90*time.Minute)},
+			phase:     v1alpha1.PhaseFailed,
+			reason:    v1alpha1.ReasonApprovalExpired,
+		},
+		"a rejection made before an approving timeout is applied": {
+			onTimeout: "Approve",
+			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionReject, "bob", 59*time.Minute)},
+			phase:     v1alpha1.PhaseFailed,
+			reason:    v1alpha1.ReasonRejected,
+			approvals: []string{"Rejected bob"},
+		},
+		"a rejection made after an approving timeout finds the gate passed": {
+			onTimeout: "Approve",
+			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionReject, "bob", 61*time.Minute)},
+			phase:     v1alpha1.PhaseRunning,
+			approvals: []string{"Approved timeout"},
+			refused:   v1alpha1.ReasonNotWaiting,
+		},
+		"a decision with no time is judged now": {
+			onTimeout: "Approve",
+			queue:     []v1alpha1.QueuedDecision{decision(1, v1alpha1.DecisionReject, "plan", "bob")},
+			phase:     v1alpha1.PhaseFailed,
+			reason:    v1alpha1.ReasonRejected,
+			approvals: []string{"Rejected bob"},
+		},
+		"decisions in order, each at its own time": {
+			onTimeout: "Reject",
+			queue: []v1alpha1.QueuedDecision{
+				made(1, v1alpha1.DecisionApprove, "alice", 10*time.Minute),
+				made(2, v1alpha1.DecisionApprove, "bob", 20*time.Minute),
+			},
+			phase:     v1alpha1.PhaseRunning,
+			approvals: []string{"Approved alice", "Approved bob"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := pipeline().GateTimeout("plan", time.Hour, tc.onTimeout)
+			c.Spec.Approvals[0].Required = int32(len(tc.queue)) // every approval counts
+			p := gatedPlan(t, c)
+			u := DecideAll(p, atPlanGate(t, p), tc.queue, now)
+			st := u.Status
+			if st.Phase != tc.phase || st.TerminationReason != tc.reason {
+				t.Fatalf("phase %s reason %q (%s), want %s %q", st.Phase, st.TerminationReason, st.TerminationMessage, tc.phase, tc.reason)
+			}
+			var got []string
+			for _, a := range st.Approvals {
+				got = append(got, a.Decision+" "+a.By)
+			}
+			if diff := cmp.Diff(tc.approvals, got); diff != "" {
+				t.Fatalf("approvals (-want +got):\n%s", diff)
+			}
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDecision); tc.refused != "" && (c == nil || c.Reason != tc.refused) {
+				t.Fatalf("Decision condition %+v, want reason %s", c, tc.refused)
+			}
+			if !st.Phase.Terminal() && st.LastDecision != tc.queue[len(tc.queue)-1].Seq {
+				t.Fatalf("last decision %d: every queued decision is taken, applied or refused", st.LastDecision)
+			}
+		})
+	}
 }

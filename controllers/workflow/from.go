@@ -55,8 +55,8 @@ func Replay(p *Plan, input, revision string, started time.Time, steps []Recorded
 // StartFrom starts a run where an earlier one was: its replayed status, with the earlier run's
 // counts, handoffs and state, the agent that had control, and the config it pinned. The run's
 // own clock and decisions start afresh; input, when set, replaces the next agent's input.
-func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, from string, step int32, now time.Time) Decision {
-	d := Decision{Status: *replayed.DeepCopy()}
+func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, from string, step int32, now time.Time) Update {
+	d := Update{Status: *replayed.DeepCopy()}
 	s := &d.Status
 	start := metav1.NewMicroTime(now)
 	s.StartTime, s.CompletionTime = &start, nil

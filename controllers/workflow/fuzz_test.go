@@ -62,7 +62,7 @@ func FuzzApply(f *testing.F) {
 		if in.upTo(2) == 0 {
 			spec.Mode = v1alpha1.ModeStateMachine
 			for i := range 1 + in.upTo(4) {
-				s := v1alpha1.State{Name: fmt.Sprintf("S%d", i), On: map[string]string{}}
+				s := v1alpha1.State{Name: fmt.Sprintf("S%d", i), Transitions: map[string]string{}}
 				if i == 0 || in.upTo(4) != 0 {
 					s.Agent = names[in.upTo(n)]
 				}
@@ -71,7 +71,7 @@ func FuzzApply(f *testing.F) {
 			for i := range spec.States {
 				for _, sig := range []string{"END", "DONE", "GO"} {
 					if in.upTo(2) == 0 {
-						spec.States[i].On[sig] = spec.States[in.upTo(len(spec.States))].Name
+						spec.States[i].Transitions[sig] = spec.States[in.upTo(len(spec.States))].Name
 					}
 				}
 			}

@@ -33,7 +33,7 @@ var modes = map[v1alpha1.WorkflowMode]mode{
 	v1alpha1.ModeSupervisor:   supervisor{},
 }
 
-// route is a mode's decision about the end of one step.
+// route is where a mode sends a run at the end of one step.
 type route struct {
 	// end, when set, ends the run with this reason and message.
 	end     v1alpha1.TerminationReason

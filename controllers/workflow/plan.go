@@ -55,7 +55,7 @@ type EffectiveLimits struct {
 	MaxToolCalls        int32
 }
 
-// Plan is a run's pinned config, checked and indexed for the decisions.
+// Plan is a run's pinned config, checked and indexed for the core.
 type Plan struct {
 	Spec   v1alpha1.AgentConfigSpec
 	Limits EffectiveLimits

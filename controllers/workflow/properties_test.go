@@ -129,10 +129,10 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 			st := v1alpha1.State{Name: sn}
 			if i == 0 || chance(t, 80, "hasAgent") {
 				st.Agent = pick(t, names, "stateAgent")
-				st.On = map[string]string{}
+				st.Transitions = map[string]string{}
 				for _, sig := range []string{"END", "DONE", "NEXT", "OTHER"} {
 					if chance(t, 75, "transition") {
-						st.On[sig] = pick(t, stateNames, "to")
+						st.Transitions[sig] = pick(t, stateNames, "to")
 					}
 				}
 				if chance(t, 50, "onError") {

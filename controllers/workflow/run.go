@@ -15,18 +15,18 @@ import (
 const maxTruncatedRetries = 2
 
 // WaitForConfig keeps a run Pending while its AgentConfig does not exist.
-func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Decision {
+func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Update {
 	return waitPending(st, v1alpha1.ReasonConfigNotFound, EventWaitingForConfig,
 		sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config), now)
 }
 
 // WaitForSecret keeps a run Pending while a Secret its agents need cannot be read.
-func WaitForSecret(st v1alpha1.AgentRunStatus, problem string, now time.Time) Decision {
+func WaitForSecret(st v1alpha1.AgentRunStatus, problem string, now time.Time) Update {
 	return waitPending(st, v1alpha1.ReasonSecretNotFound, EventWaitingForSecret, problem+"; the run starts when it can be read", now)
 }
 
-func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
+func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.Phase = v1alpha1.PhasePending
 	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != reason || c.Message != bounded(msg, maxMessage) {
@@ -38,8 +38,8 @@ func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time
 }
 
 // Start begins a run on its pinned config: the first agent gets control with the run's input.
-func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
+func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	agent, state := modes[p.Mode()].start(p)
 	start := metav1.NewMicroTime(now)
@@ -92,16 +92,16 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 	return step
 }
 
-// Check runs the guards before the run's next step. When one trips, the decision ends the run.
-func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Decision, bool) {
+// Check runs the guards before the run's next step. When one trips, the update ends the run.
+func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, bool) {
 	if st.Phase != v1alpha1.PhaseRunning {
-		return Decision{}, false
+		return Update{}, false
 	}
 	t, ok := check(p, &st, now)
 	if !ok {
-		return Decision{}, false
+		return Update{}, false
 	}
-	d := Decision{Status: *st.DeepCopy()}
+	d := Update{Status: *st.DeepCopy()}
 	end(&d, t, now)
 	return d, true
 }
@@ -117,7 +117,7 @@ func Deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 }
 
 // Cancel ends a run Cancelled at a person's request.
-func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Decision {
+func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Update {
 	msg := "cancelled by annotation " + v1alpha1.AnnotationCancel
 	if why != "" {
 		msg += ": " + bounded(why, 256)
@@ -126,8 +126,8 @@ func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Decision {
 }
 
 // Fail ends a run for a reason found outside the steps, such as an invalid config.
-func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message string, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
+func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message string, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
 	if reason == v1alpha1.ReasonConfigInvalid {
 		setCondition(&d.Status, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, string(reason), message)
 	}
@@ -138,14 +138,14 @@ func Fail(st v1alpha1.AgentRunStatus, reason v1alpha1.TerminationReason, message
 // Apply records one step's result and decides what comes next: another agent, the same agent
 // again, or the end of the run. The guards for the next step run here too, so a run that
 // reached a limit ends in the same status write as the step that reached it.
-func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
+func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Update {
 	if st.Phase != v1alpha1.PhaseRunning {
-		return Decision{Status: *st.DeepCopy()}
+		return Update{Status: *st.DeepCopy()}
 	}
 	if res.Held != nil {
 		return hold(p, st, res, now)
 	}
-	d := Decision{Status: *st.DeepCopy()}
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	before := s.TokensUsed
 	s.StepCount++
@@ -236,9 +236,12 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 				g, ok = p.gateBeforeComplete()
 			}
 			if ok {
-				openGate(p, &d, g, &v1alpha1.Completion{Reason: t.Reason, Message: t.Message}, now)
+				openGate(p, &d, g, &v1alpha1.Completion{Reason: t.Reason, Message: t.Message, State: r.state}, now)
 				return d
 			}
+		}
+		if r.state != "" {
+			s.State = r.state // the final state a StateMachine reached
 		}
 		end(&d, t, now)
 		return d
@@ -270,7 +273,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) D
 
 // warnTokens warns once, with an Event and a condition, when a step carries the tokens used
 // across limits.tokenWarningPercent of the budget.
-func warnTokens(p *Plan, d *Decision, before int64, now time.Time) {
+func warnTokens(p *Plan, d *Update, before int64, now time.Time) {
 	s := &d.Status
 	threshold := p.Limits.MaxTokens * int64(p.Limits.TokenWarningPercent) / 100
 	if s.TokensUsed < threshold || before >= threshold {
@@ -353,7 +356,7 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 }
 
 // end puts the run in its terminal phase. The reason and message are set exactly once.
-func end(d *Decision, t Trip, now time.Time) {
+func end(d *Update, t Trip, now time.Time) {
 	s := &d.Status
 	if s.Phase.Terminal() {
 		return
@@ -386,7 +389,7 @@ func end(d *Decision, t Trip, now time.Time) {
 // does not carry the conditions (status.currentAgent and stepCount say where the run is).
 const runningMessage = "agents are taking steps; status.currentAgent has control"
 
-// setCondition sets a condition; its transition time is the decision's time, not the clock's.
+// setCondition sets a condition; its transition time is the update's time, not the clock's.
 func setCondition(s *v1alpha1.AgentRunStatus, now time.Time, typ string, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 		Type:               typ,

@@ -49,7 +49,7 @@ func at(p *Plan, agent string) v1alpha1.AgentRunStatus {
 	return st
 }
 
-func eventReasons(d Decision) []string {
+func eventReasons(d Update) []string {
 	var out []string
 	for _, e := range d.Events {
 		out = append(out, e.Reason)

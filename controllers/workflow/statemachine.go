@@ -11,8 +11,8 @@ import (
 )
 
 // stateMachine routes on the config's states alone: the current state's agent takes the step,
-// and the signal it emits picks the next state through the state's on map. A state without an
-// agent is final. Agents' handoffs are not used.
+// and the signal it emits picks the next state through the state's transitions. A state without
+// an agent is final: the run ends there, and status.state says so. Agents' handoffs are not used.
 type stateMachine struct{}
 
 func (stateMachine) validate(p *Plan, path *field.Path) field.ErrorList {
@@ -25,12 +25,12 @@ func (stateMachine) validate(p *Plan, path *field.Path) field.ErrorList {
 		if s.Agent != "" && p.Agent(s.Agent) == nil {
 			errs = append(errs, field.Invalid(states.Index(i).Child("agent"), s.Agent, "not the name of an agent in spec.agents"))
 		}
-		for _, sig := range sortedKeys(s.On) {
+		for _, sig := range sortedKeys(s.Transitions) {
 			if _, ok := p.Signal(sig); !ok {
-				errs = append(errs, field.Invalid(states.Index(i).Child("on").Key(sig), sig, "not a signal declared in spec.signals"))
+				errs = append(errs, field.Invalid(states.Index(i).Child("transitions").Key(sig), sig, "not a signal declared in spec.signals"))
 			}
-			if _, ok := p.State(s.On[sig]); !ok {
-				errs = append(errs, field.Invalid(states.Index(i).Child("on").Key(sig), s.On[sig], "not the name of a state"))
+			if _, ok := p.State(s.Transitions[sig]); !ok {
+				errs = append(errs, field.Invalid(states.Index(i).Child("transitions").Key(sig), s.Transitions[sig], "not the name of a state"))
 			}
 		}
 		if _, ok := p.State(s.OnError); s.OnError != "" && !ok {
@@ -47,16 +47,19 @@ func (stateMachine) start(p *Plan) (string, string) {
 
 func (stateMachine) route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) route {
 	r, handled := declaredSignal(p, res)
+	state, _ := p.State(st.State)
 	if handled {
+		if target, ok := state.Transitions[res.Signal]; ok && r.end != "" {
+			r.state = target // a signal that ends the run still moves the machine to its state
+		}
 		return r
 	}
 	next := route{signal: r.signal, events: r.events}
-	state, _ := p.State(st.State)
 	if res.Signal == "" {
 		next.fail = fmt.Sprintf("state %s: %s emitted no signal; expected one of %s", state.Name, res.Agent, transitions(state))
 		return next
 	}
-	target, ok := state.On[res.Signal]
+	target, ok := state.Transitions[res.Signal]
 	if !ok {
 		next.fail = fmt.Sprintf("state %s has no transition on %s; expected one of %s", state.Name, res.Signal, transitions(state))
 		return next
@@ -65,7 +68,7 @@ func (stateMachine) route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) 
 	next.outcome = v1alpha1.OutcomeSignal
 	next.reason = fmt.Sprintf("%s: %s -> %s", res.Signal, state.Name, target)
 	if to.Agent == "" {
-		next.end, next.final = v1alpha1.ReasonCompleted, true
+		next.end, next.final, next.state = v1alpha1.ReasonCompleted, true, target
 		next.message = fmt.Sprintf("reached final state %s on %s from %s", target, res.Signal, state.Name)
 		return next
 	}
@@ -86,10 +89,10 @@ func (stateMachine) recover(p *Plan, st *v1alpha1.AgentRunStatus, _ string) reco
 
 // transitions lists a state's signals for messages.
 func transitions(s v1alpha1.State) string {
-	if len(s.On) == 0 {
+	if len(s.Transitions) == 0 {
 		return "none (the state has no transitions)"
 	}
-	return strings.Join(sortedKeys(s.On), ", ")
+	return strings.Join(sortedKeys(s.Transitions), ", ")
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -33,6 +33,9 @@ func TestStateMachineRoutesOnSignals(t *testing.T) {
 	if st.TerminationMessage != "reached final state DONE on FIXED from FIX at step 2" {
 		t.Fatalf("message %q", st.TerminationMessage)
 	}
+	if st.State != "DONE" {
+		t.Fatalf("a run that reached final state DONE shows state %s", st.State)
+	}
 	var reasons []string
 	for _, r := range st.HandoffSequence {
 		reasons = append(reasons, r.From+" "+r.Reason)
@@ -86,7 +89,7 @@ func TestStateMachineFailedSteps(t *testing.T) {
 
 func TestStateMachineTerminateNeedsATerminator(t *testing.T) {
 	c := triage().Signal("STOP", v1alpha1.ActionTerminate)
-	c.Spec.States[0].On["STOP"] = "DONE"
+	c.Spec.States[0].Transitions["STOP"] = "DONE"
 	d := Apply(mustPlan(t, c), started(mustPlan(t, c)), StepResult{Agent: "checker", Result: turn{Output: "STOP"}}, t0)
 	if d.Status.TerminationReason != v1alpha1.ReasonCompleted || !cmp.Equal(eventReasons(d), []string{EventTerminateIgnored}) {
 		t.Fatalf("a non-terminator's Terminate must be ignored and the transition taken: %s %v", d.Status.TerminationReason, eventReasons(d))
@@ -95,5 +98,39 @@ func TestStateMachineTerminateNeedsATerminator(t *testing.T) {
 	d = Apply(mustPlan(t, c), started(mustPlan(t, c)), StepResult{Agent: "checker", Result: turn{Output: "STOP"}}, t0)
 	if d.Status.TerminationReason != v1alpha1.ReasonTerminated {
 		t.Fatalf("a terminator's Terminate ends the run Terminated, got %s", d.Status.TerminationReason)
+	}
+}
+
+// TestStateMachineShowsTheFinalStateOnlyOnceReached checks that a run whose final state waits
+// behind the before-Complete gate shows the state it waits in, and the final state once the gate
+// lets it complete; a rejection leaves the final state unreached.
+func TestStateMachineShowsTheFinalStateOnlyOnceReached(t *testing.T) {
+	p := gatedPlan(t, triage().Gate("final", "Complete", 1))
+	st := drive(t, p, turn{Output: "KNOWN", Signal: "KNOWN"}, turn{Output: "Applied the fix", Signal: "FIXED"})
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.State != "FIX" {
+		t.Fatalf("at the final gate: phase %s state %s, want AwaitingApproval in FIX", st.Phase, st.State)
+	}
+	approved := Decide(p, st, decision(1, v1alpha1.DecisionApprove, "final", "alice"), t0).Status
+	if approved.TerminationReason != v1alpha1.ReasonCompleted || approved.State != "DONE" {
+		t.Fatalf("approved: %s in state %s, want Completed in DONE", approved.TerminationReason, approved.State)
+	}
+	rejected := Decide(p, st, decision(1, v1alpha1.DecisionReject, "final", "alice"), t0).Status
+	if rejected.TerminationReason != v1alpha1.ReasonRejected || rejected.State != "FIX" {
+		t.Fatalf("rejected: %s in state %s, want Rejected in FIX", rejected.TerminationReason, rejected.State)
+	}
+}
+
+// TestStateMachineEndsInTheStateItsLastSignalLeadsTo checks that a terminator's Terminate
+// signal, which ends the run before any transition is taken, still shows the state its
+// transition leads to, as the helpdesk sample's TERMINATE_WORKFLOW -> TERMINATED does.
+func TestStateMachineEndsInTheStateItsLastSignalLeadsTo(t *testing.T) {
+	c := MakeConfig("helpdesk", "ns").Mode(v1alpha1.ModeStateMachine).Agents(
+		MakeAgent("ticketing").Terminator(),
+	).Signal("TERMINATE_WORKFLOW", v1alpha1.ActionTerminate).
+		State("FINAL_UPDATE_PENDING", "ticketing", map[string]string{"TERMINATE_WORKFLOW": "TERMINATED"}).
+		State("TERMINATED", "", nil)
+	st := drive(t, mustPlan(t, c), turn{Output: "closed", Signal: "TERMINATE_WORKFLOW"})
+	if st.TerminationReason != v1alpha1.ReasonTerminated || st.State != "TERMINATED" {
+		t.Fatalf("ended %s in state %s, want Terminated in TERMINATED", st.TerminationReason, st.State)
 	}
 }

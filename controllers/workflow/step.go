@@ -85,20 +85,21 @@ const (
 	EventOutputInvalid      = "OutputInvalid"
 )
 
-// Decision is the run's next status, the Events that go with it, and what it adds to the
-// context window of the agents after it.
-type Decision struct {
+// Update is what the core makes of a run's status: its next status, the Events that go with
+// it, and what it adds to the context window of the agents after it. (A decision, in this
+// package, is always a person's: an approval, a rejection, a reply.)
+type Update struct {
 	Status v1alpha1.AgentRunStatus
 	Events []Event
-	// Context are the entries the decision adds to what later agents see, in full: a step's
+	// Context are the entries the update adds to what later agents see, in full: a step's
 	// output, failure or cut answer, a person's feedback or reply. They belong in the
 	// transcript, not in status.
 	Context []agents.ContextEntry
 }
 
-// Ended reports whether the decision ends the run.
-func (d Decision) Ended() bool { return d.Status.Phase.Terminal() }
+// Ended reports whether the update ends the run.
+func (d Update) Ended() bool { return d.Status.Phase.Terminal() }
 
-func (d *Decision) event(typ, reason, format string, args ...any) {
+func (d *Update) event(typ, reason, format string, args ...any) {
 	d.Events = append(d.Events, Event{Type: typ, Reason: reason, Message: bounded(sprintf(format, args...), maxMessage)})
 }

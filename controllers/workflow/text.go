@@ -131,7 +131,7 @@ func firstNonEmpty(s ...string) string {
 }
 
 // addContext adds an entry to what later agents see.
-func addContext(d *Decision, from string, kind agents.ContextKind, text string) {
+func addContext(d *Update, from string, kind agents.ContextKind, text string) {
 	d.Context = append(d.Context, agents.ContextEntry{Step: d.Status.StepCount, From: from, Kind: kind, Text: text})
 }
 

@@ -219,8 +219,8 @@ func rawOf(j *apiextensionsv1.JSON) []byte {
 // hold applies a step that stopped at a tool call waiting for approval: the tokens and calls
 // it used so far count, and the run waits at the tool's gate. The step is not over: once the
 // gate is decided, the same step goes on.
-func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Decision {
-	d := Decision{Status: *st.DeepCopy()}
+func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	before := s.TokensUsed
 	s.TokensUsed += res.Tokens - res.CountedTokens

@@ -49,9 +49,9 @@ func (w *ConfigWrapper) Signal(name string, action v1alpha1.SignalAction) *Confi
 	return w
 }
 
-// State adds a StateMachine state; on maps signals to states.
-func (w *ConfigWrapper) State(name, agent string, on map[string]string) *ConfigWrapper {
-	w.Spec.States = append(w.Spec.States, v1alpha1.State{Name: name, Agent: agent, On: on})
+// State adds a StateMachine state; transitions maps signals to states.
+func (w *ConfigWrapper) State(name, agent string, transitions map[string]string) *ConfigWrapper {
+	w.Spec.States = append(w.Spec.States, v1alpha1.State{Name: name, Agent: agent, Transitions: transitions})
 	return w
 }
 

@@ -72,15 +72,15 @@ var _ = Describe("The API server", func() {
 			func(c *v1alpha1.AgentConfig) {
 				c.Spec.Mode = v1alpha1.ModeStateMachine
 				c.Spec.Signals = []v1alpha1.Signal{{Name: "NEXT"}}
-				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", On: map[string]string{"NEXT": "NOWHERE"}}}
+				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", Transitions: map[string]string{"NEXT": "NOWHERE"}}}
 			},
-			"spec.states: Invalid value: states[].on: every transition (on and onError) must lead to a state in spec.states"),
+			"spec.states: Invalid value: states[].transitions: every transition (transitions and onError) must lead to a state in spec.states"),
 		Entry("a transition on an undeclared signal",
 			func(c *v1alpha1.AgentConfig) {
 				c.Spec.Mode = v1alpha1.ModeStateMachine
-				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", On: map[string]string{"NEXT": "START"}}}
+				c.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead", Transitions: map[string]string{"NEXT": "START"}}}
 			},
-			"spec.states: Invalid value: states[].on: every transition must be keyed by a signal declared in spec.signals"),
+			"spec.states: Invalid value: states[].transitions: every transition must be keyed by a signal declared in spec.signals"),
 		Entry("StateMachine mode without states",
 			func(c *v1alpha1.AgentConfig) { c.Spec.Mode = v1alpha1.ModeStateMachine },
 			"spec.states: Invalid value: required in StateMachine mode"),
@@ -95,6 +95,25 @@ var _ = Describe("The API server", func() {
 		Entry("Supervisor mode without routing",
 			func(c *v1alpha1.AgentConfig) { c.Spec.Mode = v1alpha1.ModeSupervisor },
 			"spec.routing: Required value: required in Supervisor mode"),
+	)
+
+	DescribeTable("refuses the old name of transitions, saying it was renamed",
+		func(key, message string) {
+			cfg := valid(ns).Obj()
+			cfg.Spec.Mode = v1alpha1.ModeStateMachine
+			cfg.Spec.Signals = []v1alpha1.Signal{{Name: "NEXT"}}
+			cfg.Spec.States = []v1alpha1.State{{Name: "START", Agent: "lead"}, {Name: "DONE"}}
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cfg)
+			Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{Object: obj}
+			states, _, _ := unstructured.NestedSlice(u.Object, "spec", "states")
+			states[0].(map[string]any)[key] = map[string]any{"NEXT": "DONE"}
+			Expect(unstructured.SetNestedSlice(u.Object, states, "spec", "states")).To(Succeed())
+			Expect(k8sClient.Create(ctx, u)).To(MatchError(ContainSubstring(message)))
+		},
+		Entry("quoted", "on", "spec.states[0].on: Invalid value: on was renamed to transitions"),
+		Entry("bare, which YAML 1.1 reads as true", "true",
+			"spec.states[0].true: Invalid value: on was renamed to transitions (YAML reads a bare on key as true)"),
 	)
 
 	It("refuses a malformed duration, naming the field", func() {
