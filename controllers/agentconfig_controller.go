@@ -29,7 +29,8 @@ type AgentConfigReconciler struct {
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentconfigs/status,verbs=get;update;patch
 
-// Reconcile writes the config's Ready condition, once per spec generation.
+// Reconcile writes the config's Ready condition (and Stalled when runs cannot start with it),
+// once per spec generation.
 func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg := &v1alpha1.AgentConfig{}
 	if err := r.Get(ctx, req.NamespacedName, cfg); err != nil {
@@ -46,6 +47,14 @@ func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	ready.ObservedGeneration = cfg.Generation
 	meta.SetStatusCondition(&status.Conditions, ready)
+	// kstatus (Flux, Argo CD) reads a config runs cannot start with as Failed.
+	if ready.Status == metav1.ConditionFalse {
+		stalled := ready
+		stalled.Type, stalled.Status = v1alpha1.ConditionStalled, metav1.ConditionTrue
+		meta.SetStatusCondition(&status.Conditions, stalled)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, v1alpha1.ConditionStalled)
+	}
 	if equality.Semantic.DeepEqual(status, cfg.Status) {
 		return ctrl.Result{}, nil
 	}

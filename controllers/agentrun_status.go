@@ -31,7 +31,7 @@ func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, 
 // patchStatus is write that also reports whether the update is now in the API server: false
 // after a conflict, whose retry must decide again on a fresh copy.
 func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, bool, error) {
-	d.Status.ObservedGeneration = run.Generation
+	workflow.Observe(&d.Status, run.Generation)
 	orig := run.DeepCopy()
 	if base, held := r.runs.base(run); held {
 		// What the run did lately is not written yet: the patch goes from what the API server

@@ -98,7 +98,9 @@ type AgentConfigStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// ConditionReady is the AgentConfig condition that says whether runs can start with it.
+// ConditionReady says whether runs can start with an AgentConfig (and, on an AgentRun, whether
+// it succeeded). An AgentConfig runs cannot start with also has Stalled=True, reason
+// ConfigInvalid, which kstatus reads as Failed.
 const ConditionReady = "Ready"
 
 // ReasonValid is the Ready reason of a config runs can use.

@@ -148,9 +148,16 @@ const (
 	// ConditionProgressing is True while the run can still take steps (reason: its phase) and
 	// False once it ended (reason: its termination reason).
 	ConditionProgressing = "Progressing"
-	// ConditionSucceeded is set when the run ends: True for Succeeded, False otherwise, with the
-	// termination reason and message.
-	ConditionSucceeded = "Succeeded"
+	// ConditionReconciling is True while the run can still change: Pending, Running, or
+	// waiting for a person (reason: its phase). It is removed when the run ends. kstatus (Flux,
+	// Argo CD, kpt) reads it as InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the run ended Failed or Cancelled, with the termination
+	// reason and message; absent otherwise. kstatus reads it as Failed.
+	ConditionStalled = "Stalled"
+	// ConditionReady (shared with AgentConfig) is True when the run ended Succeeded, with the
+	// termination reason; False before (reason: its phase) and when it ended otherwise (reason:
+	// the termination reason). kubectl wait --for=condition=Ready waits for success.
 	// ConditionDecision says what became of the latest human decision: True, reason Applied,
 	// when it took effect; False when it changed nothing, with the reason (NotWaiting,
 	// GateNotPending, AlreadyApproved, InvalidValue, UnknownAgent) and what was expected.

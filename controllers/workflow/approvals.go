@@ -74,7 +74,7 @@ func openGate(p *Plan, d *Update, g v1alpha1.ApprovalGate, completes *v1alpha1.C
 	s.Phase = v1alpha1.PhaseAwaitingApproval
 	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), Completes: completes}
 	msg := gateMessage(p, g)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingApproval), msg)
+	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
 	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
 }
 
@@ -95,7 +95,7 @@ func holdToolCall(p *Plan, d *Update, g v1alpha1.ApprovalGate, call v1alpha1.Pen
 	msg := fmt.Sprintf("agent %s asks to call %s/%s at step %d (arguments in status.pendingApproval.toolCall); waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (the agent is told, with %s=<text> if given)",
 		s.CurrentAgent, call.Server, call.Tool, call.Step, g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
 		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name, v1alpha1.AnnotationFeedback)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingApproval), msg)
+	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
 	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
 }
 
@@ -107,7 +107,7 @@ func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
 	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, v1alpha1.MaxDecisionValue), Since: metav1.NewMicroTime(now)}
 	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
 		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseAwaitingInput), msg)
+	progress(s, now, v1alpha1.PhaseAwaitingInput, msg)
 	d.event(EventNormal, EventAwaitingInput, "%s", msg)
 }
 
@@ -117,7 +117,7 @@ func resume(p *Plan, d *Update, since metav1.MicroTime, now time.Time) {
 	s.Waited = addWait(s.Waited, now.Sub(since.Time))
 	s.PendingApproval, s.PendingInput = nil, nil
 	s.Phase = v1alpha1.PhaseRunning
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
+	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	if t, ok := check(p, s, now); ok {
 		end(d, t, now)
 	}

@@ -67,11 +67,11 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, from string, st
 	}
 	msg := sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned, msg)
-	progress := runningMessage
+	message := runningMessage
 	if s.Phase != v1alpha1.PhaseRunning {
-		progress = msg
+		message = msg
 	}
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(s.Phase), progress)
+	progress(s, now, s.Phase, message)
 	if s.Phase == v1alpha1.PhaseRunning {
 		if t, ok := check(p, s, now); ok {
 			end(&d, t, now)

@@ -33,7 +33,7 @@ func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time
 		d.event(EventNormal, event, "%s", msg)
 	}
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, reason, msg)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhasePending), "waiting: "+reason)
+	progress(s, now, v1alpha1.PhasePending, "waiting: "+reason)
 	return d
 }
 
@@ -51,7 +51,7 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 	s.Input = bounded(input, maxInput)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
 		sprintf("pinned as %s", revision))
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
+	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	// No Event: status says the run started, and an Event is one more write per run.
 	if agent == "" {
 		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: sprintf("the first state %s is final", state)}, now)
@@ -257,7 +257,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	s.CurrentAgent = r.to
 	s.State = r.state
 	s.Input = bounded(r.input, maxInput)
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, string(v1alpha1.PhaseRunning), runningMessage)
+	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
 		return d
@@ -367,16 +367,11 @@ func end(d *Update, t Trip, now time.Time) {
 	s.TerminationMessage = bounded(t.Message, maxMessage)
 	s.Loop = t.Loop
 	s.CompletionTime = &done
-	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionFalse, string(t.Reason), s.TerminationMessage)
-	succeeded := metav1.ConditionFalse
+	settle(s, now)
 	typ := EventWarning
-	if s.Phase == v1alpha1.PhaseSucceeded {
-		succeeded = metav1.ConditionTrue
-	}
 	if s.Phase != v1alpha1.PhaseFailed {
 		typ = EventNormal
 	}
-	setCondition(s, now, v1alpha1.ConditionSucceeded, succeeded, string(t.Reason), s.TerminationMessage)
 	// A run that succeeds gets no Event: its status and conditions say so, and an Event is one
 	// more API write per run. An end a person should notice gets one.
 	if s.Phase != v1alpha1.PhaseSucceeded {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -31,6 +33,35 @@ var _ = Describe("A user with kubectl", Ordered, func() {
 		Expect(out).To(ContainSubstring("mutatingwebhookconfiguration.admissionregistration.k8s.io/baton-mutating-webhook-configuration created (server dry run)"))
 	})
 
+	It("can add Argo CD's health checks to argocd-cm with the config/argocd component", func() {
+		// As Argo CD's own install is customized: its manifests, with the namespace set here.
+		dir := filepath.Join(stateDir, "argocd")
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		abs, err := filepath.Abs(filepath.Join(root, "config", "argocd"))
+		Expect(err).NotTo(HaveOccurred())
+		component, err := filepath.Rel(dir, abs)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(dir, "argocd-cm.yaml"), []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+data:
+  timeout.reconciliation: 180s
+`), 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("namespace: argocd\nresources: [argocd-cm.yaml]\ncomponents: ["+component+"]\n"), 0o600)).To(Succeed())
+		rendered, err := exec("kubectl", "kustomize", dir)
+		Expect(err).NotTo(HaveOccurred(), rendered)
+		out, err := kubectlStdin(rendered, "create", "--dry-run=client", "-o", "jsonpath={.data}", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var data map[string]string
+		Expect(json.Unmarshal([]byte(out), &data)).To(Succeed(), out)
+		Expect(data).To(HaveKeyWithValue("timeout.reconciliation", "180s"))
+		Expect(data).To(HaveKeyWithValue("resource.customizations.health.agents.baton.dev_AgentRun",
+			readFile(filepath.Join(root, "config", "argocd", "agentrun-health.lua"))))
+		Expect(data).To(HaveKeyWithValue("resource.customizations.health.agents.baton.dev_AgentConfig",
+			readFile(filepath.Join(root, "config", "argocd", "agentconfig-health.lua"))))
+	})
+
 	It("applies the helpdesk sample, watches it progress, and waits for it to succeed", func() {
 		kubectl("create", "namespace", "helpdesk")
 		// The run goes first: it waits Pending for its config, so the watch sees it from the start.
@@ -41,7 +72,9 @@ var _ = Describe("A user with kubectl", Ordered, func() {
 		w := watch("get", "agentruns", "-n", "helpdesk", "-w")
 		defer w.stop()
 		kubectl("apply", "-n", "helpdesk", "-f", manifest("helpdesk-config.yaml", split[0]))
-		kubectl("wait", "-n", "helpdesk", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s", "agentrun/ticket-1234")
+		// kstatus' Ready condition: what kubectl wait, Flux and Argo CD read.
+		kubectl("wait", "-n", "helpdesk", "--for=condition=Ready", "--timeout=120s", "agentrun/ticket-1234")
+		Expect(jsonpath("agentrun", "ticket-1234", "helpdesk", "{.status.phase}")).To(Equal("Succeeded"))
 		Expect(jsonpath("agentrun", "ticket-1234", "helpdesk", "{.status.terminationReason}")).To(Equal("Terminated"))
 
 		// The watch shows the run move: rows with a rising handoff count, then the end.
@@ -95,6 +128,35 @@ spec:
 		Expect(jsonpath("agentrun", "long-job", "cancel", "{.status.terminationReason}")).To(Equal("Cancelled"))
 		Expect(jsonpath("agentrun", "long-job", "cancel", "{.status.terminationMessage}")).
 			To(Equal("cancelled by annotation agents.baton.dev/cancel: no longer needed"))
+	})
+
+	It("runs the StateMachine sample to its final state, and is told to write transitions, not on", func() {
+		kubectl("create", "namespace", "states")
+		kubectl("apply", "-n", "states", "-f", sample("helpdesk-statemachine.yaml"))
+		kubectl("wait", "-n", "states", "--for=condition=Ready", "--timeout=120s", "agentrun/ticket-5678")
+		Expect(kubectl("get", "agentrun", "ticket-5678", "-n", "states")).To(MatchRegexp(`(?m)^ticket-5678\s+Succeeded\s+TERMINATED\s`))
+
+		// YAML 1.1, which kubectl reads, turns a bare on into true.
+		out, err := tryKubectl("apply", "-n", "states", "-f", manifest("old-on.yaml", `
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata:
+  name: old-on
+spec:
+  mode: StateMachine
+  entrypoint: a
+  agents:
+  - name: a
+  signals:
+  - name: NEXT
+  states:
+  - name: START
+    agent: a
+    on: {NEXT: DONE}
+  - name: DONE
+`))
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("on was renamed to transitions (YAML reads a bare on key as true)"))
 	})
 
 	It("gets a clear refusal from the API server for a config that cannot work", func() {

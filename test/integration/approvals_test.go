@@ -139,7 +139,9 @@ var _ = Describe("Human gates", func() {
 		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 		Expect(records(done)).To(Equal([]string{"Approved plan by alice", "Approved final by bob"}))
 		Expect(done.Status.Approvals[0].Feedback).To(Equal("looks good"))
-		Expect(done.Status.Waited.OrZero()).To(BeNumerically(">", 0))
+		// The time it waited for people, in whole seconds as kubectl describe prints it.
+		Expect(done.Status.Waited).NotTo(BeNil())
+		Expect(string(*done.Status.Waited)).To(MatchRegexp(`^([0-9]+h)?([0-9]+m)?[0-9]+s$`))
 	})
 
 	It("sends the run back to one agent on reject with revise, with the feedback and the earlier output", func() {

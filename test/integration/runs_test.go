@@ -60,7 +60,7 @@ var _ = Describe("An AgentRun", func() {
 		Expect(run.Status.CompletionTime).NotTo(BeNil())
 		Expect(run.Status.ObservedGeneration).To(Equal(run.Generation))
 		Expect(run.Status.ConfigRevision).To(HavePrefix("helpdesk-"))
-		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionSucceeded)).To(BeTrue())
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
 		Expect(meta.IsStatusConditionFalse(run.Status.Conditions, v1alpha1.ConditionProgressing)).To(BeTrue())
 		// A run that goes well makes no Event: each one is an API write, and status says it all.
 		Consistently(func() []string { return eventsOf(run) }, 2*time.Second).Should(BeEmpty())
