@@ -38,8 +38,9 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet ## Check formatting, run go vet, and keep the workflow core free of clients, SDKs and databases.
-	@out=$$(gofmt -l main.go api agents cmd controllers hack test tools transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
+	@out=$$(gofmt -l main.go api agents cmd controllers decisions hack test tools transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# The pure core imports no client, SDK or database.
 	@out=$$($(GO) list -deps ./controllers/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite'); \
 		if [ -n "$$out" ]; then echo "controllers/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
@@ -63,7 +64,7 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, and the transcript stores' conformance suite (SQLite, and a real PostgreSQL).
-	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/...
+	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).

@@ -13,22 +13,23 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // rawDecision finds a decision annotation the admission webhook did not take (it is not
 // installed): the annotations without it, and the decision, whose maker is unknown.
-func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, v1alpha1.QueuedDecision, bool) {
+func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, decisions.Queued, bool) {
 	annotations := maps.Clone(run.Annotations)
-	d, ok := TakeDecision(annotations, "", metav1.NewTime(now))
+	d, ok := decisions.Take(annotations, "", metav1.NewTime(now))
 	return annotations, d, ok
 }
 
 // intake moves a decision annotation into the run's queue of decisions, as the webhook would
 // have: one update, guarded by the resourceVersion it was read at. Its watch event brings the
 // run back to apply the decision.
-func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d v1alpha1.QueuedDecision) (ctrl.Result, error) {
+func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d decisions.Queued) (ctrl.Result, error) {
 	// A full queue drops the decision, with an Event; its annotations go either way.
-	queued, err := AddDecision(annotations, d, run.Status.LastDecision)
+	queued, err := decisions.Add(annotations, d, run.Status.LastDecision)
 	if err != nil {
 		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", boundedBytes(err.Error(), maxEventNote))
 	}
@@ -43,13 +44,13 @@ func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun,
 
 // pendingDecisions are the queued decisions the run has not taken yet, oldest first. When the
 // queue is not guarded by the webhook, who decided is unverified.
-func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool) []v1alpha1.QueuedDecision {
-	queue, err := Decisions(run.Annotations)
+func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool) []decisions.Queued {
+	queue, err := decisions.Read(run.Annotations)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Ignoring an unreadable decision queue", "agentRun", klog.KObj(run))
 		return nil
 	}
-	var out []v1alpha1.QueuedDecision
+	var out []decisions.Queued
 	for _, q := range queue {
 		if q.Seq > run.Status.LastDecision {
 			if !trusted {

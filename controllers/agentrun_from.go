@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/decisions"
 	"github.com/baton-dev/baton/transcript"
 )
 
@@ -113,10 +114,10 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run *v1alpha1.Agent
 }
 
 // replyIn is the reply a decision record holds, as the decision that gave it.
-func replyIn(rec transcript.Record) *v1alpha1.QueuedDecision {
+func replyIn(rec transcript.Record) *decisions.Queued {
 	for _, c := range contextOf(rec) {
 		if c.Kind == agents.ContextReply {
-			return &v1alpha1.QueuedDecision{Seq: 1, Action: v1alpha1.DecisionReply, Reply: c.Text, By: c.From}
+			return &decisions.Queued{Seq: 1, Action: decisions.Reply, Reply: c.Text, By: c.From}
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // DecisionWebhookPath is where the API server sends AgentRun creates and updates.
@@ -84,7 +85,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 			leftover = append(leftover, k)
 		}
 	}
-	d, ok := TakeDecision(annotations, user, metav1.NewTime(w.Clock.Now()))
+	d, ok := decisions.Take(annotations, user, metav1.NewTime(w.Clock.Now()))
 	if !ok {
 		for _, k := range []string{v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback} {
 			if _, set := annotations[k]; set {
@@ -101,7 +102,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 		return admission.Denied(fmt.Sprintf("AgentRun %s ended %s (%s); decisions no longer apply to it",
 			run.Name, old.Status.Phase, old.Status.TerminationReason))
 	}
-	if d.Action != v1alpha1.DecisionReply {
+	if d.Action != decisions.Reply {
 		allowed, err := w.mayApprove(ctx, req, run)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
@@ -111,7 +112,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 				user, d.Action, run.Namespace, run.Name, ApproveVerb, run.Namespace))
 		}
 	}
-	queued, err := AddDecision(annotations, d, old.Status.LastDecision)
+	queued, err := decisions.Add(annotations, d, old.Status.LastDecision)
 	if err != nil {
 		return admission.Denied(err.Error())
 	}

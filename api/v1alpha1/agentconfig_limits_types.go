@@ -115,6 +115,7 @@ type LoopDetection struct {
 
 	// allow lists legitimate loops, each with its own bound.
 	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
 	// +optional
 	Allow []AllowedCycle `json:"allow,omitempty"`
 }
@@ -127,14 +128,15 @@ type AllowedCycle struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=atomic
 	// +required
-	Cycle []string `json:"cycle"`
+	Cycle []string `json:"cycle,omitempty"`
 
 	// maxRepeats is how many times in a row the cycle may repeat.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=49
 	// +required
-	MaxRepeats int32 `json:"maxRepeats"`
+	MaxRepeats int32 `json:"maxRepeats,omitempty"`
 }
 
 // ApprovalGate is a point where a run waits for people to approve.
@@ -145,7 +147,7 @@ type ApprovalGate struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// after opens the gate when this agent's step completes.
 	// +kubebuilder:validation:MaxLength=63
@@ -182,7 +184,7 @@ type Routing struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Supervisor string `json:"supervisor"`
+	Supervisor string `json:"supervisor,omitempty"`
 
 	// minConfidence is the confidence below which a decision's fallback, else defaultAgent,
 	// is used. Defaults to 0.7.

@@ -15,7 +15,7 @@ type ToolServer struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// mcp is a Model Context Protocol server reached over streamable HTTP. The operator never
 	// starts a process for a tool: the server runs on its own.
@@ -35,7 +35,7 @@ type MCPServer struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="must be an absolute http or https URL"
 	// +required
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 
 	// headersFrom names a Secret in the run's namespace whose keys become request headers
 	// (Authorization, for instance). Its values are never logged or written to status. The
@@ -57,7 +57,7 @@ type HTTPTool struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')",message="must be an absolute http or https URL"
 	// +required
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 
 	// tool is the tool's name, as models see it and in its approval gate
 	// (tool/<server>/<tool>). Defaults to the server's name.
@@ -103,7 +103,7 @@ type SecretRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 // ToolApproval says whether a tool's calls wait for a person.
@@ -123,9 +123,9 @@ type AgentTools struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Server string `json:"server"`
+	Server string `json:"server,omitempty"`
 
-	// allow, when set, lets the agent call only these tools of the server.
+	// allow names the only tools of the server the agent may call; unset, it may call all.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=128
@@ -177,13 +177,13 @@ type ScriptToolCall struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Server string `json:"server"`
+	Server string `json:"server,omitempty"`
 
 	// tool is the tool's name on the server.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +required
-	Tool string `json:"tool"`
+	Tool string `json:"tool,omitempty"`
 
 	// arguments are the call's arguments, a JSON object.
 	// +kubebuilder:validation:Type=object

@@ -67,12 +67,14 @@ const (
 // +kubebuilder:printcolumn:name="Entrypoint",type=string,JSONPath=`.spec.entrypoint`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type AgentConfig struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the team, its workflow and its limits.
 	// +required
-	Spec AgentConfigSpec `json:"spec"`
+	Spec AgentConfigSpec `json:"spec,omitzero"`
 
 	// status says whether runs can use the config.
 	// +optional
@@ -139,7 +141,7 @@ type AgentConfigSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Entrypoint string `json:"entrypoint"`
+	Entrypoint string `json:"entrypoint,omitempty"`
 
 	// agents is the team. Names are unique.
 	// +listType=map
@@ -147,7 +149,7 @@ type AgentConfigSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +required
-	Agents []Agent `json:"agents"`
+	Agents []Agent `json:"agents,omitempty"`
 
 	// signals are the named markers agents may emit, and what each does to the run. Only
 	// declared signals count.
@@ -233,7 +235,7 @@ type Agent struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// description tells routing models and other agents what this agent is for.
 	// +kubebuilder:validation:MaxLength=1024
@@ -253,8 +255,9 @@ type Agent struct {
 	// script is the Scripted provider's deterministic turns, consumed in order with the last
 	// one repeating. Only for model.provider Scripted.
 	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
 	// +optional
-	Script []ScriptTurn `json:"script,omitempty"`
+	Script []ScriptTurn `json:"script,omitempty"` //nolint:kubeapilinter // arrayofstruct: a turn may be only an output, a handoff, a signal or an error; no field of it is always needed
 
 	// handoffs are the only agents this one may hand off to (Swarm mode).
 	// +listType=set
@@ -263,8 +266,8 @@ type Agent struct {
 	// +optional
 	Handoffs []string `json:"handoffs,omitempty"`
 
-	// terminator, when true, lets this agent's Terminate signal end the run, and makes its
-	// plain answers final.
+	// terminator lets this agent's Terminate signal end the run, and makes its plain answers
+	// final.
 	// +optional
 	Terminator bool `json:"terminator,omitempty"`
 
@@ -347,18 +350,18 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// key is the key within the Secret's data.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 }
 
 // ScriptTurn is one deterministic answer of a Scripted agent.
 type ScriptTurn struct {
-	// when, if set, makes this turn eligible only for a step whose input contains it.
+	// when makes this turn eligible only for a step whose input contains it.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	When string `json:"when,omitempty"`
@@ -409,6 +412,7 @@ type ScriptTurn struct {
 	// toolCalls are calls the agent makes, for real and in order, before it answers with the
 	// turn's output, handoff or signal.
 	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
 	// +optional
 	ToolCalls []ScriptToolCall `json:"toolCalls,omitempty"`
 }
@@ -418,7 +422,8 @@ type RoutingDecision struct {
 	// target is the agent chosen.
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Target string `json:"target"`
+	// +kubebuilder:validation:MinLength=1
+	Target string `json:"target,omitempty"`
 
 	// confidence is the supervisor's confidence in the choice, from 0 to 1.
 	// +kubebuilder:validation:Minimum=0
@@ -444,7 +449,7 @@ type Signal struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_.-]*$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// action is what the signal does: Terminate, Complete, AwaitInput or None.
 	// +kubebuilder:default=None
@@ -464,7 +469,7 @@ type State struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_.-]*$`
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// agent takes the step in this state. A state without an agent is final: the run ends
 	// Completed when it reaches it.
@@ -477,15 +482,15 @@ type State struct {
 	// +optional
 	Transitions map[string]string `json:"transitions,omitempty"`
 
-	// RenamedOn refuses the field's old name, on, with a hint instead of an unknown-field
+	// on is the old name of transitions, refused with a hint instead of an unknown-field
 	// error. It is never valid.
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="false",message="on was renamed to transitions"
 	// +optional
 	RenamedOn map[string]string `json:"on,omitempty"`
 
-	// BareOn refuses the old name written bare: YAML 1.1, which kubectl reads, turns an
-	// unquoted on key into "true". It is never valid.
+	// true is the old name written bare: YAML 1.1, which kubectl reads, turns an unquoted on
+	// key into "true". It is refused with a hint, and never valid.
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="false",message="on was renamed to transitions (YAML reads a bare on key as true)"
 	// +optional

@@ -10,12 +10,14 @@ import (
 type HandoffRecord struct {
 	// step is the step's number in the run, from 1.
 	// +required
-	Step int32 `json:"step"`
+	// +kubebuilder:validation:Minimum=1
+	Step int32 `json:"step,omitempty"`
 
 	// from is the agent that took the step.
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	From string `json:"from"`
+	// +kubebuilder:validation:MinLength=1
+	From string `json:"from,omitempty"`
 
 	// to is the agent that has control after the step; empty when the step ended the run.
 	// +kubebuilder:validation:MaxLength=63
@@ -38,7 +40,7 @@ type HandoffRecord struct {
 
 	// time is when the step ended.
 	// +required
-	Time metav1.Time `json:"time"`
+	Time metav1.Time `json:"time"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
 
 	// tokens is the usage the step reported.
 	// +optional
@@ -71,17 +73,19 @@ type HandoffRecord struct {
 type LoopStatus struct {
 	// detector is the detector that found the loop.
 	// +required
-	Detector LoopDetector `json:"detector"`
+	Detector LoopDetector `json:"detector,omitempty"`
 
 	// pattern is the agents that make up the loop; for RepeatedToolCall, the tool
 	// (<server>/<tool>).
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=200
+	// +listType=atomic
 	// +optional
 	Pattern []string `json:"pattern,omitempty"`
 
 	// steps are the step numbers where the loop was seen.
 	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
 	// +optional
 	Steps []int32 `json:"steps,omitempty"`
 }
@@ -91,7 +95,8 @@ type PendingApproval struct {
 	// gate is the gate's name: a gate of spec.approvals, or tool/<server>/<tool>.
 	// +kubebuilder:validation:MaxLength=200
 	// +required
-	Gate string `json:"gate"`
+	// +kubebuilder:validation:MinLength=1
+	Gate string `json:"gate,omitempty"`
 
 	// toolCall is the call a tool's gate holds back.
 	// +optional
@@ -99,11 +104,12 @@ type PendingApproval struct {
 
 	// since is when the gate opened, to the microsecond.
 	// +required
-	Since metav1.MicroTime `json:"since"`
+	Since metav1.MicroTime `json:"since"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
 
 	// approvedBy are the people who approved so far.
 	// +kubebuilder:validation:MaxItems=10
 	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
 	// +optional
 	ApprovedBy []string `json:"approvedBy,omitempty"`
 
@@ -117,7 +123,7 @@ type PendingApproval struct {
 type Completion struct {
 	// reason is the termination reason, Completed or Terminated.
 	// +required
-	Reason TerminationReason `json:"reason"`
+	Reason TerminationReason `json:"reason,omitempty"`
 
 	// message is the termination message.
 	// +kubebuilder:validation:MaxLength=1024
@@ -135,20 +141,24 @@ type PendingToolCall struct {
 	// server is the tool's server.
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Server string `json:"server"`
+	// +kubebuilder:validation:MinLength=1
+	Server string `json:"server,omitempty"`
 
 	// tool is the tool's name.
 	// +kubebuilder:validation:MaxLength=128
 	// +required
-	Tool string `json:"tool"`
+	// +kubebuilder:validation:MinLength=1
+	Tool string `json:"tool,omitempty"`
 
 	// step is the step that asked for the call.
 	// +required
-	Step int32 `json:"step"`
+	// +kubebuilder:validation:Minimum=1
+	Step int32 `json:"step,omitempty"`
 
 	// call is the call's number within its step, from 1.
 	// +required
-	Call int32 `json:"call"`
+	// +kubebuilder:validation:Minimum=1
+	Call int32 `json:"call,omitempty"`
 
 	// arguments are the call's arguments, as JSON. Bounded; in full in the transcript.
 	// +kubebuilder:validation:MaxLength=4096
@@ -161,7 +171,8 @@ type PendingInput struct {
 	// agent asked the question and gets the reply.
 	// +kubebuilder:validation:MaxLength=63
 	// +required
-	Agent string `json:"agent"`
+	// +kubebuilder:validation:MinLength=1
+	Agent string `json:"agent,omitempty"`
 
 	// question is what the agent asked. Bounded.
 	// +kubebuilder:validation:MaxLength=4096
@@ -170,7 +181,7 @@ type PendingInput struct {
 
 	// since is when the run started waiting, to the microsecond.
 	// +required
-	Since metav1.MicroTime `json:"since"`
+	Since metav1.MicroTime `json:"since"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
 }
 
 // ApprovalRecord is one human decision.
@@ -180,16 +191,18 @@ type ApprovalRecord struct {
 	// +optional
 	Gate string `json:"gate,omitempty"`
 
-	// step and toolCall name the tool call a tool's gate held back.
+	// step is the step of the tool call a tool's gate held back.
 	// +optional
 	Step int32 `json:"step,omitempty"`
+
+	// toolCall is the number, within its step, of the tool call a tool's gate held back.
 	// +optional
 	ToolCall int32 `json:"toolCall,omitempty"`
 
 	// decision is Approved, Rejected or Replied.
 	// +kubebuilder:validation:Enum=Approved;Rejected;Replied
 	// +required
-	Decision string `json:"decision"`
+	Decision string `json:"decision,omitempty"`
 
 	// revise is where a rejection sent the run: an agent, or replan.
 	// +kubebuilder:validation:MaxLength=63
@@ -199,11 +212,12 @@ type ApprovalRecord struct {
 	// by is who decided.
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	By string `json:"by"`
+	// +kubebuilder:validation:MinLength=1
+	By string `json:"by,omitempty"`
 
 	// time is when the decision was applied.
 	// +required
-	Time metav1.Time `json:"time"`
+	Time metav1.Time `json:"time"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
 
 	// feedback is the text that went with the decision.
 	// +kubebuilder:validation:MaxLength=4096

@@ -201,12 +201,14 @@ const (
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.terminationMessage`,priority=1
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec is immutable once the run has started",reason=FieldValueForbidden
 type AgentRun struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the object's metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is what to run. Immutable once the run has started.
 	// +required
-	Spec AgentRunSpec `json:"spec"`
+	Spec AgentRunSpec `json:"spec,omitzero"`
 
 	// status is the run's progress, written only by the operator.
 	// +optional
@@ -225,7 +227,7 @@ type AgentRunList struct {
 type AgentRunSpec struct {
 	// configRef names the AgentConfig, in the run's namespace, whose team runs.
 	// +required
-	ConfigRef ConfigReference `json:"configRef"`
+	ConfigRef ConfigReference `json:"configRef,omitzero"`
 
 	// input is the task given to the entrypoint agent.
 	// +kubebuilder:validation:MaxLength=32768
@@ -262,13 +264,13 @@ type RunFrom struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Run string `json:"run"`
+	Run string `json:"run,omitempty"`
 
 	// step is the step after which to continue, from 1.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +required
-	Step int32 `json:"step"`
+	Step int32 `json:"step,omitempty"`
 }
 
 // ConfigReference names an AgentConfig in the same namespace.
@@ -277,7 +279,7 @@ type ConfigReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
 // LimitOverrides override a config's limits for one run. Unset fields keep the config's value.
@@ -341,7 +343,7 @@ type AgentRunStatus struct {
 	// phase is where the run is: Pending, Running, AwaitingApproval, AwaitingInput, or one of
 	// the terminal phases Succeeded, Failed and Cancelled.
 	// +optional
-	Phase RunPhase `json:"phase,omitempty"`
+	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the phase is part of the API contract and the PHASE column; the conditions say the same for tools
 
 	// state is the StateMachine state, else the current agent's name.
 	// +kubebuilder:validation:MaxLength=63
@@ -402,11 +404,12 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxProperties=32
 	// +mapType=atomic
 	// +optional
-	AgentSteps map[string]int32 `json:"agentSteps,omitempty"`
+	AgentSteps map[string]int32 `json:"agentSteps,omitempty"` //nolint:kubeapilinter // nomaps: a merge patch of a map carries only the agent whose count changed; a list would be resent whole with every step
 
 	// handoffSequence has one entry per step, oldest first. Only the latest 10 are kept, without
 	// digests; step numbers say where they fall in the run. The transcript holds every step.
 	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
 	// +optional
 	HandoffSequence []HandoffRecord `json:"handoffSequence,omitempty"`
 
@@ -451,6 +454,7 @@ type AgentRunStatus struct {
 
 	// approvals records every human decision, oldest first (the latest 64).
 	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
 	// +optional
 	Approvals []ApprovalRecord `json:"approvals,omitempty"`
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // Human gates and replies. A gate opens after its agent's step, or when the run would complete;
@@ -104,7 +105,7 @@ func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingInput
 	s.CurrentAgent = agent
-	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, v1alpha1.MaxDecisionValue), Since: metav1.NewMicroTime(now)}
+	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, decisions.MaxValue), Since: metav1.NewMicroTime(now)}
 	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
 		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
 	progress(s, now, v1alpha1.PhaseAwaitingInput, msg)
@@ -161,7 +162,7 @@ func addWait(w *v1alpha1.Duration, more time.Duration) *v1alpha1.Duration {
 // time it was made: when a gate's timeout passed before that, the gate times out first (its
 // onTimeout applies), and the decision then finds the run past the gate. So a decision that
 // reached an operator which was away, or slow, never beats a timeout that came before it.
-func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecision, now time.Time) Update {
+func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []decisions.Queued, now time.Time) Update {
 	out := Update{Status: st}
 	apply := func(u Update) {
 		out.Status = u.Status
@@ -181,7 +182,7 @@ func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []v1alpha1.QueuedDecis
 
 // Decide applies one queued human decision. A decision the run cannot take changes nothing but
 // the Decision condition and an Event that say why.
-func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Update {
+func Decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Time) Update {
 	if st.Phase.Terminal() {
 		return Update{Status: st}
 	}
@@ -192,7 +193,7 @@ func Decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 	return d
 }
 
-func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now time.Time) Update {
+func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Time) Update {
 	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.LastDecision = max(s.LastDecision, q.Seq)
@@ -209,13 +210,13 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		when = q.Time.Time
 	}
 	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
-	if pa := s.PendingApproval; pa != nil && pa.ToolCall != nil && q.Action != v1alpha1.DecisionReply {
+	if pa := s.PendingApproval; pa != nil && pa.ToolCall != nil && q.Action != decisions.Reply {
 		record.Step, record.ToolCall = pa.ToolCall.Step, pa.ToolCall.Call
 	}
 	if q.Feedback != "" {
 		addContext(&d, by, agents.ContextFeedback, q.Feedback)
 	}
-	if q.Action == v1alpha1.DecisionReply {
+	if q.Action == decisions.Reply {
 		addContext(&d, by, agents.ContextReply, q.Reply)
 	}
 	applied := func(msg string) {
@@ -223,7 +224,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)
 	}
 	switch q.Action {
-	case v1alpha1.DecisionApprove:
+	case decisions.Approve:
 		record.Decision = v1alpha1.RecordApproved
 		appendApproval(s, record)
 		pa := s.PendingApproval
@@ -235,7 +236,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		}
 		applied(fmt.Sprintf("%s: gate %s passed", what, pa.Gate))
 		passGate(p, &d, q.Feedback, now)
-	case v1alpha1.DecisionReject:
+	case decisions.Reject:
 		record.Decision = v1alpha1.RecordRejected
 		record.Revise = q.Revise
 		appendApproval(s, record)
@@ -268,7 +269,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 		s.Output = ""
 		applied(fmt.Sprintf("%s: %s revises", what, agent))
 		resume(p, &d, pending.Since, now)
-	case v1alpha1.DecisionReply:
+	case decisions.Reply:
 		record.Decision = v1alpha1.RecordReplied
 		appendApproval(s, record)
 		since := s.PendingInput.Since
@@ -284,16 +285,16 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, now 
 }
 
 // refuse says why a decision cannot be taken, if it cannot.
-func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, by string) (string, string, bool) {
-	tooLong := func(v string) bool { return len([]rune(v)) > v1alpha1.MaxDecisionValue }
+func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) (string, string, bool) {
+	tooLong := func(v string) bool { return len([]rune(v)) > decisions.MaxValue }
 	switch {
 	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 200 || len(q.Revise) > 63:
-		return fmt.Sprintf("a value is longer than %d characters", v1alpha1.MaxDecisionValue), v1alpha1.ReasonInvalidValue, false
-	case q.Action == v1alpha1.DecisionReply && s.Phase != v1alpha1.PhaseAwaitingInput:
+		return fmt.Sprintf("a value is longer than %d characters", decisions.MaxValue), v1alpha1.ReasonInvalidValue, false
+	case q.Action == decisions.Reply && s.Phase != v1alpha1.PhaseAwaitingInput:
 		return fmt.Sprintf("the run is not waiting for input (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
-	case q.Action == v1alpha1.DecisionReply && q.Reply == "":
+	case q.Action == decisions.Reply && q.Reply == "":
 		return "the reply is empty", v1alpha1.ReasonInvalidValue, false
-	case q.Action == v1alpha1.DecisionReply:
+	case q.Action == decisions.Reply:
 		return "", "", true
 	case q.Gate == "":
 		return "the annotation names no gate", v1alpha1.ReasonInvalidValue, false
@@ -301,13 +302,13 @@ func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q v1alpha1.QueuedDecision, by s
 		return fmt.Sprintf("the run is not waiting for approval (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
 	case q.Gate != s.PendingApproval.Gate:
 		return fmt.Sprintf("gate %s is not pending; the pending gate is %s", quoteName(q.Gate), s.PendingApproval.Gate), v1alpha1.ReasonGateNotPending, false
-	case q.Action == v1alpha1.DecisionApprove && slices.Contains(s.PendingApproval.ApprovedBy, by):
+	case q.Action == decisions.Approve && slices.Contains(s.PendingApproval.ApprovedBy, by):
 		g, _ := p.gate(s, q.Gate)
 		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
 			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
-	case q.Action == v1alpha1.DecisionReject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
+	case q.Action == decisions.Reject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
 		return fmt.Sprintf("gate %s holds a tool call, which a rejection cannot send to another agent: reject it without revise and the agent is told", q.Gate), v1alpha1.ReasonInvalidValue, false
-	case q.Action == v1alpha1.DecisionReject && q.Revise != "":
+	case q.Action == decisions.Reject && q.Revise != "":
 		if _, _, ok := reviser(p, q.Revise); !ok {
 			return fmt.Sprintf("revise=%s names no agent that can take over (use an agent's name or replan)", quoteName(q.Revise)), v1alpha1.ReasonUnknownAgent, false
 		}
@@ -335,11 +336,11 @@ func reviser(p *Plan, revise string) (agent, state string, ok bool) {
 	return "", "", false
 }
 
-func describeDecision(q v1alpha1.QueuedDecision, by string) string {
+func describeDecision(q decisions.Queued, by string) string {
 	switch q.Action {
-	case v1alpha1.DecisionReply:
+	case decisions.Reply:
 		return fmt.Sprintf("reply by %s", by)
-	case v1alpha1.DecisionReject:
+	case decisions.Reject:
 		if q.Revise != "" {
 			return fmt.Sprintf("reject=%s revise=%s by %s", quoteName(q.Gate), quoteName(q.Revise), by)
 		}
@@ -351,7 +352,7 @@ func describeDecision(q v1alpha1.QueuedDecision, by string) string {
 const maxApprovals = 64
 
 func appendApproval(s *v1alpha1.AgentRunStatus, r v1alpha1.ApprovalRecord) {
-	r.Feedback = bounded(r.Feedback, v1alpha1.MaxDecisionValue)
+	r.Feedback = bounded(r.Feedback, decisions.MaxValue)
 	s.Approvals = append(s.Approvals, r)
 	if over := len(s.Approvals) - maxApprovals; over > 0 {
 		s.Approvals = append([]v1alpha1.ApprovalRecord(nil), s.Approvals[over:]...)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -26,8 +27,8 @@ func gatedPlan(t *testing.T, c *ConfigWrapper) *Plan {
 	return mustPlan(t, c).ForRun("r", "ns", v1alpha1.ApprovalsRequired)
 }
 
-func decision(seq int64, action, gate, by string) v1alpha1.QueuedDecision {
-	return v1alpha1.QueuedDecision{Seq: seq, Action: action, Gate: gate, By: by}
+func decision(seq int64, action, gate, by string) decisions.Queued {
+	return decisions.Queued{Seq: seq, Action: action, Gate: gate, By: by}
 }
 
 // atPlanGate is the pipeline after the planner's step, waiting at the plan gate.
@@ -107,22 +108,22 @@ func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
 	quorum.Spec.Approvals[0].Required = 2
 	cases := map[string]struct {
 		config *ConfigWrapper
-		prior  []v1alpha1.QueuedDecision
-		q      v1alpha1.QueuedDecision
+		prior  []decisions.Queued
+		q      decisions.Queued
 		reason string
 		msg    string
 	}{
 		"a gate that is not pending": {q: decision(1, "approve", "final", "alice"), reason: v1alpha1.ReasonGateNotPending,
 			msg: "approve=final by alice changed nothing: gate final is not pending; the pending gate is plan"},
-		"a reply when no one asked": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "reply", Reply: "yes", By: "alice"}, reason: v1alpha1.ReasonNotWaiting,
+		"a reply when no one asked": {q: decisions.Queued{Seq: 1, Action: "reply", Reply: "yes", By: "alice"}, reason: v1alpha1.ReasonNotWaiting,
 			msg: "reply by alice changed nothing: the run is not waiting for input (phase AwaitingApproval)"},
 		"an empty gate name": {q: decision(1, "approve", "", "alice"), reason: v1alpha1.ReasonInvalidValue,
 			msg: `approve="" by alice changed nothing: the annotation names no gate`},
-		"an oversized feedback": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "approve", Gate: "plan", By: "alice", Feedback: string(make([]byte, 4097))},
+		"an oversized feedback": {q: decisions.Queued{Seq: 1, Action: "approve", Gate: "plan", By: "alice", Feedback: string(make([]byte, 4097))},
 			reason: v1alpha1.ReasonInvalidValue, msg: "approve=plan by alice changed nothing: a value is longer than 4096 characters"},
-		"a revise to an unknown agent": {q: v1alpha1.QueuedDecision{Seq: 1, Action: "reject", Gate: "plan", Revise: "ghost", By: "alice"},
+		"a revise to an unknown agent": {q: decisions.Queued{Seq: 1, Action: "reject", Gate: "plan", Revise: "ghost", By: "alice"},
 			reason: v1alpha1.ReasonUnknownAgent, msg: "reject=plan revise=ghost by alice changed nothing: revise=ghost names no agent that can take over (use an agent's name or replan)"},
-		"the same person twice towards a quorum": {config: quorum, prior: []v1alpha1.QueuedDecision{decision(1, "approve", "plan", "alice")},
+		"the same person twice towards a quorum": {config: quorum, prior: []decisions.Queued{decision(1, "approve", "plan", "alice")},
 			q: decision(2, "approve", "plan", "alice"), reason: v1alpha1.ReasonAlreadyApproved,
 			msg: "approve=plan by alice changed nothing: alice already approved gate plan (1 of 2 approvals); approvals must come from different people"},
 	}
@@ -209,11 +210,11 @@ func TestAwaitInputAndReply(t *testing.T) {
 	if st.Phase != v1alpha1.PhaseAwaitingInput || st.PendingInput.Question != "Which cluster?\nASK" || st.PendingInput.Agent != "support" {
 		t.Fatalf("not waiting for input: %s %+v", st.Phase, st.PendingInput)
 	}
-	d := Decide(p, st, v1alpha1.QueuedDecision{Seq: 1, Action: "reply", Reply: "prod-east", By: "carol"}, t0.Add(time.Minute))
+	d := Decide(p, st, decisions.Queued{Seq: 1, Action: "reply", Reply: "prod-east", By: "carol"}, t0.Add(time.Minute))
 	if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.CurrentAgent != "support" || d.Status.Input != "prod-east" || d.Status.PendingInput != nil {
 		t.Fatalf("reply did not resume the agent: %+v", d.Status)
 	}
-	empty := Decide(p, st, v1alpha1.QueuedDecision{Seq: 2, Action: "reply", By: "carol"}, t0)
+	empty := Decide(p, st, decisions.Queued{Seq: 2, Action: "reply", By: "carol"}, t0)
 	if c := conditionOf(empty.Status, v1alpha1.ConditionDecision); c.Reason != v1alpha1.ReasonInvalidValue || empty.Status.Phase != v1alpha1.PhaseAwaitingInput {
 		t.Fatalf("an empty reply was taken: %+v", c)
 	}
@@ -241,7 +242,7 @@ func conditionOf(st v1alpha1.AgentRunStatus, typ string) *metav1.Condition {
 func TestWaitedIsWholeSeconds(t *testing.T) {
 	p := gatedPlan(t, pipeline())
 	st := atPlanGate(t, p)
-	d := Decide(p, st, decision(1, v1alpha1.DecisionApprove, "plan", "alice"), t0.Add(time.Minute+2745*time.Millisecond))
+	d := Decide(p, st, decision(1, decisions.Approve, "plan", "alice"), t0.Add(time.Minute+2745*time.Millisecond))
 	if d.Status.Waited == nil || *d.Status.Waited != "1m3s" {
 		t.Fatalf("waited %v, want 1m3s", d.Status.Waited)
 	}
@@ -251,7 +252,7 @@ func TestWaitedIsWholeSeconds(t *testing.T) {
 // person's decision that reaches the operator late: the decision counts as of the time it was
 // made, so one made before the timeout wins, and one made after it finds the gate timed out.
 func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
-	made := func(seq int64, action, by string, at time.Duration) v1alpha1.QueuedDecision {
+	made := func(seq int64, action, by string, at time.Duration) decisions.Queued {
 		q := decision(seq, action, "plan", by)
 		q.Time = metav1.NewTime(t0.Add(at))
 		return q
@@ -259,7 +260,7 @@ func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
 	now := t0.Add(3 * time.Hour) // the operator takes the decisions long after the gate's hour
 	cases := map[string]struct {
 		onTimeout string
-		queue     []v1alpha1.QueuedDecision
+		queue     []decisions.Queued
 		phase     v1alpha1.RunPhase
 		reason    v1alpha1.TerminationReason
 		approvals []string // status.approvals as "decision by"
@@ -267,42 +268,42 @@ func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
 	}{
 		"an approval made before the timeout is applied": {
 			onTimeout: "Reject",
-			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionApprove, "alice", 30*time.Minute)},
+			queue:     []decisions.Queued{made(1, decisions.Approve, "alice", 30*time.Minute)},
 			phase:     v1alpha1.PhaseRunning,
 			approvals: []string{"Approved alice"},
 		},
 		"an approval made after a rejecting timeout is too late": {
 			onTimeout: "Reject",
-			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionApprove, "alice", 90*time.Minute)},
+			queue:     []decisions.Queued{made(1, decisions.Approve, "alice", 90*time.Minute)},
 			phase:     v1alpha1.PhaseFailed,
 			reason:    v1alpha1.ReasonApprovalExpired,
 		},
 		"a rejection made before an approving timeout is applied": {
 			onTimeout: "Approve",
-			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionReject, "bob", 59*time.Minute)},
+			queue:     []decisions.Queued{made(1, decisions.Reject, "bob", 59*time.Minute)},
 			phase:     v1alpha1.PhaseFailed,
 			reason:    v1alpha1.ReasonRejected,
 			approvals: []string{"Rejected bob"},
 		},
 		"a rejection made after an approving timeout finds the gate passed": {
 			onTimeout: "Approve",
-			queue:     []v1alpha1.QueuedDecision{made(1, v1alpha1.DecisionReject, "bob", 61*time.Minute)},
+			queue:     []decisions.Queued{made(1, decisions.Reject, "bob", 61*time.Minute)},
 			phase:     v1alpha1.PhaseRunning,
 			approvals: []string{"Approved timeout"},
 			refused:   v1alpha1.ReasonNotWaiting,
 		},
 		"a decision with no time is judged now": {
 			onTimeout: "Approve",
-			queue:     []v1alpha1.QueuedDecision{decision(1, v1alpha1.DecisionReject, "plan", "bob")},
+			queue:     []decisions.Queued{decision(1, decisions.Reject, "plan", "bob")},
 			phase:     v1alpha1.PhaseFailed,
 			reason:    v1alpha1.ReasonRejected,
 			approvals: []string{"Rejected bob"},
 		},
 		"decisions in order, each at its own time": {
 			onTimeout: "Reject",
-			queue: []v1alpha1.QueuedDecision{
-				made(1, v1alpha1.DecisionApprove, "alice", 10*time.Minute),
-				made(2, v1alpha1.DecisionApprove, "bob", 20*time.Minute),
+			queue: []decisions.Queued{
+				made(1, decisions.Approve, "alice", 10*time.Minute),
+				made(2, decisions.Approve, "bob", 20*time.Minute),
 			},
 			phase:     v1alpha1.PhaseRunning,
 			approvals: []string{"Approved alice", "Approved bob"},

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // A run may start where an earlier run was after one of its steps (spec.from). The earlier
@@ -20,7 +21,7 @@ type RecordedStep struct {
 	Time time.Time
 	// Reply answers the step when it asked for input (an AwaitInput signal): the earlier run
 	// was given it before its next step.
-	Reply *v1alpha1.QueuedDecision
+	Reply *decisions.Queued
 }
 
 // Replay rebuilds the status of a run that started at started with input, after its recorded

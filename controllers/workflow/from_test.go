@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // recorded plays answers on a started run and returns the steps as a transcript holds them,
@@ -72,7 +73,7 @@ func TestReplayPassesGatesAndTakesReplies(t *testing.T) {
 		t.Fatalf("the gate opens: %s", st.Phase)
 	}
 	third := StepResult{Agent: "lead", Input: "did it", Result: turn{Output: "which region?", Signal: "ASK"}}
-	reply := &v1alpha1.QueuedDecision{Seq: 1, Action: v1alpha1.DecisionReply, Reply: "eu-west-1", By: "alice"}
+	reply := &decisions.Queued{Seq: 1, Action: decisions.Reply, Reply: "eu-west-1", By: "alice"}
 	fourth := StepResult{Agent: "lead", Input: "eu-west-1", Result: say("plan for eu-west-1", "worker")}
 	steps := []RecordedStep{{Result: first, Time: t0}, {Result: second, Time: t0}, {Result: third, Time: t0, Reply: reply}, {Result: fourth, Time: t0}}
 	got, err := Replay(p, "task", "team-rev", t0, steps)

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // These properties hold for every workflow, not just the examples: rapid generates random
@@ -207,27 +208,27 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
 	out.statuses = append(out.statuses, st)
 	var seq int64
-	decisions := 0
+	decided := 0
 	for i := 0; !st.Phase.Terminal(); i++ {
-		if int(st.StepCount) > int(plan.Limits.MaxSteps) || decisions > 200 {
-			t.Fatalf("no end after %d steps and %d decisions: %+v", st.StepCount, decisions, st)
+		if int(st.StepCount) > int(plan.Limits.MaxSteps) || decided > 200 {
+			t.Fatalf("no end after %d steps and %d decisions: %+v", st.StepCount, decided, st)
 		}
 		if st.Phase == v1alpha1.PhaseAwaitingApproval || st.Phase == v1alpha1.PhaseAwaitingInput {
 			// People decide: sometimes late (the gate may time out), sometimes wrongly.
-			now = now.Add(time.Duration(tl.at(tl.thinkSeconds, decisions)) * time.Second)
+			now = now.Add(time.Duration(tl.at(tl.thinkSeconds, decided)) * time.Second)
 			if d, expired := CheckWaiting(plan, st, now); expired {
 				st = d.Status
 				out.statuses = append(out.statuses, st)
 				continue
 			}
 			seq++
-			decisions++
+			decided++
 			q := decisionAt(tl, plan, st, seq)
-			if decisions%4 == 0 {
+			if decided%4 == 0 {
 				// Someone new eventually makes the right call.
-				q = v1alpha1.QueuedDecision{Seq: seq, By: fmt.Sprint("reviewer-", seq), Action: v1alpha1.DecisionReply, Reply: "yes"}
+				q = decisions.Queued{Seq: seq, By: fmt.Sprint("reviewer-", seq), Action: decisions.Reply, Reply: "yes"}
 				if st.PendingApproval != nil {
-					q.Action, q.Gate = v1alpha1.DecisionApprove, st.PendingApproval.Gate
+					q.Action, q.Gate = decisions.Approve, st.PendingApproval.Gate
 				}
 			}
 			st = Decide(plan, st, q, now).Status
@@ -261,26 +262,26 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 
 // decisionAt is what a person annotates as the run's seq-th decision: mostly the right one,
 // sometimes a wrong one.
-func decisionAt(tl timeline, p *Plan, st v1alpha1.AgentRunStatus, seq int64) v1alpha1.QueuedDecision {
+func decisionAt(tl timeline, p *Plan, st v1alpha1.AgentRunStatus, seq int64) decisions.Queued {
 	i := int(seq)
-	q := v1alpha1.QueuedDecision{Seq: seq, By: []string{"alice", "bob", "carol"}[tl.at(tl.by, i)]}
+	q := decisions.Queued{Seq: seq, By: []string{"alice", "bob", "carol"}[tl.at(tl.by, i)]}
 	gate := "none"
 	if st.PendingApproval != nil {
 		gate = st.PendingApproval.Gate
 	}
 	switch tl.at(tl.choices, i) {
 	case 0:
-		q.Action, q.Gate = v1alpha1.DecisionApprove, "no-such-gate"
+		q.Action, q.Gate = decisions.Approve, "no-such-gate"
 	case 1:
-		q.Action, q.Reply = v1alpha1.DecisionReply, "an answer"
+		q.Action, q.Reply = decisions.Reply, "an answer"
 	case 2:
-		q.Action, q.Gate = v1alpha1.DecisionReject, gate
+		q.Action, q.Gate = decisions.Reject, gate
 		q.Revise = []string{"", "replan", p.Spec.Agents[0].Name, "ghost"}[tl.at(tl.revises, i)]
 	default:
 		if st.Phase == v1alpha1.PhaseAwaitingInput {
-			q.Action, q.Reply = v1alpha1.DecisionReply, fmt.Sprint("answer ", seq)
+			q.Action, q.Reply = decisions.Reply, fmt.Sprint("answer ", seq)
 		} else {
-			q.Action, q.Gate = v1alpha1.DecisionApprove, gate
+			q.Action, q.Gate = decisions.Approve, gate
 		}
 	}
 	return q

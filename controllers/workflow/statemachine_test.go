@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -110,11 +111,11 @@ func TestStateMachineShowsTheFinalStateOnlyOnceReached(t *testing.T) {
 	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.State != "FIX" {
 		t.Fatalf("at the final gate: phase %s state %s, want AwaitingApproval in FIX", st.Phase, st.State)
 	}
-	approved := Decide(p, st, decision(1, v1alpha1.DecisionApprove, "final", "alice"), t0).Status
+	approved := Decide(p, st, decision(1, decisions.Approve, "final", "alice"), t0).Status
 	if approved.TerminationReason != v1alpha1.ReasonCompleted || approved.State != "DONE" {
 		t.Fatalf("approved: %s in state %s, want Completed in DONE", approved.TerminationReason, approved.State)
 	}
-	rejected := Decide(p, st, decision(1, v1alpha1.DecisionReject, "final", "alice"), t0).Status
+	rejected := Decide(p, st, decision(1, decisions.Reject, "final", "alice"), t0).Status
 	if rejected.TerminationReason != v1alpha1.ReasonRejected || rejected.State != "FIX" {
 		t.Fatalf("rejected: %s in state %s, want Rejected in FIX", rejected.TerminationReason, rejected.State)
 	}

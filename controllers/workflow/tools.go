@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // Tools in the pure core: which tools an agent may call, the gates that hold calls back, and
@@ -237,7 +238,7 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 	}
 	holdToolCall(p, &d, g, v1alpha1.PendingToolCall{
 		Server: call.Server, Tool: call.Tool, Step: s.StepCount + 1, Call: call.Index,
-		Arguments: bounded(string(call.Arguments), v1alpha1.MaxDecisionValue),
+		Arguments: bounded(string(call.Arguments), decisions.MaxValue),
 	}, now)
 	return d
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/decisions"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -208,7 +208,7 @@ var _ = Describe("Human gates", func() {
 		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "final")).To(Succeed())
 		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "plan")).To(Succeed())
 		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "plan")).To(Succeed())
-		queue, err := controllers.Decisions(get(run).Annotations)
+		queue, err := decisions.Read(get(run).Annotations)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(queue).To(HaveLen(3))
 		stopManager = startManager(controllerOptions)
