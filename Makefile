@@ -39,10 +39,10 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
-	@out=$$(gofmt -l main.go api agents cmd controllers decisions hack test tools transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l main.go api agents cmd controllers decisions hack telemetry test tools transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# The pure core imports no client, SDK or database.
-	@out=$$($(GO) list -deps ./controllers/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite'); \
+	@out=$$($(GO) list -deps ./controllers/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
 		if [ -n "$$out" ]; then echo "controllers/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
@@ -64,7 +64,7 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, and the transcript stores' conformance suite (SQLite, and a real PostgreSQL).
-	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/...
+	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./telemetry/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).
@@ -81,7 +81,7 @@ test-integration: ## The envtest suite: the operator against a real API server a
 
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.

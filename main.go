@@ -3,9 +3,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"os"
+	"runtime/debug"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,10 +24,25 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/transcript"
 )
 
 var scheme = runtime.NewScheme()
+
+// version is the operator's version: set at build time (-ldflags "-X main.version=v0.3.0"), else
+// the module's version as go install records it.
+var version = ""
+
+func init() {
+	if version != "" {
+		return
+	}
+	version = "devel"
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		version = info.Main.Version
+	}
+}
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -80,6 +98,8 @@ func main() {
 		"Serve only the admission webhook, without the controllers.")
 	flag.BoolVar(&controllerOpts.TrustDecisionQueue, "trust-decision-queue", os.Getenv("ENABLE_WEBHOOKS") != "false",
 		"Record who decided as the admission webhook stamped it. Turn off where the webhook is not installed: decisions are then unverified.")
+	flag.BoolVar(&controllerOpts.TraceContent, "trace-content", false,
+		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -116,6 +136,22 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
+	stopTraces, err := telemetry.Setup(ctx, "baton-operator", version)
+	if err != nil {
+		setupLog.Error(err, "Unable to set up trace export")
+		os.Exit(1)
+	}
+	defer func() {
+		// The spans of runs that ended last are exported before the process goes.
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTraces(flush); err != nil {
+			setupLog.Error(err, "Exporting the last spans")
+		}
+	}()
+	if telemetry.Enabled() {
+		setupLog.Info("Exporting traces by OTLP", "content", controllerOpts.TraceContent)
+	}
 	if controllerOpts.TranscriptCertDir == "" {
 		controllerOpts.TranscriptCertDir = webhookCertDir
 	}

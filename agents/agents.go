@@ -51,6 +51,15 @@ type Request struct {
 	Left Left
 	// Tools makes the step's tool calls; nil when the agent has no tools.
 	Tools Toolbox
+	// ModelCalls, when set, is told of each call of the model the step makes.
+	ModelCalls ModelCalls
+}
+
+// ModelCalls is told of each call of a model a step makes: before the call, with what the step
+// did so far, and, through the function it returns, once the model answered or failed. Traces
+// hang here, outside the providers and the core.
+type ModelCalls interface {
+	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(Reply, error))
 }
 
 // ContextKind says what a context entry is.
@@ -111,9 +120,13 @@ type Result struct {
 	// Signal is a signal it emits.
 	Signal string
 	// Tokens is the usage the step reports, and CountedTokens the part of it already added to
-	// the run's status while the step was held at gates.
-	Tokens        int64
-	CountedTokens int64
+	// the run's status while the step was held at gates. InputTokens and CountedInputTokens are
+	// the parts of them that were prompts (0 when the provider does not say); the rest was
+	// output.
+	Tokens             int64
+	CountedTokens      int64
+	InputTokens        int64
+	CountedInputTokens int64
 	// FinishReason says why the model stopped.
 	FinishReason v1alpha1.FinishReason
 	// Routing is a supervisor's routing decision.

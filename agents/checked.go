@@ -52,11 +52,21 @@ func (c checked) Step(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		// A step that failed after some of its requests still used their tokens, and made its
 		// tool calls.
-		res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
-		return Result{Tokens: res.Tokens, CountedTokens: min(max(res.CountedTokens, 0), res.Tokens), ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls},
-			redactError(err, keys)
+		res = boundUsage(res)
+		return Result{Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
+			ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls}, redactError(err, keys)
 	}
 	return checkAnswer(res, keys)
+}
+
+// boundUsage keeps a step's reported usage sane: tokens within [0, maxStepTokens], and each part
+// (counted, input, counted input) within the whole it is part of.
+func boundUsage(res Result) Result {
+	res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
+	res.CountedTokens = min(max(res.CountedTokens, 0), res.Tokens)
+	res.InputTokens = min(max(res.InputTokens, 0), res.Tokens)
+	res.CountedInputTokens = min(max(res.CountedInputTokens, 0), res.InputTokens, res.CountedTokens)
+	return res
 }
 
 // keysOf is the agent's API key, when it has one: the value to redact.
@@ -85,8 +95,7 @@ func checkAnswer(res Result, keys []string) (Result, error) {
 	for i := range res.Ignored {
 		res.Ignored[i] = clean(res.Ignored[i], 64)
 	}
-	res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
-	res.CountedTokens = min(max(res.CountedTokens, 0), res.Tokens)
+	res = boundUsage(res)
 	if res.FinishReason != v1alpha1.FinishLength {
 		res.FinishReason = v1alpha1.FinishStop
 	}

@@ -73,7 +73,7 @@ func TestOpenAIToolCallsBecomeHandoffsSignalsAndRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agents.Result{Output: "sending to network", Handoff: "network-team", Reason: "VPN issue", Tokens: 321,
+	want := agents.Result{Output: "sending to network", Handoff: "network-team", Reason: "VPN issue", Tokens: 321, InputTokens: 160,
 		FinishReason: v1alpha1.FinishStop, Ignored: []string{"emit_signal", "transfer_to_billing"}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)

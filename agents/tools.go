@@ -55,9 +55,12 @@ type Turn struct {
 	// Number counts the step's turns, from 1; the Toolbox numbers turns.
 	Number int32 `json:"number"`
 	// Text is what the model said with the calls.
-	Text   string     `json:"text,omitempty"`
-	Calls  []ToolCall `json:"calls"`
-	Tokens int64      `json:"tokens,omitempty"`
+	Text  string     `json:"text,omitempty"`
+	Calls []ToolCall `json:"calls"`
+	// Tokens is the usage the model reported for the turn, InputTokens the part of it that was
+	// the prompt.
+	Tokens      int64 `json:"tokens,omitempty"`
+	InputTokens int64 `json:"inputTokens,omitempty"`
 }
 
 // Exchange is a turn and the outcomes of its calls so far, in the calls' order.
@@ -70,10 +73,11 @@ type Exchange struct {
 // cut short by a restart, goes on from its transcript rather than from the start.
 type Progress struct {
 	Exchanges []Exchange
-	// CountedTokens and CountedCalls are the tokens and calls already added to the run's
-	// status, when the step was held at gates.
-	CountedTokens int64
-	CountedCalls  int32
+	// CountedTokens (of which CountedInputTokens were the prompt) and CountedCalls are the
+	// tokens and calls already added to the run's status, when the step was held at gates.
+	CountedTokens      int64
+	CountedInputTokens int64
+	CountedCalls       int32
 }
 
 // Toolbox makes a step's tool calls. The AgentRun controller gives one to each step of an agent
@@ -123,9 +127,12 @@ func (t *ToolTrip) Error() string { return t.Message }
 
 // Reply is one answer of the model: calls it asks for, or the step's answer.
 type Reply struct {
-	Text   string
-	Calls  []ToolCall
-	Tokens int64
+	Text  string
+	Calls []ToolCall
+	// Tokens is the usage the model reported, InputTokens the part of it that was the prompt
+	// (0 when the provider does not say).
+	Tokens      int64
+	InputTokens int64
 	// Final is the step's answer, when the reply asks for no calls.
 	Final Result
 }
@@ -141,11 +148,14 @@ const DefaultMaxToolCalls = 10
 // again with the results, until the model answers. After the agent's maxToolCalls, the model
 // is asked once more without tools, for its answer. A step without a Toolbox asks once.
 func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
+	if req.ModelCalls != nil {
+		ask = observed(ask, req.ModelCalls)
+	}
 	box := req.Tools
 	if box == nil {
 		reply, err := ask(ctx, nil, nil)
 		res := reply.Final
-		res.Tokens = reply.Tokens
+		res.Tokens, res.InputTokens = reply.Tokens, reply.InputTokens
 		return res, err
 	}
 	offered, err := box.Offered(ctx)
@@ -158,10 +168,10 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 	if req.Agent.MaxToolCalls != nil {
 		limit = *req.Agent.MaxToolCalls
 	}
-	var tokens int64
+	var tokens, inputTokens int64
 	var made int32
 	for _, ex := range exchanges {
-		tokens += ex.Turn.Tokens
+		tokens, inputTokens = tokens+ex.Turn.Tokens, inputTokens+ex.Turn.InputTokens
 		for _, o := range ex.Outcomes {
 			if o.Made {
 				made++
@@ -170,7 +180,8 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 	}
 	usage := func(res Result) Result {
 		res.Tokens += tokens
-		res.CountedTokens = progress.CountedTokens
+		res.InputTokens += inputTokens
+		res.CountedTokens, res.CountedInputTokens = progress.CountedTokens, progress.CountedInputTokens
 		res.ToolCalls, res.CountedToolCalls = made, progress.CountedCalls
 		return res
 	}
@@ -203,16 +214,27 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 		}
 		if len(reply.Calls) == 0 || offer == nil {
 			res := reply.Final
-			res.Tokens = reply.Tokens
+			res.Tokens, res.InputTokens = reply.Tokens, reply.InputTokens
 			return usage(res), nil
 		}
 		reply.Tokens = max(reply.Tokens, 0)
-		tokens += reply.Tokens
-		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens}
+		reply.InputTokens = min(max(reply.InputTokens, 0), reply.Tokens)
+		tokens, inputTokens = tokens+reply.Tokens, inputTokens+reply.InputTokens
+		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens, InputTokens: reply.InputTokens}
 		if err := box.Asked(ctx, &turn); err != nil {
 			return usage(Result{}), err
 		}
 		exchanges = append(exchanges, Exchange{Turn: turn})
+	}
+}
+
+// observed is ask, with each call told to calls.
+func observed(ask Ask, calls ModelCalls) Ask {
+	return func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (Reply, error) {
+		ctx, done := calls.Call(ctx, exchanges)
+		reply, err := ask(ctx, exchanges, offered)
+		done(reply, err)
+		return reply, err
 	}
 }
 

@@ -69,6 +69,9 @@ type Options struct {
 	TranscriptListening func(addr string)
 	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
 	Tools ToolClients
+	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
+	// Off, spans carry names, counts, timings and outcomes only.
+	TraceContent bool
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.

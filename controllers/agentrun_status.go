@@ -83,8 +83,9 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", boundedBytes(e.Message, maxEventNote))
 		apiWrites.WithLabelValues("event").Inc()
 	}
+	countWrite(run, orig.Status, d.Guard, r.Clock.Now())
 	if !orig.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
-		runsEnded.WithLabelValues(string(run.Status.TerminationReason)).Inc()
+		traceRun(run)
 		log.FromContext(ctx).V(2).Info("Run ended", "agentRun", klog.KObj(run),
 			"reason", run.Status.TerminationReason, "steps", run.Status.StepCount)
 	}

@@ -53,21 +53,24 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 	// The status the step started from: Apply decides from it what the step adds to the context.
 	from := *run.Status.DeepCopy()
 	id := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: run.Name, UID: run.UID}}
-	provider := spec.Model.Provider
+	provider, config := spec.Model.Provider, run.Spec.ConfigRef.Name
 	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
 	var mu sync.Mutex
 	sent := base
 	var box *toolbox
 
-	call := func(ctx context.Context) workflow.StepResult {
-		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
+	traced := runOf(id, config)
+	call := func(ctx context.Context) (res workflow.StepResult) {
+		res = workflow.StepResult{Agent: step.Agent, Input: step.Input}
 		req := base
+		ctx, span := startStep(ctx, traced, step.Number, spec)
+		defer func() { endStep(span, req, res.Result, res.Error, res.TimedOut, r.options.TraceContent) }()
 		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
 			res.Error = err.Error()
 			return res
 		}
 		if len(spec.Tools) > 0 {
-			b, err := r.newToolbox(ctx, plan, id, step, &from)
+			b, err := r.newToolbox(ctx, plan, id, config, step, &from)
 			if err != nil {
 				res.Error = err.Error()
 				return res
@@ -77,6 +80,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			box = b
 			mu.Unlock()
 		}
+		req.ModelCalls = chatCalls{run: traced, agent: spec, req: req, content: r.options.TraceContent}
 		mu.Lock()
 		sent = req
 		mu.Unlock()
@@ -84,16 +88,15 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		if err == nil {
 			res.Result, err = agent.Step(ctx, req)
 		}
+		result := "ok"
 		switch {
 		case err == nil:
-			stepsTotal.WithLabelValues(string(provider), "ok").Inc()
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			res.Error, res.TimedOut = fmt.Sprintf("timed out after %s", step.Timeout), true
-			stepsTotal.WithLabelValues(string(provider), "timeout").Inc()
+			res.Error, res.TimedOut, result = fmt.Sprintf("timed out after %s", step.Timeout), true, "timeout"
 		default:
-			res.Error = err.Error()
-			stepsTotal.WithLabelValues(string(provider), "error").Inc()
+			res.Error, result = err.Error(), "error"
 		}
+		stepsTotal.WithLabelValues(id.Namespace, config, step.Agent, string(provider), result).Inc()
 		// A continuation joins the pieces: providers return only the new text.
 		if step.Continues && res.Error == "" {
 			res.Output = req.Continuation + res.Output
@@ -104,6 +107,9 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		mu.Lock()
 		req, b := sent, box
 		mu.Unlock()
+		// What the status counts of the step is counted here, once, for the answer the step
+		// ends with (an answer that came after the deadline is not).
+		countTokens(id.Namespace, config, spec, res.Result)
 		rid := runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name}
 		if res.Held != nil {
 			return heldRecord(rid, step.Number, res, ended)
@@ -122,7 +128,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		d := workflow.Apply(plan, from, res, ended)
 		return stepRecord(id, step, spec, req, res, d.Context, unavailable, previous(from, step.Number), started, ended)
 	}
-	return stepWork{call: call, record: record}
+	return stepWork{call: call, record: record, provider: string(provider)}
 }
 
 // recordedStep looks in the transcript for the run's next step, the first time this process

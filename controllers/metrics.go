@@ -1,31 +1,66 @@
 package controllers
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// Metrics have bounded labels: never a run's name.
+// Metrics have bounded labels: namespace, config, agent, model, provider, reason, guard,
+// server, tool, gate and result take the values of the objects people made and of Baton's own
+// enums, never a run's name or UID, and never a name a model made up (a tool the step was not
+// offered is "(unknown)").
 var (
 	runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agentruns_ended_total",
 		Help: "AgentRuns that reached a terminal phase, by termination reason.",
-	}, []string{"reason"})
+	}, []string{"namespace", "config", "reason"})
+
+	runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "baton_agentrun_duration_seconds",
+		Help:    "Wall time of AgentRuns from start to end, time waiting for people included, by termination reason.",
+		Buckets: prometheus.ExponentialBuckets(1, 2.5, 14), // 1s to about 10 days
+	}, []string{"namespace", "config", "reason"})
 
 	stepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agent_steps_total",
-		Help: "Agent steps taken, by provider and result (ok, error, timeout).",
-	}, []string{"provider", "result"})
+		Help: "Agent steps taken, by agent, provider and result (ok, error, timeout).",
+	}, []string{"namespace", "config", "agent", "provider", "result"})
 
-	stepDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+	stepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "baton_agent_step_duration_seconds",
-		Help:    "Duration of agent steps.",
+		Help:    "Duration of agent steps, model and tool calls included, by provider.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
-	})
+	}, []string{"provider"})
+
+	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_agent_tokens_total",
+		Help: "Tokens the agents' models reported, by type: input (prompts) and output (the rest; all of it for providers that report only a total).",
+	}, []string{"namespace", "config", "agent", "model", "type"})
+
+	guardTrips = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_guard_trips_total",
+		Help: "Runs a guard ended, by guard: the limit's termination reason, or the loop detector.",
+	}, []string{"namespace", "config", "guard"})
+
+	toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_tool_calls_total",
+		Help: "Tool calls, by server, tool and result: ok, error (the tool or its server failed), refused (not made).",
+	}, []string{"namespace", "config", "server", "tool", "result"})
+
+	approvalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "baton_approval_wait_seconds",
+		Help:    "Time runs waited at a gate before it was approved, rejected, timed out or the run ended, by gate.",
+		Buckets: prometheus.ExponentialBuckets(1, 3, 13), // 1s to about 6 days
+	}, []string{"namespace", "config", "gate"})
 
 	stepsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "baton_agent_steps_in_flight",
-		Help: "Agent steps started and not yet ended.",
+		Help: "Agent steps started and not yet ended, those waiting for a slot included.",
 	})
 
 	transcriptWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -46,11 +81,57 @@ var (
 
 	apiWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
-		Help: "Writes this operator made to the API server, by kind (status, event, revision).",
+		Help: "Writes this operator made to the API server, by kind (status, event, revision, intake, config-status).",
 	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(runsEnded, stepsTotal, stepDuration, stepsInFlight, apiWrites,
-		transcriptWrite, transcriptWriteErrors, stepsFromTranscript)
+	metrics.Registry.MustRegister(runsEnded, runDuration, stepsTotal, stepDuration, tokensTotal, guardTrips, toolCalls,
+		approvalWait, stepsInFlight, apiWrites, transcriptWrite, transcriptWriteErrors, stepsFromTranscript)
+}
+
+// unknownLabel stands for a name that is not the config's own: a tool a model made up.
+const unknownLabel = "(unknown)"
+
+// modelLabel names an agent's model: its model name, or its provider's when it has none.
+func modelLabel(a *v1alpha1.Agent) string {
+	if a.Model.Name != "" {
+		return a.Model.Name
+	}
+	return string(a.Model.Provider)
+}
+
+// countTokens counts what a step adds to its run's tokens, as the status counts it: its usage,
+// less what was counted while it was held at gates.
+func countTokens(namespace, config string, a *v1alpha1.Agent, res agents.Result) {
+	total := max(res.Tokens-res.CountedTokens, 0)
+	input := min(max(res.InputTokens-res.CountedInputTokens, 0), total)
+	if total == 0 {
+		return
+	}
+	model := modelLabel(a)
+	tokensTotal.WithLabelValues(namespace, config, a.Name, model, "input").Add(float64(input))
+	tokensTotal.WithLabelValues(namespace, config, a.Name, model, "output").Add(float64(total - input))
+}
+
+// countWrite counts what a status write says happened: a run that ended (its reason, its time,
+// the guard that ended it, if one did) and a gate that is no longer waiting.
+func countWrite(run *v1alpha1.AgentRun, before v1alpha1.AgentRunStatus, guard string, now time.Time) {
+	ns, config, after := run.Namespace, run.Spec.ConfigRef.Name, &run.Status
+	if was := before.PendingApproval; was != nil {
+		if is := after.PendingApproval; is == nil || is.Gate != was.Gate || !is.Since.Equal(&was.Since) {
+			approvalWait.WithLabelValues(ns, config, was.Gate).Observe(max(now.Sub(was.Since.Time), 0).Seconds())
+		}
+	}
+	if before.Phase.Terminal() || !after.Phase.Terminal() {
+		return
+	}
+	reason := string(after.TerminationReason)
+	runsEnded.WithLabelValues(ns, config, reason).Inc()
+	if after.StartTime != nil && after.CompletionTime != nil {
+		runDuration.WithLabelValues(ns, config, reason).Observe(max(after.CompletionTime.Sub(after.StartTime.Time), 0).Seconds())
+	}
+	if guard != "" {
+		guardTrips.WithLabelValues(ns, config, guard).Inc()
+	}
 }

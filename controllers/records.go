@@ -28,16 +28,19 @@ type stepBody struct {
 	Signal       string                    `json:"signal,omitempty"`
 	Routing      *v1alpha1.RoutingDecision `json:"routing,omitempty"`
 	FinishReason v1alpha1.FinishReason     `json:"finishReason,omitempty"`
-	Tokens       int64                     `json:"tokens"`
-	Ignored      []string                  `json:"ignoredToolCalls,omitempty"`
-	Error        string                    `json:"error,omitempty"`
-	TimedOut     bool                      `json:"timedOut,omitempty"`
+	// Tokens is the usage the step reported, InputTokens the part of it that was prompts.
+	Tokens      int64    `json:"tokens"`
+	InputTokens int64    `json:"inputTokens,omitempty"`
+	Ignored     []string `json:"ignoredToolCalls,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	TimedOut    bool     `json:"timedOut,omitempty"`
 	// ToolCalls is the step's tool calls (each has records of its own), CountedToolCalls
 	// those counted while the step was held at gates.
-	CountedTokens    int64            `json:"countedTokens,omitempty"`
-	ToolCalls        int32            `json:"toolCalls,omitempty"`
-	CountedToolCalls int32            `json:"countedToolCalls,omitempty"`
-	Trip             *agents.ToolTrip `json:"trip,omitempty"`
+	CountedTokens      int64            `json:"countedTokens,omitempty"`
+	CountedInputTokens int64            `json:"countedInputTokens,omitempty"`
+	ToolCalls          int32            `json:"toolCalls,omitempty"`
+	CountedToolCalls   int32            `json:"countedToolCalls,omitempty"`
+	Trip               *agents.ToolTrip `json:"trip,omitempty"`
 	// UnavailableTools names the tool servers that could not be listed for the step.
 	UnavailableTools []string `json:"unavailableTools,omitempty"`
 	// Context is what the step adds to what later agents see.
@@ -57,7 +60,7 @@ func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
-		CountedTokens: res.CountedTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
+		InputTokens: res.InputTokens, CountedTokens: res.CountedTokens, CountedInputTokens: res.CountedInputTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
 		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
 	}
 	if !scripted(spec) {
@@ -95,7 +98,8 @@ func (b stepBody) result() workflow.StepResult {
 		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
 		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored,
-			CountedTokens: b.CountedTokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
+			InputTokens: b.InputTokens, CountedTokens: b.CountedTokens, CountedInputTokens: b.CountedInputTokens,
+			ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/tools"
 	"github.com/baton-dev/baton/transcriptapi"
 )
@@ -51,6 +52,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 	if deps.Clock == nil {
 		deps.Clock = clk
 	}
+	deps.HTTPClient = telemetry.HTTPClient(deps.HTTPClient)
 	known := providers.New(deps)
 	if !opts.DisableControllers {
 		if opts.Transcript == nil {
@@ -67,6 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 				return err
 			}
 		}
+		approvalsWaiting.use(mgr.GetCache(), clk)
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
 			mgr.GetEventRecorder("baton-controller"), clk, known, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {

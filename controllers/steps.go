@@ -102,8 +102,10 @@ type flight struct {
 
 // stepWork is a step's work: call the agent, and say what to record of its answer.
 type stepWork struct {
-	call   func(ctx context.Context) workflow.StepResult
-	record func(res workflow.StepResult, started, ended time.Time) transcript.Record
+	// provider is the agent's provider, for the step's metrics.
+	provider string
+	call     func(ctx context.Context) workflow.StepResult
+	record   func(res workflow.StepResult, started, ended time.Time) transcript.Record
 }
 
 func newStepRunner(runs *runTable, store transcript.Store, log logr.Logger, maxInFlight int) *stepRunner {
@@ -176,7 +178,7 @@ func (s *stepRunner) run(ctx context.Context, key types.NamespacedName, uid type
 	began := time.Now()
 	callStep(stepCtx, step, work.call, func(res workflow.StepResult) {
 		defer stepsInFlight.Dec()
-		stepDuration.Observe(time.Since(began).Seconds())
+		stepDuration.WithLabelValues(work.provider).Observe(time.Since(began).Seconds())
 		stop()
 		s.slots.release()
 		s.finish(ctx, key, uid, f, step, work.record(res, began, time.Now()))

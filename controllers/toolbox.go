@@ -36,8 +36,11 @@ const (
 // call in the transcript, checks the run's guards before each call, holds calls at their gates,
 // and never sends a call of a tool with side effects twice. It lives in the step's goroutine.
 type toolbox struct {
-	plan    *workflow.Plan
-	run     runID
+	plan   *workflow.Plan
+	run    runID
+	config string
+	// content puts tool arguments and results on the calls' spans (Options.TraceContent).
+	content bool
 	step    int32
 	agent   string
 	clients ToolClients
@@ -55,6 +58,9 @@ type toolbox struct {
 	made, turns, calls int32
 	// unavailable names the servers whose tools could not be listed.
 	unavailable []string
+	// offered are the "server/tool" names the step offered the model: the only tool names
+	// metrics carry.
+	offered map[string]bool
 }
 
 var _ agents.Toolbox = (*toolbox)(nil)
@@ -104,6 +110,10 @@ func (b *toolbox) Offered(ctx context.Context) ([]agents.OfferedTool, error) {
 			}
 			out = append(out, agents.OfferedTool{Server: t.Server, Tool: tool.Name, Name: agents.FunctionName(t.Server, tool.Name),
 				Description: tool.Description, InputSchema: tool.InputSchema})
+			if b.offered == nil {
+				b.offered = map[string]bool{}
+			}
+			b.offered[t.Server+"/"+tool.Name] = true
 		}
 	}
 	return out, nil
@@ -152,7 +162,7 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 			c.Arguments = quoted
 		}
 	}
-	data, _ := json.Marshal(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, Calls: turn.Calls})
+	data, _ := json.Marshal(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
 }
 
@@ -223,7 +233,9 @@ func (b *toolbox) Prepare(ctx context.Context, call agents.ToolCall) (agents.Pre
 			send = agents.SendOnce(ctx)
 		}
 		body.Started = time.Now().UTC()
+		send, span := startTool(send, call)
 		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
+		endTool(span, call, body.ToolOutcome, b.content)
 		body.LatencyMs = time.Since(body.Started).Milliseconds()
 		return body.ToolOutcome, b.recordCall(ctx, body)
 	}}, nil
@@ -265,9 +277,30 @@ func (b *toolbox) markStarted(ctx context.Context, body callBody) (started bool,
 // recordCall writes a call's outcome. The outcome of a call that was sent is written even when
 // the step's deadline passed meanwhile: it is what keeps the call from being sent again.
 func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
+	b.count(body)
 	body.Content = agents.BoundBytes(body.Content, tools.MaxResultBytes)
 	data, _ := json.Marshal(body)
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
+}
+
+// count counts a call's outcome: ok, error or refused. A server or tool the step did not offer
+// is counted as unknown: a model's made-up names never become metric labels.
+func (b *toolbox) count(body callBody) {
+	server, tool := unknownLabel, unknownLabel
+	if _, ok := b.plan.ToolServer(body.Server); ok {
+		server = body.Server
+	}
+	if b.offered[body.Server+"/"+body.Tool] {
+		tool = body.Tool
+	}
+	result := "ok"
+	switch {
+	case body.Refused != "" || !body.Made:
+		result = "refused"
+	case body.IsError:
+		result = "error"
+	}
+	toolCalls.WithLabelValues(b.run.namespace, b.config, server, tool, result).Inc()
 }
 
 // appendBackoff paces the retries of a tool record's write.
@@ -296,7 +329,7 @@ func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
 
 // newToolbox makes the toolbox of a step of an agent with tools, from the run's status when the
 // step started and what the transcript holds of the run's calls.
-func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id *v1alpha1.AgentRun, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
+func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id *v1alpha1.AgentRun, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
 	if r.options.Tools == nil {
 		return nil, errors.New("this operator was started without tool clients")
 	}
@@ -310,6 +343,8 @@ func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan
 	b := &toolbox{
 		plan:        plan,
 		run:         runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name},
+		config:      config,
+		content:     r.options.TraceContent,
 		step:        step.Number,
 		agent:       step.Agent,
 		clients:     r.options.Tools,

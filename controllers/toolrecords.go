@@ -22,10 +22,11 @@ import (
 
 // turnBody is a tool-turn record.
 type turnBody struct {
-	Agent  string            `json:"agent"`
-	Text   string            `json:"text,omitempty"`
-	Tokens int64             `json:"tokens,omitempty"`
-	Calls  []agents.ToolCall `json:"calls"`
+	Agent       string            `json:"agent"`
+	Text        string            `json:"text,omitempty"`
+	Tokens      int64             `json:"tokens,omitempty"`
+	InputTokens int64             `json:"inputTokens,omitempty"`
+	Calls       []agents.ToolCall `json:"calls"`
 }
 
 // startBody is a tool-start record.
@@ -52,20 +53,23 @@ type callBody struct {
 
 // heldBody is a tool-gate record: the step held at a call, and what it used until then.
 type heldBody struct {
-	Agent            string          `json:"agent"`
-	Input            string          `json:"input"`
-	Gate             string          `json:"gate"`
-	Call             agents.ToolCall `json:"call"`
-	Tokens           int64           `json:"tokens"`
-	CountedTokens    int64           `json:"countedTokens"`
-	ToolCalls        int32           `json:"toolCalls"`
-	CountedToolCalls int32           `json:"countedToolCalls"`
+	Agent              string          `json:"agent"`
+	Input              string          `json:"input"`
+	Gate               string          `json:"gate"`
+	Call               agents.ToolCall `json:"call"`
+	Tokens             int64           `json:"tokens"`
+	CountedTokens      int64           `json:"countedTokens"`
+	InputTokens        int64           `json:"inputTokens,omitempty"`
+	CountedInputTokens int64           `json:"countedInputTokens,omitempty"`
+	ToolCalls          int32           `json:"toolCalls"`
+	CountedToolCalls   int32           `json:"countedToolCalls"`
 }
 
 // heldRecord is the record of a step held at a tool's gate.
 func heldRecord(run runID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
 	data, _ := json.Marshal(heldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
-		Tokens: res.Tokens, CountedTokens: res.CountedTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls})
+		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
+		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls})
 	return run.record(transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: res.Held.Call.Index}, ended, data)
 }
 
@@ -76,7 +80,8 @@ func heldResultOf(rec transcript.Record) (workflow.StepResult, error) {
 		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d held at a gate cannot be read: %w", rec.Step, err)
 	}
 	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: agents.Result{
-		Tokens: b.Tokens, CountedTokens: b.CountedTokens, ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
+		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
+		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
 		Held: &agents.Held{Gate: b.Gate, Call: b.Call},
 	}}, nil
 }
@@ -108,7 +113,7 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
 				return p, nil, fmt.Errorf("reading step %d's turn %d from the transcript: %w", step, rec.Call, err)
 			}
-			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, Calls: b.Calls})
+			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, InputTokens: b.InputTokens, Calls: b.Calls})
 		case transcript.KindTool:
 			var b callBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
@@ -121,6 +126,7 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 				return p, nil, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
 			}
 			p.CountedTokens = max(p.CountedTokens, b.Tokens)
+			p.CountedInputTokens = max(p.CountedInputTokens, b.InputTokens)
 			p.CountedCalls = max(p.CountedCalls, b.ToolCalls)
 		}
 	}

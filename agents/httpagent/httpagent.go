@@ -68,6 +68,7 @@ type HTTPStepResponse struct {
 	Reason       string                    `json:"reason,omitempty"`
 	Signal       string                    `json:"signal,omitempty"`
 	Tokens       int64                     `json:"tokens,omitempty"`
+	InputTokens  int64                     `json:"inputTokens,omitempty"`
 	FinishReason v1alpha1.FinishReason     `json:"finishReason,omitempty"`
 	Routing      *v1alpha1.RoutingDecision `json:"routing,omitempty"`
 }
@@ -138,5 +139,5 @@ func (h *httpAgent) Step(ctx context.Context, req agents.Request) (agents.Result
 		out.FinishReason = v1alpha1.FinishStop
 	}
 	return agents.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
-		Tokens: out.Tokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
+		Tokens: out.Tokens, InputTokens: out.InputTokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
 }

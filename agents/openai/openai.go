@@ -106,7 +106,7 @@ func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, e
 // the same answer is dropped, and the model hands off once it has the results.
 func reply(req agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
 	choice := resp.Choices[0]
-	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens}
+	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens, InputTokens: resp.Usage.PromptTokens}
 	byName := make(map[string]agents.OfferedTool, len(offered))
 	for _, t := range offered {
 		byName[t.Name] = t

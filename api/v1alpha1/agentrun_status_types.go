@@ -106,6 +106,10 @@ type PendingApproval struct {
 	// +required
 	Since metav1.MicroTime `json:"since"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
 
+	// expires is when the gate's timeout decides it (its onTimeout), if the gate has one.
+	// +optional
+	Expires *metav1.MicroTime `json:"expires,omitempty"`
+
 	// approvedBy are the people who approved so far.
 	// +kubebuilder:validation:MaxItems=10
 	// +kubebuilder:validation:items:MaxLength=253

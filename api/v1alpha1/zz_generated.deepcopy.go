@@ -821,6 +821,10 @@ func (in *PendingApproval) DeepCopyInto(out *PendingApproval) {
 		**out = **in
 	}
 	in.Since.DeepCopyInto(&out.Since)
+	if in.Expires != nil {
+		in, out := &in.Expires, &out.Expires
+		*out = (*in).DeepCopy()
+	}
 	if in.ApprovedBy != nil {
 		in, out := &in.ApprovedBy, &out.ApprovedBy
 		*out = make([]string, len(*in))

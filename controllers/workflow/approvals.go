@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -73,10 +74,21 @@ func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
 func openGate(p *Plan, d *Update, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingApproval
-	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), Completes: completes}
+	s.PendingApproval = waitAt(g, now)
+	s.PendingApproval.Completes = completes
 	msg := gateMessage(p, g)
 	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
 	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
+}
+
+// waitAt is a run's wait at gate g from now, with when its timeout decides it.
+func waitAt(g v1alpha1.ApprovalGate, now time.Time) *v1alpha1.PendingApproval {
+	w := &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now)}
+	if t := g.Timeout.OrZero(); t > 0 {
+		expires := metav1.NewMicroTime(now.Add(t))
+		w.Expires = &expires
+	}
+	return w
 }
 
 // gateMessage says what a gate waits for and the commands that decide it.
@@ -92,7 +104,8 @@ func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
 func holdToolCall(p *Plan, d *Update, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingApproval
-	s.PendingApproval = &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now), ToolCall: &call}
+	s.PendingApproval = waitAt(g, now)
+	s.PendingApproval.ToolCall = &call
 	msg := fmt.Sprintf("agent %s asks to call %s/%s at step %d (arguments in status.pendingApproval.toolCall); waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (the agent is told, with %s=<text> if given)",
 		s.CurrentAgent, call.Server, call.Tool, call.Step, g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
 		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name, v1alpha1.AnnotationFeedback)
@@ -168,6 +181,7 @@ func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []decisions.Queued, no
 		out.Status = u.Status
 		out.Events = append(out.Events, u.Events...)
 		out.Context = append(out.Context, u.Context...)
+		out.Guard = cmp.Or(u.Guard, out.Guard)
 	}
 	for _, q := range queue {
 		if p != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {

@@ -167,6 +167,9 @@ func TestGateTimeouts(t *testing.T) {
 			if at, ok := Deadline(p, &st); !ok || !at.Equal(t0.Add(time.Hour)) {
 				t.Fatalf("deadline %v %v", at, ok)
 			}
+			if e := st.PendingApproval.Expires; e == nil || !e.Time.Equal(t0.Add(time.Hour)) {
+				t.Fatalf("status.pendingApproval.expires %v, want the gate's opening plus its hour", e)
+			}
 			if _, expired := CheckWaiting(p, st, t0.Add(59*time.Minute)); expired {
 				t.Fatal("expired early")
 			}
@@ -333,5 +336,15 @@ func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
 				t.Fatalf("last decision %d: every queued decision is taken, applied or refused", st.LastDecision)
 			}
 		})
+	}
+}
+
+// TestAnEndedRunWaitsForNoOne checks that a run cancelled at a gate no longer shows the gate as
+// pending, and counts the time it waited there.
+func TestAnEndedRunWaitsForNoOne(t *testing.T) {
+	p := gatedPlan(t, pipeline())
+	st := Cancel(atPlanGate(t, p), "not needed", t0.Add(90*time.Second)).Status
+	if st.PendingApproval != nil || st.Waited == nil || *st.Waited != "1m30s" {
+		t.Fatalf("cancelled at the gate: pending %+v, waited %v; want none pending and 1m30s waited", st.PendingApproval, st.Waited)
 	}
 }

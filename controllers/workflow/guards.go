@@ -8,11 +8,24 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// Trip is a guard's verdict that a run must end before its next step.
+// Trip is a guard's verdict that a run must end before its next step. (The ends that are no
+// guard's, such as a completion or a rejection, are Trips too, with no Guard.)
 type Trip struct {
 	Reason  v1alpha1.TerminationReason
 	Message string
 	Loop    *v1alpha1.LoopStatus
+	// Guard names the guard that tripped: the limit's termination reason, or the loop
+	// detector. Empty when the end is no guard's.
+	Guard string
+}
+
+// guarded marks a trip as a guard's.
+func guarded(t Trip) Trip {
+	t.Guard = string(t.Reason)
+	if t.Loop != nil {
+		t.Guard = string(t.Loop.Detector)
+	}
+	return t
 }
 
 // guardInput is what every guard sees: the plan, the status and the step about to start, and
@@ -66,7 +79,7 @@ func check(p *Plan, st *v1alpha1.AgentRunStatus, now time.Time) (Trip, bool) {
 func firstTrip(chain []guard, in guardInput) (Trip, bool) {
 	for _, g := range chain {
 		if t, ok := g(in); ok {
-			return t, true
+			return guarded(t), true
 		}
 	}
 	return Trip{}, false

@@ -227,7 +227,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 		}
 		t := Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}
 		if res.Trip != nil {
-			t = Trip{Reason: res.Trip.Reason, Message: res.Trip.Message, Loop: res.Trip.Loop}
+			t = guarded(Trip{Reason: res.Trip.Reason, Message: res.Trip.Message, Loop: res.Trip.Loop})
 		}
 		// A run that would complete waits at the agent's gate, else at the before-Complete gate.
 		if t.Reason.Phase() == v1alpha1.PhaseSucceeded {
@@ -367,6 +367,14 @@ func end(d *Update, t Trip, now time.Time) {
 	s.TerminationMessage = bounded(t.Message, maxMessage)
 	s.Loop = t.Loop
 	s.CompletionTime = &done
+	d.Guard = t.Guard
+	// A run that ended waits for no one; the time it waited counts as waited.
+	if w := s.PendingApproval; w != nil {
+		s.Waited, s.PendingApproval = addWait(s.Waited, now.Sub(w.Since.Time)), nil
+	}
+	if w := s.PendingInput; w != nil {
+		s.Waited, s.PendingInput = addWait(s.Waited, now.Sub(w.Since.Time)), nil
+	}
 	settle(s, now)
 	typ := EventWarning
 	if s.Phase != v1alpha1.PhaseFailed {

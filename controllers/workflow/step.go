@@ -91,6 +91,8 @@ const (
 type Update struct {
 	Status v1alpha1.AgentRunStatus
 	Events []Event
+	// Guard names the guard that ended the run in this update, if one did (Trip.Guard).
+	Guard string
 	// Context are the entries the update adds to what later agents see, in full: a step's
 	// output, failure or cut answer, a person's feedback or reply. They belong in the
 	// transcript, not in status.

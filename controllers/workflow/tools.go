@@ -185,21 +185,21 @@ func (u *ToolUses) Count(use ToolUse) int32 {
 func CheckToolCall(p *Plan, made int32, uses *ToolUses, next ToolUse) (Trip, bool) {
 	tool := next.Server + "/" + next.Tool
 	if made >= p.Limits.MaxToolCalls {
-		return Trip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: fmt.Sprintf(
+		return guarded(Trip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: fmt.Sprintf(
 			"limits.maxToolCalls %d reached: step %d asked for another call (%s) after the run's %d calls",
-			p.Limits.MaxToolCalls, next.Step, tool, made)}, true
+			p.Limits.MaxToolCalls, next.Step, tool, made)}), true
 	}
 	c := uses.calls[next.key()]
 	if c == nil || c.count < p.Loops.MaxRepeatedToolCalls {
 		return Trip{}, false
 	}
 	steps := append(slices.Clone(c.steps), next.Step)
-	return Trip{
+	return guarded(Trip{
 		Reason: v1alpha1.ReasonLoopDetected,
 		Message: fmt.Sprintf("RepeatedToolCall: %s called with the same arguments %d times (steps %s) and asked for again at step %d, more than loopDetection.maxRepeatedToolCalls %d",
 			tool, c.count, joinSteps(c.steps), next.Step, p.Loops.MaxRepeatedToolCalls),
 		Loop: &v1alpha1.LoopStatus{Detector: v1alpha1.DetectorRepeatedToolCall, Pattern: []string{bounded(tool, 200)}, Steps: steps},
-	}, true
+	}), true
 }
 
 func joinSteps(steps []int32) string {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -26,6 +27,11 @@ var (
 	stateDir   string
 	kubeconfig string
 	processes  []*osexec.Cmd
+	// traceFile is where the collector writes the spans it receives, as OTLP JSON lines.
+	traceFile string
+	// metricsAddr is where the operator serves its metrics (HTTPS, authorized through the API
+	// server, as in a cluster).
+	metricsAddr string
 	// managerProc is the operator's process, started with managerArgs.
 	managerProc *osexec.Cmd
 	managerArgs []string
@@ -67,13 +73,52 @@ var _ = BeforeSuite(func() {
 	kubectl("wait", "--for", "condition=established", "--timeout=60s",
 		"crd/agentconfigs.agents.baton.dev", "crd/agentruns.agents.baton.dev")
 
+	By("starting an OpenTelemetry Collector, the operator's trace receiver")
+	otelcol := os.Getenv("OTELCOL_BIN")
+	Expect(otelcol).NotTo(BeEmpty(), "OTELCOL_BIN is not set: run 'make test-e2e', which builds the collector (hack/tool.sh otelcol)")
+	traceFile = filepath.Join(stateDir, "traces.jsonl")
+	receiver := freeAddress()
+	Expect(os.WriteFile(filepath.Join(stateDir, "otelcol.yaml"), []byte(fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http: {endpoint: "%s"}
+exporters:
+  file: {path: "%s", flush_interval: 100ms}
+service:
+  pipelines:
+    traces: {receivers: [otlp], exporters: [file]}
+  telemetry:
+    metrics: {level: none}
+    logs: {level: warn}
+`, receiver, traceFile)), 0o600)).To(Succeed())
+	start("otelcol", otelcol, "--config", filepath.Join(stateDir, "otelcol.yaml"))
+	Eventually(func() error {
+		c, err := net.Dial("tcp", receiver)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}, time.Minute, 100*time.Millisecond).Should(Succeed(), "the collector listens")
+	// The operator (and its restarts) export to it, as OTEL_EXPORTER_OTLP_ENDPOINT says.
+	Expect(os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+receiver)).To(Succeed())
+	Expect(os.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200")).To(Succeed())
+
 	By("starting the operator binary, as its own user")
 	webhookFlags := strings.Fields(readFile(filepath.Join(stateDir, "webhook.flags")))
-	managerArgs = append([]string{"--health-probe-bind-address=127.0.0.1:0",
+	metricsAddr = freeAddress()
+	managerArgs = append([]string{"--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=" + metricsAddr,
 		"--kubeconfig", filepath.Join(stateDir, "kubeconfig-operator"),
 		"--transcript-store", filepath.Join(stateDir, "transcript.db")}, webhookFlags...)
 	managerProc = start("manager", manager, managerArgs...)
 })
+
+// freeAddress is a loopback address with a port nothing listens on now.
+func freeAddress() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
 
 // killManager kills the operator as a node failure or an OOM kill would (SIGKILL: no shutdown),
 // and starts it again with the same flags and store.
