@@ -22,8 +22,9 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs and RBAC under config/.
+manifests: controller-gen ## Generate the CRDs and RBAC under config/, and the PrometheusRule from config/prometheus/rules.yaml.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./transcriptapi/...}" output:crd:artifacts:config=config/crd/bases
+	$(GO) run ./hack/promrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate the deepcopy code.
@@ -63,8 +64,8 @@ RAPID_CHECKS ?= 500
 FUZZTIME ?= 20s
 
 .PHONY: test-unit
-test-unit: ## Unit and property tests, and the transcript stores' conformance suite (SQLite, and a real PostgreSQL).
-	PG_BIN="$$(hack/postgres.sh)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./telemetry/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/...
+test-unit: ## Unit and property tests, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), and promtool on config/prometheus.
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./telemetry/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/... ./test/prometheus/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).

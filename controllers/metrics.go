@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"regexp"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,10 +87,35 @@ var (
 	}, []string{"kind"})
 )
 
-func init() {
-	metrics.Registry.MustRegister(runsEnded, runDuration, stepsTotal, stepDuration, tokensTotal, guardTrips, toolCalls,
-		approvalWait, stepsInFlight, apiWrites, transcriptWrite, transcriptWriteErrors, stepsFromTranscript)
+// collectors are Baton's metrics, registered on controller-runtime's registry (served on
+// /metrics beside controller-runtime's own).
+var collectors = []prometheus.Collector{runsEnded, runDuration, stepsTotal, stepDuration, tokensTotal, guardTrips, toolCalls,
+	approvalWait, stepsInFlight, apiWrites, transcriptWrite, transcriptWriteErrors, stepsFromTranscript, approvalsWaiting}
+
+func init() { metrics.Registry.MustRegister(collectors...) }
+
+// MetricNames are the names of the metric families Baton serves, sorted: what dashboards,
+// alerts and docs may name.
+func MetricNames() []string {
+	descs := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range collectors {
+			c.Describe(descs)
+		}
+		close(descs)
+	}()
+	var names []string
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	sort.Strings(names)
+	return names
 }
+
+// fqName reads a family's name from its description (prometheus.Desc has no getter).
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
 // unknownLabel stands for a name that is not the config's own: a tool a model made up.
 const unknownLabel = "(unknown)"

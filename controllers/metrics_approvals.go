@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -25,10 +24,8 @@ type waitingApprovals struct {
 	waiting, oldest, overdue *prometheus.Desc
 }
 
-// approvalsWaiting is registered once; Setup points it at its manager's cache.
+// approvalsWaiting is registered once (metrics.go); Setup points it at its manager's cache.
 var approvalsWaiting = newWaitingApprovals()
-
-func init() { metrics.Registry.MustRegister(approvalsWaiting) }
 
 // use reads runs from reader from now on.
 func (w *waitingApprovals) use(reader client.Reader, clk clock.PassiveClock) {
