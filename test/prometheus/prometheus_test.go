@@ -142,3 +142,33 @@ func TestTheyNameOnlyTheOperatorsMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestTheDocsListEveryMetric checks the README's and docs/operations.md's tables of metrics
+// against the families the operator serves: none missing, none that is not served.
+func TestTheDocsListEveryMetric(t *testing.T) {
+	row := regexp.MustCompile("(?m)^\\| (`baton_[^|]*)\\|")
+	name := regexp.MustCompile("`(baton_[a-z_]+)`")
+	for _, doc := range []string{"README.md", filepath.Join("docs", "operations.md")} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := map[string]bool{}
+		for _, r := range row.FindAllStringSubmatch(string(raw), -1) {
+			for _, n := range name.FindAllStringSubmatch(r[1], -1) {
+				listed[n[1]] = true
+			}
+		}
+		served := controllers.MetricNames()
+		for _, n := range served {
+			if !listed[n] {
+				t.Errorf("%s does not list %s", doc, n)
+			}
+		}
+		for n := range listed {
+			if !slices.Contains(served, n) {
+				t.Errorf("%s lists %s, which the operator does not serve", doc, n)
+			}
+		}
+	}
+}
