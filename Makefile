@@ -22,9 +22,10 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs and RBAC under config/, and the PrometheusRule from config/prometheus/rules.yaml.
+manifests: controller-gen ## Generate the CRDs and RBAC under config/, the PrometheusRule from config/prometheus/rules.yaml, and the Helm chart's copies of them.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./transcriptapi/...}" output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/promrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
+	hack/chart-sync.sh
 
 .PHONY: generate
 generate: controller-gen ## Generate the deepcopy code.
@@ -49,14 +50,14 @@ lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golang
 .PHONY: verify
 verify: manifests generate ## Fail if generated files or go.mod are stale.
 	$(GO) mod tidy
-	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts go.mod go.sum)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy', then commit:"; \
-		git status --porcelain -- api config go.mod go.sum; git diff -- api config go.mod go.sum | head -50; exit 1; fi
+		git status --porcelain -- api config charts go.mod go.sum; git diff -- api config charts go.mod go.sum | head -50; exit 1; fi
 
 ##@ Tests
 
 .PHONY: test
-test: manifests generate lint test-unit fuzz test-integration test-e2e ## Run every suite: unit, fuzz, integration (envtest) and e2e.
+test: manifests generate lint test-unit fuzz test-integration test-e2e test-helm ## Run every suite: unit, fuzz, integration (envtest), e2e and the Helm chart's.
 
 # Property tests: cases per property.
 RAPID_CHECKS ?= 500
@@ -83,6 +84,10 @@ test-integration: ## The envtest suite: the operator against a real API server a
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+
+.PHONY: test-helm
+test-helm: ## The Helm chart: helm lint, equivalence with config/default, a server-side dry run against a real API server.
+	HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 ./test/helm/...
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.

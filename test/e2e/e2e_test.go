@@ -24,6 +24,13 @@ var _ = Describe("A user with kubectl", Ordered, func() {
 		kubectl("get", "namespace", "baton-system")
 		rendered, err := exec("kubectl", "kustomize", root+"/config/default")
 		Expect(err).NotTo(HaveOccurred(), rendered)
+		// Every binding grants its role to the ServiceAccount the Deployments run as.
+		Expect(rendered).To(ContainSubstring("serviceAccountName: baton-controller-manager"))
+		subjects := regexp.MustCompile(`(?m)^subjects:\n- kind: ServiceAccount\n  name: (\S+)\n  namespace: (\S+)$`).FindAllStringSubmatch(rendered, -1)
+		Expect(subjects).To(HaveLen(3), "the manager, leader election and metrics auth bindings")
+		for _, s := range subjects {
+			Expect(s[1:]).To(Equal([]string{"baton-controller-manager", "baton-system"}))
+		}
 		out, err := kubectlStdin(rendered, "apply", "--dry-run=server", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("deployment.apps/baton-controller-manager created (server dry run)"))

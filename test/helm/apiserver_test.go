@@ -1,0 +1,153 @@
+package helm
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// cluster is a real API server (envtest: kube-apiserver and etcd, no controllers) and a
+// kubeconfig for kubectl and helm.
+type cluster struct {
+	env []string
+}
+
+func startCluster(t *testing.T) cluster {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run make test-helm, which sets it (hack/envtest-assets.sh)")
+	}
+	env := &envtest.Environment{}
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cluster{env: []string{"KUBECONFIG=" + path}}
+}
+
+func (c cluster) kubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, err := run(t, c.env, strings.NewReader(stdin), "kubectl", args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// crdDir runs one of the hack/ scripts that print a directory of CRDs from a Go module.
+func crdDir(t *testing.T, script string) string {
+	t.Helper()
+	out, err := run(t, nil, nil, filepath.Join(root, "hack", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// resource is how kubectl names an object in what it prints: kind.group/name.
+func resource(obj map[string]any) string {
+	kind := strings.ToLower(str(obj, "kind"))
+	if group, _, ok := strings.Cut(str(obj, "apiVersion"), "/"); ok {
+		kind += "." + group
+	}
+	return kind + "/" + str(obj, "metadata", "name")
+}
+
+func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
+	helmBin(t)
+	c := startCluster(t)
+	// The default values need cert-manager's Certificate and Issuer; one variant the Prometheus
+	// Operator's ServiceMonitor and PrometheusRule. A dry run creates nothing, so the release
+	// namespace must exist.
+	c.kubectl(t, "", "apply", "--server-side", "-f", crdDir(t, "cert-manager-crds.sh"))
+	prom := crdDir(t, "prometheus-operator-crds.sh")
+	c.kubectl(t, "", "apply", "--server-side",
+		"-f", filepath.Join(prom, "monitoring.coreos.com_servicemonitors.yaml"),
+		"-f", filepath.Join(prom, "monitoring.coreos.com_prometheusrules.yaml"))
+	c.kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+	c.kubectl(t, "", "create", "namespace", namespace)
+
+	for _, v := range variants {
+		t.Run("server-side dry run with "+v.name, func(t *testing.T) {
+			out, err := template(t, v.values, "--include-crds")
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := parse(t, out)
+			applied := c.kubectl(t, out, "apply", "--dry-run=server", "-f", "-")
+			lines := map[string]bool{}
+			for _, l := range strings.Split(strings.TrimSpace(applied), "\n") {
+				lines[l] = true
+			}
+			for _, obj := range objs {
+				r := resource(obj)
+				if !lines[r+" created (server dry run)"] && !lines[r+" configured (server dry run)"] {
+					t.Errorf("%s is not reported created or configured (server dry run)", r)
+				}
+			}
+			if len(lines) != len(objs) {
+				t.Errorf("%d objects rendered, kubectl reports:\n%s", len(objs), applied)
+			}
+		})
+	}
+
+	// An upgrade renders the self-signed certificate again: it must find the Secret the install
+	// made and keep it, with the CA the webhook trusts.
+	t.Run("a self-signed certificate is kept across upgrades", func(t *testing.T) {
+		values := valuesFile(t, "webhook: {certificate: {source: self-signed}}")
+		helm := func(args ...string) {
+			t.Helper()
+			if out, err := run(t, c.env, nil, helmBin(t), args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}
+		secret := func() map[string]any {
+			t.Helper()
+			var s map[string]any
+			if err := json.Unmarshal([]byte(c.kubectl(t, "", "get", "secret", "-n", namespace, "webhook-server-cert", "-o", "json")), &s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		helm("install", release, chart, "--namespace", namespace, "-f", values)
+		t.Cleanup(func() { helm("uninstall", release, "--namespace", namespace) })
+		installed := secret()
+		helm("upgrade", release, chart, "--namespace", namespace, "-f", values)
+		for _, d := range differences("data", installed["data"], secret()["data"]) {
+			t.Errorf("Secret/webhook-server-cert was replaced: %s", d)
+		}
+		var webhook map[string]any
+		out := c.kubectl(t, "", "get", "mutatingwebhookconfiguration", "baton-mutating-webhook-configuration", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &webhook); err != nil {
+			t.Fatal(err)
+		}
+		if str(webhook, "webhooks", 0, "clientConfig", "caBundle") != str(installed, "data", "ca.crt") {
+			t.Error("after the upgrade the webhook's caBundle is not the kept CA")
+		}
+		// Without a Secret to find, every render makes a new CA: the lookup is what keeps it.
+		fresh := mustTemplate(t, "webhook: {certificate: {source: self-signed}}")["Secret/webhook-server-cert"]
+		if str(fresh, "data", "ca.crt") == str(installed, "data", "ca.crt") {
+			t.Error("a render without the cluster made the installed CA again")
+		}
+	})
+}
