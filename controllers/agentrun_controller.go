@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -307,7 +308,6 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 	}
-	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
 	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
 		_, err := r.write(ctx, run, nil, workflow.WaitForSecret(run.Status, problem, now))
 		return ctrl.Result{RequeueAfter: secretRetry}, err
@@ -316,6 +316,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	plan = r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan).ForRun(run.Name, run.Namespace, run.Spec.Approvals)
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, run, plan, d)
@@ -357,15 +358,19 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 	if p := r.runs.plan(run); p != nil {
 		return p, nil
 	}
-	spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
-	if err != nil {
-		return nil, err
+	plan, ok := r.revisions.shared(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits)
+	if !ok {
+		spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
+		if err != nil {
+			return nil, err
+		}
+		var errs field.ErrorList
+		if plan, errs = checkConfig(*spec, run.Spec.Limits, r.Providers); len(errs) > 0 {
+			return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
+		}
+		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
 	}
-	plan, errs := checkConfig(*spec, run.Spec.Limits, r.Providers)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
-	}
-	plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
 	r.runs.setPlan(run, plan)
 	return plan, nil
 }
@@ -388,6 +393,9 @@ func (r *AgentRunReconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, configRefIndex,
 		func(o client.Object) []string { return []string{o.(*v1alpha1.AgentRun).Spec.ConfigRef.Name} }); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, waitingIndex, waitingAtGate); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,48 +20,27 @@ import (
 // stepWork is the work of one step, done in the step's goroutine (runs.go): read what the agent
 // sees of the run's earlier steps from the transcript, ask the agent's provider, and make the
 // record of its answer, with what the answer adds to later agents' context.
+//
+// A step may wait in line for a slot a long time, so what it keeps until it starts is small: the
+// run's identity, its input and the status it started from. The request, the run's object and
+// the rest are made when the step runs.
 func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
 	spec := plan.Agent(step.Agent)
-	base := agents.Request{
-		Namespace: run.Namespace,
-		Run:       run.Name,
-		RunUID:    string(run.UID),
-		Step:      step.Number,
-		Turn:      step.Turn,
-		Attempt:   step.Attempt,
-		Agent:     *spec,
-		Task:      run.Spec.Input,
-		Input:     step.Input,
-		Reason:    step.Reason,
-		Signals:   plan.Spec.Signals,
-		Left:      step.Left,
-	}
-	if deadline, ok := workflow.Deadline(plan, &run.Status); ok {
-		base.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
-	}
-	for _, h := range spec.Handoffs {
-		if peer := plan.Agent(h); peer != nil {
-			base.Peers = append(base.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
-		}
-	}
-	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
-		for _, c := range plan.Children() {
-			base.Children = append(base.Children, agents.Peer{Name: c.Name, Description: c.Description})
-		}
-	}
+	rid := runID{uid: string(run.UID), namespace: run.Namespace, name: run.Name}
+	task := run.Spec.Input
 	// The status the step started from: Apply decides from it what the step adds to the context.
 	from := *run.Status.DeepCopy()
-	id := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: run.Namespace, Name: run.Name, UID: run.UID}}
 	provider, config := spec.Model.Provider, run.Spec.ConfigRef.Name
 	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
 	var mu sync.Mutex
-	sent := base
+	var sent *agents.Request
 	var box *toolbox
 
-	traced := runOf(id, config)
 	call := func(ctx context.Context) (res workflow.StepResult) {
 		res = workflow.StepResult{Agent: step.Agent, Input: step.Input}
-		req := base
+		req := r.stepRequest(plan, rid, task, &from, step)
+		id := rid.object()
+		traced := runOf(id, config)
 		ctx, span := startStep(ctx, traced, step.Number, spec)
 		defer func() { endStep(span, req, res.Result, res.Error, res.TimedOut, r.options.TraceContent) }()
 		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
@@ -82,7 +60,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		}
 		req.ModelCalls = chatCalls{run: traced, agent: spec, req: req, content: r.options.TraceContent}
 		mu.Lock()
-		sent = req
+		sent = &req
 		mu.Unlock()
 		agent, err := r.Providers.For(provider)
 		if err == nil {
@@ -107,10 +85,15 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		mu.Lock()
 		req, b := sent, box
 		mu.Unlock()
+		if req == nil {
+			// The step ended before it sent anything.
+			built := r.stepRequest(plan, rid, task, &from, step)
+			req = &built
+		}
 		// What the status counts of the step is counted here, once, for the answer the step
 		// ends with (an answer that came after the deadline is not).
-		countTokens(id.Namespace, config, spec, res.Result)
-		rid := runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name}
+		countTokens(rid.namespace, config, spec, res.Result)
+		id := rid.object()
 		if res.Held != nil {
 			return heldRecord(rid, step.Number, res, ended)
 		}
@@ -126,9 +109,42 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			r.runs.setToolUses(id, uses, step.Number+1)
 		}
 		d := workflow.Apply(plan, from, res, ended)
-		return stepRecord(id, step, spec, req, res, d.Context, unavailable, previous(from, step.Number), started, ended)
+		return stepRecord(id, step, spec, *req, res, d.Context, unavailable, previous(from, step.Number), started, ended)
 	}
 	return stepWork{call: call, record: record, provider: string(provider)}
+}
+
+// stepRequest is what the step's agent is asked, but for what the transcript adds.
+func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid runID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) agents.Request {
+	spec := plan.Agent(step.Agent)
+	req := agents.Request{
+		Namespace: rid.namespace,
+		Run:       rid.name,
+		RunUID:    rid.uid,
+		Step:      step.Number,
+		Turn:      step.Turn,
+		Attempt:   step.Attempt,
+		Agent:     *spec,
+		Task:      task,
+		Input:     step.Input,
+		Reason:    step.Reason,
+		Signals:   plan.Spec.Signals,
+		Left:      step.Left,
+	}
+	if deadline, ok := workflow.Deadline(plan, from); ok {
+		req.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
+	}
+	for _, h := range spec.Handoffs {
+		if peer := plan.Agent(h); peer != nil {
+			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
+		}
+	}
+	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
+		for _, c := range plan.Children() {
+			req.Children = append(req.Children, agents.Peer{Name: c.Name, Description: c.Description})
+		}
+	}
+	return req
 }
 
 // recordedStep looks in the transcript for the run's next step, the first time this process

@@ -51,6 +51,17 @@ func (w *waitingApprovals) Describe(ch chan<- *prometheus.Desc) {
 	ch <- w.overdue
 }
 
+// waitingIndex indexes the runs that wait at a gate.
+const waitingIndex = "baton.waitingAtGate"
+
+func waitingAtGate(o client.Object) []string {
+	run := o.(*v1alpha1.AgentRun)
+	if run.Status.Phase == v1alpha1.PhaseAwaitingApproval && run.Status.PendingApproval != nil {
+		return []string{"true"}
+	}
+	return nil
+}
+
 type gateKey struct{ namespace, config, gate string }
 
 type gateWait struct {
@@ -68,8 +79,9 @@ func (w *waitingApprovals) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	runs := &v1alpha1.AgentRunList{}
-	// The cache's objects are read in place: nothing here changes them.
-	if err := reader.List(ctx, runs, client.UnsafeDisableDeepCopy); err != nil {
+	// Only the runs waiting at a gate, through their index, and read in place: nothing here
+	// changes them, and a scrape costs as little with ten thousand runs at work as with none.
+	if err := reader.List(ctx, runs, client.MatchingFields{waitingIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	now := clk.Now()

@@ -35,7 +35,7 @@ func TestWaitingApprovalsCountsEachGate(t *testing.T) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&v1alpha1.AgentRun{}, waitingIndex, waitingAtGate).WithObjects(
 		waiting("a", "plan", 10*time.Minute, time.Hour),
 		waiting("b", "plan", 2*time.Hour, time.Hour), // past its timeout
 		waiting("c", "final", 30*time.Second, 0),

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // A run pins its AgentConfig by recording the name of a ControllerRevision that holds the
@@ -49,10 +50,38 @@ type revisions struct {
 	// they wait for one create (creating) instead of each finding the cache without it.
 	pinned   *lru.Cache
 	creating singleflight.Group
+	// plans are the checked plans of pinned revisions, by revision and limit overrides: the runs
+	// of a config share one (each gets its own copy of the few fields that are the run's).
+	plans *lru.Cache
 }
 
 func newRevisions(c client.Client, reader client.Reader, scheme *runtime.Scheme) *revisions {
-	return &revisions{client: c, reader: reader, scheme: scheme, decoded: lru.New(1024), pinned: lru.New(1024)}
+	return &revisions{client: c, reader: reader, scheme: scheme, decoded: lru.New(1024), pinned: lru.New(1024), plans: lru.New(1024)}
+}
+
+// planKey names a pinned revision's plan with a run's limit overrides.
+func planKey(namespace, revision string, overrides *v1alpha1.LimitOverrides) string {
+	data, _ := json.Marshal(overrides)
+	return namespace + "/" + revision + "/" + string(data)
+}
+
+// shared is the plan of a pinned revision with these overrides, if one was built.
+func (r *revisions) shared(namespace, revision string, overrides *v1alpha1.LimitOverrides) (*workflow.Plan, bool) {
+	p, ok := r.plans.Get(planKey(namespace, revision, overrides))
+	if !ok {
+		return nil, false
+	}
+	return p.(*workflow.Plan), true
+}
+
+// share keeps plan as the revision's with these overrides and returns the one to use: an
+// earlier one, if another run built it first.
+func (r *revisions) share(namespace, revision string, overrides *v1alpha1.LimitOverrides, plan *workflow.Plan) *workflow.Plan {
+	if p, ok := r.shared(namespace, revision, overrides); ok {
+		return p
+	}
+	r.plans.Add(planKey(namespace, revision, overrides), plan)
+	return plan
 }
 
 func revisionName(cfg *v1alpha1.AgentConfig, raw []byte) string {

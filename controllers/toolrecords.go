@@ -7,6 +7,9 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
@@ -89,6 +92,11 @@ func heldResultOf(rec transcript.Record) (workflow.StepResult, error) {
 // runID names a run in its transcript records.
 type runID struct {
 	uid, namespace, name string
+}
+
+// object is a run object that holds only the run's identity.
+func (r runID) object() *v1alpha1.AgentRun {
+	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: types.UID(r.uid)}}
 }
 
 func (r runID) record(key transcript.Key, at time.Time, body []byte) transcript.Record {

@@ -17,14 +17,17 @@ import (
 // the run then waits in AwaitingApproval, with no deadline running, until enough people approve,
 // someone rejects (ending the run or sending it back to an agent), or the gate times out. An
 // AwaitInput signal pauses the run in AwaitingInput until a reply. Decisions arrive as queued
-// decisions (see api/v1alpha1/decisions.go) and are applied here one at a time, in order.
+// decisions (see the decisions package) and are applied here one at a time, in order.
 
-// ForRun tells the plan which run it is for: the name and namespace go into the commands that
-// Events give people, and the policy says whether the run stops at gates.
+// ForRun is the plan for one run: the name and namespace go into the commands that Events give
+// people, and the policy says whether the run stops at gates. The plan is a copy that shares
+// everything else with p, which is read-only once built, so runs of one config share its
+// checked spec and compiled schemas.
 func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy) *Plan {
-	p.runName, p.runNamespace = name, namespace
-	p.skipGates = policy == v1alpha1.ApprovalsSkip
-	return p
+	run := *p
+	run.runName, run.runNamespace = name, namespace
+	run.skipGates = policy == v1alpha1.ApprovalsSkip
+	return &run
 }
 
 // gateAfter is the gate that opens after the agent's step, if any.
