@@ -97,7 +97,7 @@ func main() {
 	flag.BoolVar(&controllerOpts.DisableControllers, "webhook-only", false,
 		"Serve only the admission webhook, without the controllers.")
 	flag.BoolVar(&controllerOpts.TrustDecisionQueue, "trust-decision-queue", os.Getenv("ENABLE_WEBHOOKS") != "false",
-		"Record who decided as the admission webhook stamped it. Turn off where the webhook is not installed: decisions are then unverified.")
+		"Record who decided, and who created each run, as the admission webhook stamped them. Turn off where the webhook is not installed: decisions are then unverified and no run's creator is known.")
 	flag.BoolVar(&controllerOpts.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	opts := zap.Options{}

@@ -53,9 +53,10 @@ type Options struct {
 	EnableWebhooks bool
 	// DisableControllers leaves out the controllers, to serve only the webhook.
 	DisableControllers bool
-	// TrustDecisionQueue takes the decision queue's "by" as who decided. Only true where the
-	// admission webhook is installed: it alone writes the queue then. Without it anyone who may
-	// patch a run could write the queue, so every decision is recorded as unverified.
+	// TrustDecisionQueue takes the decision queue's "by" as who decided, and the created-by
+	// annotation as who created the run. Only true where the admission webhook is installed: it
+	// alone writes both then. Without it anyone who may patch a run could write them, so every
+	// decision is recorded as unverified and no run's creator is known.
 	TrustDecisionQueue bool
 	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
 	Transcript transcript.Store
@@ -316,7 +317,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan = r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan).ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	plan = r.forRun(r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run)
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, run, plan, d)
@@ -370,7 +371,7 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 		}
 		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
 	}
-	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	plan = r.forRun(plan, run)
 	r.runs.setPlan(run, plan)
 	return plan, nil
 }

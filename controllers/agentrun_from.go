@@ -76,7 +76,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run *v1alpha1.Agent
 	if len(errs) > 0 {
 		return nil, none, nil, fmt.Errorf("%w: the config run %s pinned cannot run: %v", errFrom, from.Run, errs.ToAggregate())
 	}
-	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals)
+	plan = r.forRun(plan, run)
 
 	all, err := r.transcript.List(ctx, transcript.Query{RunUID: string(earlier.UID), Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
 	if err != nil {

@@ -1,12 +1,14 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +26,13 @@ const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 // ApproveVerb is the RBAC verb a person needs on agentruns to approve or reject a gate.
 const ApproveVerb = "approve"
 
-// The webhook is only called for writes that carry a decision or touch the decision queue
-// (matchConditions), so other writes to AgentRuns never depend on it being up; those it is
-// called for are refused while it is down (failurePolicy Fail), never let through unattributed.
-// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"decision-or-queue","expression":"(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : ''))"}]}`
+// The webhook is called for every create, which it stamps with its creator, and otherwise only
+// for writes that carry a decision, touch the decision queue or change the creator
+// (matchConditions), so other updates of AgentRuns never depend on it being up. Those it is
+// called for are refused while it is down (failurePolicy Fail), never let through
+// unattributed: no run is created without a recorded creator, and no decision is taken
+// without knowing who made it.
+// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"create-decision-queue-or-creator","expression":"request.operation == 'CREATE' || (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/created-by' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/created-by'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/created-by' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/created-by'] : ''))"}]}`
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
@@ -36,6 +41,9 @@ const ApproveVerb = "approve"
 // SubjectAccessReview that an approver may approve, and moves the decision into the run's
 // queue of decisions, where the operator applies it once, in order, whenever it runs. A person
 // who may not approve is refused by the API server, with the permission that is missing.
+//
+// It also records who created each run (the created-by annotation), for gates that need an
+// approver other than the run's creator, and refuses anyone but the operator who changes it.
 type DecisionWebhook struct {
 	// Client creates SubjectAccessReviews.
 	Client client.Client
@@ -68,14 +76,24 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 		}
 	}
 	user := req.UserInfo.Username
+	annotations := maps.Clone(run.Annotations)
+	if req.Operation == admissionv1.Create {
+		// Whoever creates the run is its creator, whatever the request says.
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[v1alpha1.AnnotationCreatedBy] = user
+	} else if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
+		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
+			v1alpha1.AnnotationCreatedBy))
+	}
 	if user == w.Self {
-		return admission.Allowed("")
+		return withAnnotations(req, run, annotations)
 	}
 	if run.Annotations[v1alpha1.AnnotationDecisions] != old.Annotations[v1alpha1.AnnotationDecisions] {
 		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton; decide with %s, %s or %s",
 			v1alpha1.AnnotationDecisions, v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
 	}
-	annotations := maps.Clone(run.Annotations)
 	// revise and feedback belong to the decision made in the same request, never to one made
 	// later by someone else.
 	var leftover []string
@@ -93,7 +111,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 					v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
 			}
 		}
-		return admission.Allowed("")
+		return withAnnotations(req, run, annotations)
 	}
 	for _, k := range leftover {
 		delete(annotations, k)
@@ -116,8 +134,39 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
-	run.Annotations = queued
-	patched, err := json.Marshal(run)
+	return withAnnotations(req, run, queued)
+}
+
+// changed reports whether the annotation was set, changed or removed between old and updated.
+func changed(old, updated map[string]string, key string) bool {
+	was, had := old[key]
+	is, has := updated[key]
+	return had != has || was != is
+}
+
+// withAnnotations admits the object with these annotations, and nothing else of it changed.
+func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations map[string]string) admission.Response {
+	if maps.Equal(run.Annotations, annotations) {
+		return admission.Allowed("")
+	}
+	obj := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(req.Object.Raw))
+	// Numbers stay as they were written.
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	if len(annotations) == 0 {
+		delete(meta, "annotations")
+	} else {
+		meta["annotations"] = annotations
+	}
+	patched, err := json.Marshal(obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}

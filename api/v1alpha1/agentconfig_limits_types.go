@@ -176,6 +176,14 @@ type ApprovalGate struct {
 	// +kubebuilder:default=Reject
 	// +optional
 	OnTimeout string `json:"onTimeout,omitempty"`
+
+	// allowSelfApproval says whether the person who created a run may approve it at this gate.
+	// Defaults to true. Set it to false for separation of duties: the run's creator, recorded
+	// by the admission webhook in the annotation agents.baton.dev/created-by, may still reject,
+	// revise or cancel, but the approvals must come from other people. A run whose creator was
+	// not recorded (created without the webhook) cannot be approved at such a gate.
+	// +optional
+	AllowSelfApproval *bool `json:"allowSelfApproval,omitempty"`
 }
 
 // Routing configures the supervisor of a Supervisor-mode run.

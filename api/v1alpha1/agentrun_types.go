@@ -23,6 +23,10 @@ const (
 	// there, stamped with who made it, so that no decision is lost or overwritten while the
 	// operator is away.
 	AnnotationDecisions = "agents.baton.dev/decisions"
+	// AnnotationCreatedBy is the Kubernetes user who created the run. Only Baton writes it: its
+	// admission webhook sets it on create, whatever the request carried, and refuses any later
+	// change, so that a gate with allowSelfApproval: false can tell the creator from others.
+	AnnotationCreatedBy = "agents.baton.dev/created-by"
 )
 
 // RunPhase is where a run is in its life.
@@ -160,7 +164,8 @@ const (
 	// the termination reason). kubectl wait --for=condition=Ready waits for success.
 	// ConditionDecision says what became of the latest human decision: True, reason Applied,
 	// when it took effect; False when it changed nothing, with the reason (NotWaiting,
-	// GateNotPending, AlreadyApproved, InvalidValue, UnknownAgent) and what was expected.
+	// GateNotPending, AlreadyApproved, SelfApprovalNotAllowed, InvalidValue, UnknownAgent) and
+	// what was expected.
 	ConditionDecision = "Decision"
 	// ConditionTokenBudgetWarning is set True, once, when the tokens used reach
 	// limits.tokenWarningPercent of limits.maxTokens. Reason: ThresholdReached.
@@ -182,6 +187,9 @@ const (
 	ReasonAlreadyApproved = "AlreadyApproved"
 	ReasonInvalidValue    = "InvalidValue"
 	ReasonUnknownAgent    = "UnknownAgent"
+	// ReasonSelfApproval refuses an approval by the run's creator (or when the creator is not
+	// known) at a gate with allowSelfApproval: false.
+	ReasonSelfApproval = "SelfApprovalNotAllowed"
 )
 
 // AgentRun is one execution of an AgentConfig's team on one input.

@@ -20,13 +20,15 @@ import (
 // decisions (see the decisions package) and are applied here one at a time, in order.
 
 // ForRun is the plan for one run: the name and namespace go into the commands that Events give
-// people, and the policy says whether the run stops at gates. The plan is a copy that shares
-// everything else with p, which is read-only once built, so runs of one config share its
-// checked spec and compiled schemas.
-func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy) *Plan {
+// people, the policy says whether the run stops at gates, and the creator (empty when it was not
+// recorded) is who may not approve at gates with allowSelfApproval: false. The plan is a copy
+// that shares everything else with p, which is read-only once built, so runs of one config
+// share its checked spec and compiled schemas.
+func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy, creator string) *Plan {
 	run := *p
 	run.runName, run.runNamespace = name, namespace
 	run.skipGates = policy == v1alpha1.ApprovalsSkip
+	run.creator = creator
 	return &run
 }
 
@@ -62,12 +64,40 @@ func (p *Plan) gate(s *v1alpha1.AgentRunStatus, name string) (v1alpha1.ApprovalG
 	if g, ok := p.toolGateNamed(s.CurrentAgent, name); ok {
 		return g, true
 	}
+	return p.configGate(name)
+}
+
+// configGate is the config's gate of that name, if there is one.
+func (p *Plan) configGate(name string) (v1alpha1.ApprovalGate, bool) {
 	for _, g := range p.Spec.Approvals {
 		if g.Name == name {
 			return g, true
 		}
 	}
 	return v1alpha1.ApprovalGate{}, false
+}
+
+// selfApprovalAllowed reports whether the run's creator may approve at gate g, as by default.
+func selfApprovalAllowed(g v1alpha1.ApprovalGate) bool {
+	return g.AllowSelfApproval == nil || *g.AllowSelfApproval
+}
+
+// selfApproval says why an approval by `by` at the config's gate of that name is refused, if
+// it is: the gate has allowSelfApproval: false and `by` created the run, or nobody knows who
+// did (the run was created without the admission webhook), so that no approval can be told
+// apart from the creator's.
+func (p *Plan) selfApproval(name, by string) (string, bool) {
+	g, ok := p.configGate(name)
+	if !ok || selfApprovalAllowed(g) {
+		return "", false
+	}
+	switch p.creator {
+	case "":
+		return fmt.Sprintf("the run's creator was not recorded (it was created without Baton's admission webhook), so gate %s, which needs an approver other than the run's creator (allowSelfApproval: false), cannot be approved: reject it or let it time out", name), true
+	case by:
+		return fmt.Sprintf("%s created this run, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
+	}
+	return "", false
 }
 
 func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
@@ -96,10 +126,21 @@ func waitAt(g v1alpha1.ApprovalGate, now time.Time) *v1alpha1.PendingApproval {
 
 // gateMessage says what a gate waits for and the commands that decide it.
 func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
-	return fmt.Sprintf("waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
-		g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
+	return fmt.Sprintf("waiting at gate %s for %d approval(s)%s. Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
+		g.Name, required(g), p.approvers(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
 		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name,
 		v1alpha1.AnnotationRevise, v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback)
+}
+
+// approvers says who may approve at a gate with allowSelfApproval: false, for gateMessage.
+func (p *Plan) approvers(g v1alpha1.ApprovalGate) string {
+	switch {
+	case selfApprovalAllowed(g):
+		return ""
+	case p.creator == "":
+		return " (the run's creator was not recorded, so no approval can pass this gate: reject it or let it time out)"
+	}
+	return fmt.Sprintf(" from people other than %s, who created the run", p.creator)
 }
 
 // holdToolCall makes the run wait at a tool's gate with the call the step asked for; the step
@@ -323,6 +364,10 @@ func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) 
 		g, _ := p.gate(s, q.Gate)
 		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
 			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
+	case q.Action == decisions.Approve && s.PendingApproval.ToolCall == nil:
+		if why, refused := p.selfApproval(q.Gate, by); refused {
+			return why, v1alpha1.ReasonSelfApproval, false
+		}
 	case q.Action == decisions.Reject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
 		return fmt.Sprintf("gate %s holds a tool call, which a rejection cannot send to another agent: reject it without revise and the agent is told", q.Gate), v1alpha1.ReasonInvalidValue, false
 	case q.Action == decisions.Reject && q.Revise != "":

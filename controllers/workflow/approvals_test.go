@@ -1,12 +1,14 @@
 package workflow
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/decisions"
@@ -24,7 +26,12 @@ func pipeline() *ConfigWrapper {
 }
 
 func gatedPlan(t *testing.T, c *ConfigWrapper) *Plan {
-	return mustPlan(t, c).ForRun("r", "ns", v1alpha1.ApprovalsRequired)
+	return createdBy(t, c, "")
+}
+
+// createdBy is the plan of a run that creator created ("": the creator was not recorded).
+func createdBy(t *testing.T, c *ConfigWrapper, creator string) *Plan {
+	return mustPlan(t, c).ForRun("r", "ns", v1alpha1.ApprovalsRequired, creator)
 }
 
 func decision(seq int64, action, gate, by string) decisions.Queued {
@@ -106,12 +113,14 @@ func TestRejections(t *testing.T) {
 func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
 	quorum := pipeline()
 	quorum.Spec.Approvals[0].Required = 2
+	dutiesApart := pipeline().AllowSelfApproval("plan", false)
 	cases := map[string]struct {
-		config *ConfigWrapper
-		prior  []decisions.Queued
-		q      decisions.Queued
-		reason string
-		msg    string
+		config  *ConfigWrapper
+		creator string
+		prior   []decisions.Queued
+		q       decisions.Queued
+		reason  string
+		msg     string
 	}{
 		"a gate that is not pending": {q: decision(1, "approve", "final", "alice"), reason: v1alpha1.ReasonGateNotPending,
 			msg: "approve=final by alice changed nothing: gate final is not pending; the pending gate is plan"},
@@ -126,6 +135,12 @@ func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
 		"the same person twice towards a quorum": {config: quorum, prior: []decisions.Queued{decision(1, "approve", "plan", "alice")},
 			q: decision(2, "approve", "plan", "alice"), reason: v1alpha1.ReasonAlreadyApproved,
 			msg: "approve=plan by alice changed nothing: alice already approved gate plan (1 of 2 approvals); approvals must come from different people"},
+		"the run's creator approving a gate that needs another approver": {config: dutiesApart, creator: "alice",
+			q: decision(1, "approve", "plan", "alice"), reason: v1alpha1.ReasonSelfApproval,
+			msg: "approve=plan by alice changed nothing: alice created this run, and gate plan needs an approver other than the run's creator (allowSelfApproval: false)"},
+		"an approval at a gate that needs another approver when the creator was not recorded": {config: dutiesApart,
+			q: decision(1, "approve", "plan", "bob"), reason: v1alpha1.ReasonSelfApproval,
+			msg: "approve=plan by bob changed nothing: the run's creator was not recorded (it was created without Baton's admission webhook), so gate plan, which needs an approver other than the run's creator (allowSelfApproval: false), cannot be approved: reject it or let it time out"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -133,7 +148,7 @@ func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
 			if cfg == nil {
 				cfg = pipeline()
 			}
-			p := gatedPlan(t, cfg)
+			p := createdBy(t, cfg, tc.creator)
 			st := atPlanGate(t, p)
 			for _, q := range tc.prior {
 				st = Decide(p, st, q, t0).Status
@@ -154,6 +169,90 @@ func TestBadDecisionsChangeNothingButSayWhy(t *testing.T) {
 			}
 			if d.Status.LastDecision != tc.q.Seq {
 				t.Fatalf("last decision %d, want %d", d.Status.LastDecision, tc.q.Seq)
+			}
+		})
+	}
+}
+
+// TestSelfApproval checks separation of duties at a gate: with allowSelfApproval: false the
+// run's creator may not approve, but may still reject or send the run back, and everyone else
+// approves as at any gate; without it the creator approves like anyone.
+func TestSelfApproval(t *testing.T) {
+	cases := map[string]struct {
+		allow     *bool // the plan gate's allowSelfApproval
+		required  int32
+		decisions []decisions.Queued
+		phase     v1alpha1.RunPhase
+		reason    v1alpha1.TerminationReason
+		agent     string   // who has control after the decisions, while running
+		approvals []string // status.approvals as "decision by"
+		refused   string   // the Decision condition's reason, when the last decision was refused
+	}{
+		"another person passes the gate": {
+			allow: ptr.To(false), decisions: []decisions.Queued{decision(1, decisions.Approve, "plan", "bob")},
+			phase: v1alpha1.PhaseRunning, agent: "worker", approvals: []string{"Approved bob"},
+		},
+		"the creator is refused and another person then passes the gate": {
+			allow: ptr.To(false), decisions: []decisions.Queued{decision(1, decisions.Approve, "plan", "alice"), decision(2, decisions.Approve, "plan", "bob")},
+			phase: v1alpha1.PhaseRunning, agent: "worker", approvals: []string{"Approved bob"},
+		},
+		"the creator's approval does not count towards a quorum": {
+			allow: ptr.To(false), required: 2,
+			decisions: []decisions.Queued{decision(1, decisions.Approve, "plan", "bob"), decision(2, decisions.Approve, "plan", "alice")},
+			phase:     v1alpha1.PhaseAwaitingApproval, approvals: []string{"Approved bob"}, refused: v1alpha1.ReasonSelfApproval,
+		},
+		"the creator may reject": {
+			allow: ptr.To(false), decisions: []decisions.Queued{decision(1, decisions.Reject, "plan", "alice")},
+			phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonRejected, approvals: []string{"Rejected alice"},
+		},
+		"the creator may send the run back": {
+			allow: ptr.To(false), decisions: []decisions.Queued{{Seq: 1, Action: decisions.Reject, Gate: "plan", Revise: "replan", By: "alice"}},
+			phase: v1alpha1.PhaseRunning, agent: "planner", approvals: []string{"Rejected alice"},
+		},
+		"the creator approves a gate without the field": {
+			decisions: []decisions.Queued{decision(1, decisions.Approve, "plan", "alice")},
+			phase:     v1alpha1.PhaseRunning, agent: "worker", approvals: []string{"Approved alice"},
+		},
+		"the creator approves a gate that allows it": {
+			allow: ptr.To(true), decisions: []decisions.Queued{decision(1, decisions.Approve, "plan", "alice")},
+			phase: v1alpha1.PhaseRunning, agent: "worker", approvals: []string{"Approved alice"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := pipeline()
+			c.Spec.Approvals[0].AllowSelfApproval = tc.allow
+			c.Spec.Approvals[0].Required = max(tc.required, 1)
+			p := createdBy(t, c, "alice")
+			st := DecideAll(p, atPlanGate(t, p), tc.decisions, t0).Status
+			if st.Phase != tc.phase || st.TerminationReason != tc.reason || (tc.agent != "" && st.CurrentAgent != tc.agent) {
+				t.Fatalf("phase %s reason %q agent %s, want %s %q %s", st.Phase, st.TerminationReason, st.CurrentAgent, tc.phase, tc.reason, tc.agent)
+			}
+			expectDecided(t, st, tc.approvals, tc.refused)
+		})
+	}
+}
+
+// TestAGateSaysWhoMayApprove checks that the Event of a gate that needs an approver other than
+// the run's creator says so when it opens, before anyone tries.
+func TestAGateSaysWhoMayApprove(t *testing.T) {
+	cases := map[string]struct {
+		allow   *bool
+		creator string
+		want    string
+	}{
+		"any approver":         {creator: "alice", want: "waiting at gate plan for 1 approval(s). Approve:"},
+		"not the creator":      {allow: ptr.To(false), creator: "alice", want: "waiting at gate plan for 1 approval(s) from people other than alice, who created the run. Approve:"},
+		"creator not recorded": {allow: ptr.To(false), want: "waiting at gate plan for 1 approval(s) (the run's creator was not recorded, so no approval can pass this gate: reject it or let it time out). Approve:"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := pipeline()
+			c.Spec.Approvals[0].AllowSelfApproval = tc.allow
+			p := createdBy(t, c, tc.creator)
+			d := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "the plan", Handoff: "worker"}}, t0)
+			if len(d.Events) == 0 || !strings.HasPrefix(d.Events[len(d.Events)-1].Message, tc.want) {
+				t.Fatalf("events %+v, want one that starts %q", d.Events, tc.want)
 			}
 		})
 	}
@@ -224,7 +323,7 @@ func TestAwaitInputAndReply(t *testing.T) {
 }
 
 func TestSkipApprovals(t *testing.T) {
-	p := mustPlan(t, pipeline()).ForRun("r", "ns", v1alpha1.ApprovalsSkip)
+	p := mustPlan(t, pipeline()).ForRun("r", "ns", v1alpha1.ApprovalsSkip, "")
 	st := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "plan", Handoff: "worker"}}, t0).Status
 	if st.Phase != v1alpha1.PhaseRunning {
 		t.Fatalf("a gate opened for a run that skips them: %s", st.Phase)
@@ -322,20 +421,27 @@ func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
 			if st.Phase != tc.phase || st.TerminationReason != tc.reason {
 				t.Fatalf("phase %s reason %q (%s), want %s %q", st.Phase, st.TerminationReason, st.TerminationMessage, tc.phase, tc.reason)
 			}
-			var got []string
-			for _, a := range st.Approvals {
-				got = append(got, a.Decision+" "+a.By)
-			}
-			if diff := cmp.Diff(tc.approvals, got); diff != "" {
-				t.Fatalf("approvals (-want +got):\n%s", diff)
-			}
-			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDecision); tc.refused != "" && (c == nil || c.Reason != tc.refused) {
-				t.Fatalf("Decision condition %+v, want reason %s", c, tc.refused)
-			}
+			expectDecided(t, st, tc.approvals, tc.refused)
 			if !st.Phase.Terminal() && st.LastDecision != tc.queue[len(tc.queue)-1].Seq {
 				t.Fatalf("last decision %d: every queued decision is taken, applied or refused", st.LastDecision)
 			}
 		})
+	}
+}
+
+// expectDecided checks the decisions in status.approvals, as "decision by", and, when refused
+// is set, that the latest decision was refused for that reason.
+func expectDecided(t *testing.T, st v1alpha1.AgentRunStatus, approvals []string, refused string) {
+	t.Helper()
+	var got []string
+	for _, a := range st.Approvals {
+		got = append(got, a.Decision+" "+a.By)
+	}
+	if diff := cmp.Diff(approvals, got); diff != "" {
+		t.Fatalf("approvals (-want +got):\n%s", diff)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDecision); refused != "" && (c == nil || c.Reason != refused) {
+		t.Fatalf("Decision condition %+v, want reason %s", c, refused)
 	}
 }
 

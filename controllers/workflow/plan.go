@@ -69,6 +69,8 @@ type Plan struct {
 	runName, runNamespace string
 	skipGates             bool
 	schemas               map[string]*jsonschema.Schema
+	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
+	creator string
 }
 
 // NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses

@@ -203,8 +203,8 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	}
 	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
 	now := t0
+	plan = plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired, "")
 	out := played{plan: plan, results: map[int32]StepResult{}}
-	plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired)
 	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
 	out.statuses = append(out.statuses, st)
 	var seq int64

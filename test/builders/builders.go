@@ -91,6 +91,16 @@ func (w *ConfigWrapper) GateTimeout(name string, d time.Duration, onTimeout stri
 	return w
 }
 
+// AllowSelfApproval sets whether the run's creator may approve at the named gate.
+func (w *ConfigWrapper) AllowSelfApproval(name string, allow bool) *ConfigWrapper {
+	for i := range w.Spec.Approvals {
+		if w.Spec.Approvals[i].Name == name {
+			w.Spec.Approvals[i].AllowSelfApproval = ptr.To(allow)
+		}
+	}
+	return w
+}
+
 // TTL sets the config's default ttlSecondsAfterFinished.
 func (w *ConfigWrapper) TTL(seconds int32) *ConfigWrapper {
 	w.Spec.TTLSecondsAfterFinished = &seconds

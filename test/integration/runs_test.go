@@ -158,9 +158,7 @@ var _ = Describe("An AgentRun", func() {
 		create(cfg, run)
 		Eventually(func() v1alpha1.RunPhase { return get(run).Status.Phase }, runTimeout, poll).Should(Equal(v1alpha1.PhaseRunning))
 
-		patch := client.MergeFrom(run.DeepCopy())
-		run.Annotations = map[string]string{v1alpha1.AnnotationCancel: "wrong ticket"}
-		Expect(k8sClient.Patch(ctx, run, patch)).To(Succeed())
+		Expect(annotate(k8sClient, run, v1alpha1.AnnotationCancel, "wrong ticket")).To(Succeed())
 		run = waitForEnd(run)
 		Expect(run.Status.Phase).To(Equal(v1alpha1.PhaseCancelled))
 		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCancelled))
@@ -173,9 +171,7 @@ var _ = Describe("An AgentRun", func() {
 		create(cfg, runs[0])
 		done := waitForEnd(runs[0])
 
-		annotated := done.DeepCopy()
-		annotated.Annotations = map[string]string{v1alpha1.AnnotationCancel: "too late"}
-		Expect(k8sClient.Patch(ctx, annotated, client.MergeFrom(done))).To(Succeed())
+		Expect(annotate(k8sClient, done, v1alpha1.AnnotationCancel, "too late")).To(Succeed())
 
 		edited := get(done)
 		edited.Spec.Input = "a different ticket"
