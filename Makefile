@@ -82,8 +82,8 @@ test-integration: ## The envtest suite: the operator against a real API server a
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... $(GINKGO_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: build ## The e2e suite: the operator binary and the real kubectl against a local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+test-e2e: build ## The e2e suite: the operator binary, the real kubectl and a headless Chromium against a local control plane.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" CHROMIUM_BIN="$$(hack/chromium.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: test-helm
 test-helm: ## The Helm chart: helm lint, equivalence with config/default, a server-side dry run against a real API server.

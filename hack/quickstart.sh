@@ -125,6 +125,7 @@ up() {
   echo "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$root/bin:\$PATH"
   echo "  kubectl get agentruns -w"
   echo "  kubectl baton describe ticket-1234; kubectl baton transcript ticket-1234"
+  echo "  kubectl baton ui        # the web console: runs, timelines, the gate waiting for you"
   echo "Stop it all with: make quickstart-down"
 }
 

@@ -50,7 +50,7 @@ func (o *options) describeCmd() *cobra.Command {
 				note = err.Error()
 			} else {
 				defer op.stop()
-				page, err := op.records(cmd.Context(), run.Namespace, run.Name, 0)
+				page, err := op.Records(cmd.Context(), run.Namespace, run.Name, 0)
 				if err != nil {
 					note = err.Error()
 				}
@@ -79,10 +79,10 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Rec
 		// completionTime has a precision of seconds.
 		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
 	}
-	byStep := map[int32]recordBody{}
+	byStep := map[int32]transcriptapi.StepBody{}
 	for _, r := range records {
 		if r.Kind == "step" {
-			byStep[r.Step] = bodyOf(r)
+			byStep[r.Step] = r.StepBody()
 		}
 	}
 	fmt.Fprintln(out, "\nTimeline:")

@@ -44,6 +44,6 @@ func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
 		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")
 	root.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "baton-system", "The namespace of the operator's Service")
 	root.AddCommand(o.getCmd(), o.describeCmd(), o.transcriptCmd(), o.logsCmd(),
-		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd())
+		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd(), o.uiCmd())
 	return root
 }

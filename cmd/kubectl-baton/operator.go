@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,10 +25,10 @@ const (
 	annotationCABundle = "agents.baton.dev/transcript-ca"
 )
 
-// operatorClient calls the transcript API with the user's own credentials.
+// operatorClient calls the transcript API with the user's own credentials; stop ends the
+// port-forward it may run through.
 type operatorClient struct {
-	base string
-	http *http.Client
+	*transcriptapi.Client
 	stop func()
 }
 
@@ -127,99 +122,5 @@ func newOperatorClient(cfg *rest.Config, base string, ca []byte, tunnel bool, st
 	if err != nil {
 		return nil, err
 	}
-	return &operatorClient{base: strings.TrimSuffix(base, "/"), http: &http.Client{Transport: rt}, stop: stop}, nil
-}
-
-func (c *operatorClient) runPath(namespace, name, what string) string {
-	return fmt.Sprintf("%s/v1/namespaces/%s/agentruns/%s/%s", c.base, url.PathEscape(namespace), url.PathEscape(name), what)
-}
-
-// records reads a run's records, all of them or one step's.
-func (c *operatorClient) records(ctx context.Context, namespace, name string, step int32) (transcriptapi.Page, error) {
-	var all transcriptapi.Page
-	after := int64(0)
-	for {
-		q := url.Values{"after": {strconv.FormatInt(after, 10)}}
-		if step > 0 {
-			q.Set("step", strconv.Itoa(int(step)))
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "records")+"?"+q.Encode(), nil)
-		if err != nil {
-			return all, err
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			return all, fmt.Errorf("calling the transcript API: %w", err)
-		}
-		var page transcriptapi.Page
-		err = decode(resp, &page)
-		if err != nil {
-			return all, err
-		}
-		if all.UID == "" {
-			all = page
-		} else {
-			all.Records = append(all.Records, page.Records...)
-		}
-		if len(page.Records) == 0 || page.Last == after {
-			return all, nil
-		}
-		after = page.Last
-	}
-}
-
-// stream calls each with every record of the run as it is written, until the run ends.
-func (c *operatorClient) stream(ctx context.Context, namespace, name string, each func(transcriptapi.Record) error) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "stream"), nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("calling the transcript API: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", decode(resp, nil)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: ") && event == "record":
-			var r transcriptapi.Record
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r); err != nil {
-				return "", err
-			}
-			if err := each(r); err != nil {
-				return "", err
-			}
-		case strings.HasPrefix(line, "data: ") && (event == "end" || event == "error"):
-			var m map[string]string
-			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m)
-			if event == "error" {
-				return "", errors.New(m["message"])
-			}
-			return m["phase"] + " " + m["reason"], nil
-		}
-	}
-	return "", sc.Err()
-}
-
-// decode reads a JSON answer, or the error the API gave, as it gave it.
-func decode(resp *http.Response, into any) error {
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var st transcriptapi.Status
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(data, &st) == nil && st.Message != "" {
-			return fmt.Errorf("the transcript API answered %d: %s", resp.StatusCode, st.Message)
-		}
-		return fmt.Errorf("the transcript API answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
+	return &operatorClient{Client: &transcriptapi.Client{Base: base, HTTP: &http.Client{Transport: rt}}, stop: stop}, nil
 }

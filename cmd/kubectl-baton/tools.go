@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,46 +9,9 @@ import (
 	"github.com/baton-dev/baton/transcriptapi"
 )
 
-// toolBody is what the plugin reads of a tool record's body: a turn that asked for calls, a
-// call's outcome, the mark of a call being sent, or a step held at a tool's gate.
-type toolBody struct {
-	Agent  string     `json:"agent"`
-	Text   string     `json:"text"`
-	Tokens int64      `json:"tokens"`
-	Calls  []toolCall `json:"calls"`
-	toolCall
-	Content        string    `json:"content"`
-	IsError        bool      `json:"isError"`
-	Refused        string    `json:"refused"`
-	ApprovedBy     []string  `json:"approvedBy"`
-	IdempotencyKey string    `json:"idempotencyKey"`
-	LatencyMs      int64     `json:"latencyMs"`
-	Gate           string    `json:"gate"`
-	Call           *toolCall `json:"call"`
-}
-
-type toolCall struct {
-	Index     int32           `json:"index"`
-	Server    string          `json:"server"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-func (c toolCall) String() string {
-	return fmt.Sprintf("#%d %s/%s %s", c.Index, c.Server, c.Tool, strings.TrimSpace(string(c.Arguments)))
-}
-
-func isTool(r transcriptapi.Record) bool { return strings.HasPrefix(string(r.Kind), "tool") }
-
-func toolBodyOf(r transcriptapi.Record) toolBody {
-	var b toolBody
-	_ = json.Unmarshal(r.Body, &b)
-	return b
-}
-
 // printToolRecord prints a tool record in full, for people.
 func printToolRecord(w io.Writer, r transcriptapi.Record) {
-	b := toolBodyOf(r)
+	b := r.ToolBody()
 	at := r.Time.Format(time.RFC3339)
 	switch r.Kind {
 	case "tool-turn":
@@ -61,7 +23,7 @@ func printToolRecord(w io.Writer, r transcriptapi.Record) {
 			fmt.Fprintf(w, "  %s\n", c)
 		}
 	case "tool":
-		fmt.Fprintf(w, "=== step %d: tool call %s %s, %s%s\n", r.Step, b.toolCall, at, time.Duration(b.LatencyMs)*time.Millisecond, toolNote(b))
+		fmt.Fprintf(w, "=== step %d: tool call %s %s, %s%s\n", r.Step, b.ToolCall, at, time.Duration(b.LatencyMs)*time.Millisecond, toolNote(b))
 		fmt.Fprintf(w, "--- result\n%s\n", indent(b.Content))
 	case "tool-start":
 		fmt.Fprintf(w, "=== step %d: sending call #%d of %s/%s (side effects; idempotency key %s) %s\n", r.Step, r.Call, b.Server, b.Tool, b.IdempotencyKey, at)
@@ -78,21 +40,16 @@ func printToolRecord(w io.Writer, r transcriptapi.Record) {
 }
 
 // toolNote says how a call went, when it did not simply succeed.
-func toolNote(b toolBody) string {
-	switch {
-	case b.Refused != "":
-		return " (not made: " + b.Refused + ")"
-	case b.IsError:
-		return " (error)"
-	case len(b.ApprovedBy) > 0:
-		return " (approved by " + strings.Join(b.ApprovedBy, ", ") + ")"
+func toolNote(b transcriptapi.ToolBody) string {
+	if note := b.Note(); note != "" {
+		return " (" + note + ")"
 	}
 	return ""
 }
 
 // toolLine is one line of a tool record.
 func toolLine(r transcriptapi.Record) string {
-	b := toolBodyOf(r)
+	b := r.ToolBody()
 	var what string
 	switch r.Kind {
 	case "tool-turn":

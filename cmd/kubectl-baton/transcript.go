@@ -14,45 +14,6 @@ import (
 	"github.com/baton-dev/baton/transcriptapi"
 )
 
-// recordBody is what the plugin reads of a record's body: a step's or a decision's.
-type recordBody struct {
-	Agent    string `json:"agent"`
-	Provider string `json:"provider"`
-	Model    string `json:"model"`
-	Input    string `json:"input"`
-	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"messages"`
-	Output       string   `json:"output"`
-	Handoff      string   `json:"handoff"`
-	Reason       string   `json:"reason"`
-	Signal       string   `json:"signal"`
-	FinishReason string   `json:"finishReason"`
-	Tokens       int64    `json:"tokens"`
-	Ignored      []string `json:"ignoredToolCalls"`
-	Error        string   `json:"error"`
-	TimedOut     bool     `json:"timedOut"`
-	LatencyMs    int64    `json:"latencyMs"`
-	Routing      *struct {
-		Target     string   `json:"target"`
-		Confidence *float64 `json:"confidence"`
-		Reason     string   `json:"reason"`
-	} `json:"routing"`
-	Context []struct {
-		Step int32  `json:"step"`
-		From string `json:"from"`
-		Kind string `json:"kind"`
-		Text string `json:"text"`
-	} `json:"context"`
-}
-
-func bodyOf(r transcriptapi.Record) recordBody {
-	var b recordBody
-	_ = json.Unmarshal(r.Body, &b)
-	return b
-}
-
 func (o *options) transcriptCmd() *cobra.Command {
 	var step int32
 	var output string
@@ -69,7 +30,7 @@ func (o *options) transcriptCmd() *cobra.Command {
 				return err
 			}
 			defer c.stop()
-			page, err := c.records(cmd.Context(), ns, args[0], step)
+			page, err := c.Records(cmd.Context(), ns, args[0], step)
 			if err != nil {
 				return err
 			}
@@ -102,11 +63,11 @@ func (o *options) transcriptCmd() *cobra.Command {
 
 // printRecord prints a record in full, for people.
 func printRecord(w io.Writer, r transcriptapi.Record) {
-	if isTool(r) {
+	if r.IsTool() {
 		printToolRecord(w, r)
 		return
 	}
-	b := bodyOf(r)
+	b := r.StepBody()
 	if r.Kind != "step" {
 		fmt.Fprintf(w, "=== after step %d: %s (%s)\n", r.Step, r.Kind, r.Time.Format(time.RFC3339))
 		for _, c := range b.Context {
@@ -134,28 +95,7 @@ func printRecord(w io.Writer, r transcriptapi.Record) {
 		}
 		fmt.Fprintf(w, "--- output%s\n%s\n", finish, indent(b.Output))
 	}
-	fmt.Fprintf(w, "--- next: %s\n\n", nextOf(b))
-}
-
-// nextOf says in words what a step asked for.
-func nextOf(b recordBody) string {
-	switch {
-	case b.Error != "":
-		return "failed"
-	case b.Routing != nil:
-		s := "route to " + b.Routing.Target
-		if b.Routing.Confidence != nil {
-			s += fmt.Sprintf(" (confidence %.2f)", *b.Routing.Confidence)
-		}
-		return s + prefixed(": ", b.Routing.Reason)
-	case b.Handoff != "":
-		return "hand off to " + b.Handoff + prefixed(": ", b.Reason)
-	case b.Signal != "":
-		return "signal " + b.Signal
-	case b.FinishReason == "length":
-		return "cut at the output-token limit"
-	}
-	return "answer"
+	fmt.Fprintf(w, "--- next: %s\n\n", b.Next())
 }
 
 func (o *options) logsCmd() *cobra.Command {
@@ -171,7 +111,7 @@ func (o *options) logsCmd() *cobra.Command {
 			}
 			defer c.stop()
 			if !follow {
-				page, err := c.records(cmd.Context(), ns, args[0], 0)
+				page, err := c.Records(cmd.Context(), ns, args[0], 0)
 				if err != nil {
 					return err
 				}
@@ -180,7 +120,7 @@ func (o *options) logsCmd() *cobra.Command {
 				}
 				return nil
 			}
-			end, err := c.stream(cmd.Context(), ns, args[0], func(r transcriptapi.Record) error {
+			end, err := c.Stream(cmd.Context(), ns, args[0], func(r transcriptapi.Record) error {
 				_, err := fmt.Fprintln(o.streams.Out, logLine(r))
 				return err
 			})
@@ -199,10 +139,10 @@ func (o *options) logsCmd() *cobra.Command {
 
 // logLine is one line of a record.
 func logLine(r transcriptapi.Record) string {
-	if isTool(r) {
+	if r.IsTool() {
 		return toolLine(r)
 	}
-	b := bodyOf(r)
+	b := r.StepBody()
 	if r.Kind != "step" {
 		var parts []string
 		for _, c := range b.Context {
@@ -215,7 +155,7 @@ func logLine(r transcriptapi.Record) string {
 		text = b.Error
 	}
 	return fmt.Sprintf("%s  step %-3d %-16s %-40s %6d tokens %8s  %s", r.Time.Format("15:04:05"), r.Step, b.Agent,
-		oneLine(nextOf(b), 40), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond, oneLine(text, 80))
+		oneLine(b.Next(), 40), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond, oneLine(text, 80))
 }
 
 func oneLine(s string, n int) string {

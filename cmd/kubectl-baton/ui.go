@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/console"
+)
+
+func (o *options) uiCmd() *cobra.Command {
+	var port int
+	var openBrowser bool
+	var namespaces []string
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the web console on localhost: runs and their timelines, live; the gates waiting for you; decisions, as you",
+		Long: `Serve Baton's web console on localhost and print its URL.
+
+Every request the console makes to the API server and to the transcript API carries your own
+kubeconfig credentials, so RBAC, the approve verb and the approval webhook apply to you; the
+browser never holds a Kubernetes credential. The URL carries a token made at each start: the
+console answers only requests that carry it (as a cookie once the URL is opened), that name its
+own loopback address, and, for decisions, that come from its own pages.
+
+It looks for runs in every namespace you may list them in, or in --namespaces, or in the
+namespace -n names.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return o.serveUI(ctx, port, openBrowser, namespaces)
+		},
+	}
+	cmd.Flags().IntVar(&port, "port", 0, "The local port to serve on (0: any free port)")
+	cmd.Flags().BoolVar(&openBrowser, "open", false, "Open the console in the default browser")
+	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil, "Look for runs only in these namespaces")
+	return cmd
+}
+
+func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, namespaces []string) error {
+	if port < 0 || port > 65535 {
+		return fmt.Errorf("--port %d: must be from 0 to 65535", port)
+	}
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return err
+	}
+	scheme := kruntime.NewScheme()
+	for _, add := range []func(*kruntime.Scheme) error{v1alpha1.AddToScheme, authorizationv1.AddToScheme, authenticationv1.AddToScheme, corev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	if len(namespaces) == 0 && o.config.Namespace != nil && *o.config.Namespace != "" {
+		namespaces = []string{*o.config.Namespace}
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := kube.Create(ctx, review); err != nil {
+		return fmt.Errorf("asking the API server who you are: %w", err)
+	}
+	opts := console.Options{Kube: kube, User: review.Status.UserInfo.Username, Namespaces: namespaces, DefaultNamespace: ns}
+	if op, err := o.operator(ctx); err != nil {
+		opts.TranscriptsErr = err
+		fmt.Fprintf(o.streams.ErrOut, "warning: the transcript API was not reached, so timelines come from status only: %v\n", err)
+	} else {
+		defer op.stop()
+		opts.Transcripts = op.Client
+	}
+	srv, err := console.New(opts)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("listening on 127.0.0.1:%d: %w (choose another with --port)", port, err)
+	}
+	url := srv.URL(l.Addr())
+	fmt.Fprintf(o.streams.Out, "Baton console, as %s: %s\nPress Ctrl-C to stop.\n", opts.User, url)
+	if openBrowser {
+		if err := open(url); err != nil {
+			fmt.Fprintf(o.streams.ErrOut, "warning: opening a browser: %v\n", err)
+		}
+	}
+	return srv.Serve(ctx, l)
+}
+
+// open opens url in the desktop's default browser.
+func open(url string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		cmd = exec.Command("xdg-open", url)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}

@@ -1,0 +1,116 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// inboxItem is a gate or a question waiting for the user.
+type inboxItem struct {
+	Run    *v1alpha1.AgentRun
+	Gate   *gateView
+	Input  *v1alpha1.PendingInput
+	Agents []string
+	// Transcript says why the output to judge comes from status, when the transcript was not
+	// read.
+	Transcript string
+}
+
+func (i inboxItem) since() time.Time {
+	if i.Gate != nil {
+		return i.Gate.Since
+	}
+	return i.Input.Since.Time
+}
+
+type inboxView struct {
+	page
+	Items []inboxItem
+}
+
+// inboxPage lists every gate waiting for the user, across the namespaces the console looks in:
+// those they may approve and have not approved yet (a gate that needs someone other than the
+// run's creator is not the creator's), and runs waiting for an answer they may give, each with
+// the plan or output to judge and the forms to decide.
+func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := inboxView{page: s.page(r, "Inbox", "inbox")}
+	v.Live = "/live?" + url.Values{"watch": {"runs"}}.Encode()
+	runs, errs := s.listRuns(ctx, "")
+	for _, err := range errs {
+		v.Errors = append(v.Errors, apiMessage(err))
+	}
+	for i := range runs {
+		run := &runs[i]
+		switch run.Status.Phase {
+		case v1alpha1.PhaseAwaitingApproval:
+			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, ApproveVerb, "agentruns") {
+				continue
+			}
+			records, note := s.records(r, run, 0)
+			cfg := s.config(ctx, run)
+			g := s.gateView(r, run, cfg, records)
+			if g.Blocked != "" {
+				continue
+			}
+			item := inboxItem{Run: run, Gate: g, Transcript: note}
+			if cfg != nil {
+				for _, a := range cfg.Spec.Agents {
+					item.Agents = append(item.Agents, a.Name)
+				}
+			}
+			v.Items = append(v.Items, item)
+		case v1alpha1.PhaseAwaitingInput:
+			if run.Status.PendingInput == nil || !s.access.allowed(ctx, run.Namespace, "patch", "agentruns") {
+				continue
+			}
+			v.Items = append(v.Items, inboxItem{Run: run, Input: run.Status.PendingInput})
+		}
+	}
+	// Oldest first: the gate that has waited longest is the first to judge.
+	sort.SliceStable(v.Items, func(i, j int) bool { return v.Items[i].since().Before(v.Items[j].since()) })
+	s.render(w, http.StatusOK, "inbox", v)
+}
+
+type configOption struct {
+	Namespace, Name, Mode string
+	Agents                int
+}
+
+type newView struct {
+	page
+	Configs                []configOption
+	Namespaces             []string
+	Namespace, Config      string
+	Input, Name, Approvals string
+}
+
+// newPage is the form that starts a run of a config with an input.
+func (s *Server) newPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := newView{page: s.page(r, "New run", "new"), Namespace: q.Get("namespace"), Config: q.Get("config")}
+	s.renderNew(w, r, http.StatusOK, v)
+}
+
+func (s *Server) renderNew(w http.ResponseWriter, r *http.Request, status int, v newView) {
+	configs, errs := s.listConfigs(r.Context(), "")
+	for _, err := range errs {
+		v.Errors = append(v.Errors, apiMessage(err))
+	}
+	for _, c := range configs {
+		mode := string(c.Spec.Mode)
+		if mode == "" {
+			mode = "Swarm"
+		}
+		v.Configs = append(v.Configs, configOption{Namespace: c.Namespace, Name: c.Name, Mode: mode, Agents: len(c.Spec.Agents)})
+	}
+	v.Namespaces = namespaceNames(nil, configs, s.opts.DefaultNamespace)
+	if v.Namespace == "" {
+		v.Namespace = s.opts.DefaultNamespace
+	}
+	s.render(w, status, "new", v)
+}

@@ -1,0 +1,346 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// The web console, driven in a real headless Chromium: kubectl baton ui runs as a person (their
+// own kubeconfig) and the browser does what they would. Screenshots of every page go to
+// bin/e2e/console.
+var _ = Describe("kubectl baton ui", Ordered, func() {
+	const ns, sod = "console", "console-sod"
+	var (
+		alice, bob       *consoleUI
+		browser          context.Context
+		closeBrowser     func()
+		screenshotFolder = filepath.Join(root, "bin", "e2e", "console")
+	)
+
+	BeforeAll(func() {
+		kubectl("apply", "-f", filepath.Join(root, "config", "rbac", "approver_role.yaml"))
+		config, _, _ := strings.Cut(readFile(sample("approvals-pipeline.yaml")), "\n---\n")
+		// In console, alice may approve and bob may not; in console-sod, the plan gate needs
+		// someone other than the run's creator, and both may approve.
+		for _, n := range []string{ns, sod} {
+			kubectl("create", "namespace", n)
+			kubectl("create", "role", "run-user", "-n", n, "--verb=get,list,watch,patch,create", "--resource=agentruns.agents.baton.dev")
+			kubectl("create", "role", "config-reader", "-n", n, "--verb=get,list,watch", "--resource=agentconfigs.agents.baton.dev")
+			kubectl("create", "rolebinding", "run-users", "-n", n, "--role=run-user", "--user=alice", "--user=bob")
+			kubectl("create", "rolebinding", "config-readers", "-n", n, "--role=config-reader", "--user=alice", "--user=bob")
+		}
+		kubectl("create", "rolebinding", "approvers", "-n", ns, "--clusterrole=approver", "--user=alice")
+		kubectl("create", "rolebinding", "approvers", "-n", sod, "--clusterrole=approver", "--user=alice", "--user=bob")
+		out, err := kubectlStdin(config, "apply", "-n", ns, "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		separated := strings.Replace(config, "    onTimeout: Reject\n", "    onTimeout: Reject\n    allowSelfApproval: false\n", 1)
+		Expect(separated).To(ContainSubstring("allowSelfApproval: false"))
+		out, err = kubectlStdin(separated, "apply", "-n", sod, "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		alice = startUI(filepath.Join(stateDir, "kubeconfig-alice"), "--namespaces", ns+","+sod)
+		bob = startUI(filepath.Join(stateDir, "kubeconfig-bob"), "--namespaces", ns+","+sod)
+
+		chromium := os.Getenv("CHROMIUM_BIN")
+		Expect(chromium).NotTo(BeEmpty(), "CHROMIUM_BIN is not set: run 'make test-e2e', which finds or installs Chromium (hack/chromium.sh)")
+		Expect(os.MkdirAll(screenshotFolder, 0o755)).To(Succeed())
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+			chromedp.Flag("disable-background-networking", true), chromedp.WindowSize(1280, 900))
+		allocator, cancelAllocator := chromedp.NewExecAllocator(context.Background(), opts...)
+		browser, closeBrowser = chromedp.NewContext(allocator)
+		DeferCleanup(func() { closeBrowser(); cancelAllocator() })
+		Expect(chromedp.Do(browser)).To(Succeed(), "starting Chromium")
+	})
+
+	// tab is a new browser tab that has opened the console's printed URL.
+	tab := func(ui *consoleUI) context.Context {
+		ctx, cancel := chromedp.NewContext(browser)
+		DeferCleanup(cancel)
+		// The tab lives as long as the context of its first action: that one has no timeout.
+		Expect(chromedp.Do(ctx)).To(Succeed())
+		run(ctx, chromedp.Navigate(ui.url))
+		Eventually(func() string { return location(ctx) }, 10*time.Second, 100*time.Millisecond).Should(HaveSuffix("/runs"))
+		return ctx
+	}
+	shoot := func(ctx context.Context, name string) {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(screenshotFolder, name+".png"), png, 0o644)).To(Succeed())
+	}
+
+	It("starts a run of a config from its input box, and shows it waiting at the plan gate with the plan to judge", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Click(chromedp.CSS(`a[href="/new"]`)), chromedp.WaitVisible(chromedp.CSS(`#input`)))
+		shoot(ctx, "new-run")
+		run(ctx,
+			chromedp.SetValue(chromedp.CSS(`#config`), ns+"/vendor-review"),
+			chromedp.SendKeys(chromedp.CSS(`#input`), "Review vendor Acme Corp before the Q4 contract renewal"),
+			chromedp.SendKeys(chromedp.CSS(`#name`), "acme"),
+			chromedp.Submit(chromedp.CSS(`#input`)))
+		Eventually(func() string { return location(ctx) }, 10*time.Second, 100*time.Millisecond).Should(ContainSubstring("/runs/console/acme"), func() string { return pageText(ctx) })
+		markPage(ctx)
+		// The run reaches its gate while the page is open: the page follows it without a reload.
+		waitText(ctx, "Waiting at gate plan")
+		Expect(pageText(ctx)).To(ContainSubstring("Plan: 1) gmail: invoice emails from Acme"))
+		Expect(samePage(ctx)).To(BeTrue(), "the page reloaded instead of updating in place")
+		Expect(jsonpath("agentrun", "acme", ns, "{.spec.input}")).To(Equal("Review vendor Acme Corp before the Q4 contract renewal"))
+		shoot(ctx, "run-waiting")
+	})
+
+	It("lists the gate in the inbox with the plan; approving it from the keyboard moves the run to the final gate, live", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/inbox"))
+		waitText(ctx, "1 waiting for you")
+		text := pageText(ctx)
+		Expect(text).To(ContainSubstring("acme"))
+		Expect(text).To(ContainSubstring("at gate plan"))
+		Expect(text).To(ContainSubstring("Plan: 1) gmail"))
+		shoot(ctx, "inbox")
+
+		// Every action is reachable from the keyboard: Tab to the approve button, Enter.
+		Expect(tabTo(ctx, "Approve plan")).To(BeTrue(), "the approve button cannot be reached with Tab")
+		run(ctx, chromedp.KeyEvent("\r"))
+		Eventually(func() string { return location(ctx) }, 10*time.Second, 100*time.Millisecond).Should(ContainSubstring("/inbox?notice="))
+		waitText(ctx, "Your approval of gate plan was sent")
+
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/acme"))
+		markPage(ctx)
+		waitText(ctx, "Waiting at gate final")
+		Expect(samePage(ctx)).To(BeTrue())
+		text = pageText(ctx)
+		Expect(text).To(ContainSubstring("Approved plan by alice"))
+		Expect(text).To(ContainSubstring("Risk: medium"))
+		Expect(text).To(MatchRegexp(`planner → gmail: 1`))
+		Expect(text).To(MatchRegexp(`crm → analysis: 1`))
+		shoot(ctx, "run-final-gate")
+	})
+
+	It("sends the results back to an agent with feedback, then approves them, and the run succeeds", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/acme"))
+		waitText(ctx, "Waiting at gate final")
+		run(ctx,
+			chromedp.SetValue(chromedp.CSS(`form.revise select[name=revise]`), "crm"),
+			chromedp.SendKeys(chromedp.CSS(`form.revise textarea[name=feedback]`), "check whether the disputes are resolved"),
+			chromedp.Click(chromedp.CSS(`form.revise button`)))
+		waitText(ctx, "Gate final was sent back to crm")
+		markPage(ctx)
+		waitText(ctx, "Rejected final by alice, back to crm: “check whether the disputes are resolved”")
+		waitText(ctx, "Risk: low")
+		waitText(ctx, "Waiting at gate final")
+		Expect(samePage(ctx)).To(BeTrue())
+		Expect(pageText(ctx)).To(ContainSubstring("crm → analysis: 2"))
+		shoot(ctx, "run-revised")
+
+		run(ctx, chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(ctx, "Your approval of gate final was sent")
+		waitText(ctx, "Succeeded")
+		Expect(jsonpath("agentrun", "acme", ns, `{range .status.approvals[*]}{.decision} {.gate} {.by}{"\n"}{end}`)).
+			To(Equal("Approved plan alice\nRejected final alice\nApproved final alice\n"))
+		shoot(ctx, "run-succeeded")
+	})
+
+	It("shows each step's transcript a click away", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/acme"), chromedp.WaitVisible(chromedp.CSS(`a[aria-label="Step 1 transcript"]`)),
+			chromedp.Click(chromedp.CSS(`a[aria-label="Step 1 transcript"]`)))
+		waitText(ctx, "Step 1: planner")
+		text := pageText(ctx)
+		Expect(text).To(ContainSubstring("Review vendor Acme Corp before the Q4 contract renewal"))
+		Expect(text).To(ContainSubstring("Plan: 1) gmail"))
+		Expect(text).To(ContainSubstring("hand off to gmail"))
+		shoot(ctx, "step")
+	})
+
+	It("shows someone without the approve verb the API server's refusal, as it gave it", func() {
+		kubectl("apply", "-n", ns, "-f", sample("approvals-pipeline.yaml"))
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=AwaitingApproval", "--timeout=60s", "agentrun/vendor-review")
+		ctx := tab(bob)
+		run(ctx, chromedp.Navigate(origin(bob)+"/runs/console/vendor-review"))
+		waitText(ctx, "Waiting at gate plan")
+		Expect(pageText(ctx)).To(ContainSubstring("You do not have the approve verb"))
+		run(ctx, chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(ctx, `user "bob" may not approve gates of AgentRun console/vendor-review: it needs the "approve" verb on agentruns.agents.baton.dev in namespace console`)
+		Expect(pageText(ctx)).To(ContainSubstring(`admission webhook "decisions.agents.baton.dev" denied the request`))
+		Expect(jsonpath("agentrun", "vendor-review", ns, "{.status.phase}")).To(Equal("AwaitingApproval"))
+		shoot(ctx, "refused")
+
+		run(ctx, chromedp.Navigate(origin(bob)+"/inbox"))
+		waitText(ctx, "0 waiting for you")
+	})
+
+	It("fits a phone's width: nothing runs off the side of any page", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.EmulateViewport(390, 844))
+		for name, path := range map[string]string{"phone-runs": "/runs", "phone-run": "/runs/console/vendor-review",
+			"phone-inbox": "/inbox", "phone-new": "/new", "phone-step": "/runs/console/acme/steps/1"} {
+			run(ctx, chromedp.Navigate(origin(alice)+path), chromedp.WaitReady(chromedp.CSS("body")))
+			width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(width).To(BeNumerically("<=", 390), "%s is %d px wide on a 390 px screen", path, width)
+			shoot(ctx, name)
+		}
+	})
+
+	It("says why the person who started a run may not approve a gate that needs someone else, and lets another approve", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/new"), chromedp.WaitVisible(chromedp.CSS(`#input`)),
+			chromedp.SetValue(chromedp.CSS(`#config`), sod+"/vendor-review"),
+			chromedp.SendKeys(chromedp.CSS(`#input`), "Review vendor Initech"),
+			chromedp.SendKeys(chromedp.CSS(`#name`), "initech"),
+			chromedp.Submit(chromedp.CSS(`#input`)))
+		waitText(ctx, "Waiting at gate plan")
+		Expect(jsonpath("agentrun", "initech", sod, `{.metadata.annotations.agents\.baton\.dev/created-by}`)).To(Equal("alice"))
+		Expect(pageText(ctx)).To(ContainSubstring("You created this run, and gate plan needs an approver other than the run's creator"))
+
+		// Her inbox does not offer it; if she approves anyway, the operator refuses and the page says why.
+		run(ctx, chromedp.Navigate(origin(alice)+"/inbox"))
+		waitText(ctx, "waiting for you")
+		Expect(pageText(ctx)).NotTo(ContainSubstring("initech"))
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/"+sod+"/initech"), chromedp.WaitVisible(chromedp.CSS(`form.approve button`)),
+			chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(ctx, "Decision refused (SelfApprovalNotAllowed)")
+		waitText(ctx, "alice created this run, and gate plan needs an approver other than the run's creator (allowSelfApproval: false)")
+		Expect(jsonpath("agentrun", "initech", sod, "{.status.pendingApproval.gate}")).To(Equal("plan"))
+		shoot(ctx, "self-approval-refused")
+
+		other := tab(bob)
+		run(other, chromedp.Navigate(origin(bob)+"/inbox"))
+		waitText(other, "initech")
+		run(other, chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(other, "Your approval of gate plan was sent")
+		// alice's page follows: the gate passed on bob's approval.
+		waitText(ctx, "Approved plan by bob")
+		waitText(ctx, "Waiting at gate final")
+	})
+
+	It("answers only its own pages, from its own address, with its token", func() {
+		plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := plain.Get(origin(alice) + "/runs")
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "without the token's cookie")
+
+		resp, err = plain.Get(alice.url)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
+		cookie := resp.Cookies()[0]
+
+		form := url.Values{"action": {"cancel"}, "reason": {"from another site"}}
+		req, _ := http.NewRequest(http.MethodPost, origin(alice)+"/runs/console/vendor-review/decide", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://evil.example")
+		req.AddCookie(cookie)
+		resp, err = plain.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+		Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty())
+		Expect(jsonpath("agentrun", "vendor-review", ns, "{.status.phase}")).To(Equal("AwaitingApproval"), "a cross-site form cancelled the run")
+	})
+})
+
+// consoleUI is a running kubectl baton ui.
+type consoleUI struct {
+	cmd *osexec.Cmd
+	url string
+}
+
+// startUI runs kubectl baton ui with a person's kubeconfig and reads the URL it prints.
+func startUI(config string, args ...string) *consoleUI {
+	cmd := osexec.Command("kubectl", append([]string{"baton", "ui", "--port", "0"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+config)
+	stdout, err := cmd.StdoutPipe()
+	Expect(err).NotTo(HaveOccurred())
+	logFile, err := os.Create(filepath.Join(stateDir, "ui-"+filepath.Base(config)+".log"))
+	Expect(err).NotTo(HaveOccurred())
+	cmd.Stderr = logFile
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := regexp.MustCompile(`(http://127\.0\.0\.1:\d+/\?token=\S+)`).FindString(sc.Text()); m != "" {
+				found <- m
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return &consoleUI{cmd: cmd, url: u}
+	case <-time.After(30 * time.Second):
+		Fail("kubectl baton ui printed no URL; its log: " + readFile(logFile.Name()))
+	}
+	return nil
+}
+
+func origin(ui *consoleUI) string {
+	u, _ := url.Parse(ui.url)
+	return "http://" + u.Host
+}
+
+func run(ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ExpectWithOffset(1, chromedp.Do(c, actions...)).To(Succeed())
+}
+
+func location(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	return loc
+}
+
+func pageText(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	return text
+}
+
+// waitText waits until the page shows text; the page is not reloaded for it.
+func waitText(ctx context.Context, text string) {
+	EventuallyWithOffset(1, func() string { return pageText(ctx) }, time.Minute, 100*time.Millisecond).Should(ContainSubstring(text))
+}
+
+// markPage marks the page in the browser; samePage says whether the mark is still there, i.e.
+// whether the page changed in place rather than by a reload.
+func markPage(ctx context.Context) {
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.consoleTestMark = true`))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+}
+
+func samePage(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	marked, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.consoleTestMark === true`))
+	return marked
+}
+
+// tabTo presses Tab until the focused element's text is label, at most 100 times.
+func tabTo(ctx context.Context, label string) bool {
+	for range 100 {
+		run(ctx, chromedp.KeyEvent("\t"))
+		focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.innerText || "" : ""`))
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		if strings.TrimSpace(focused) == label {
+			return true
+		}
+	}
+	return false
+}

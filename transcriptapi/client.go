@@ -1,0 +1,116 @@
+package transcriptapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Client reads the transcript API. Its HTTP client carries the caller's own Kubernetes
+// credentials, so the API answers as their RBAC allows.
+type Client struct {
+	// Base is the API's URL, e.g. https://127.0.0.1:8443.
+	Base string
+	HTTP *http.Client
+}
+
+func (c *Client) runPath(namespace, name, what string) string {
+	return fmt.Sprintf("%s/v1/namespaces/%s/agentruns/%s/%s", strings.TrimSuffix(c.Base, "/"), url.PathEscape(namespace), url.PathEscape(name), what)
+}
+
+// Records reads a run's records, all of them or one step's (step > 0), page by page.
+func (c *Client) Records(ctx context.Context, namespace, name string, step int32) (Page, error) {
+	var all Page
+	after := int64(0)
+	for {
+		q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+		if step > 0 {
+			q.Set("step", strconv.Itoa(int(step)))
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "records")+"?"+q.Encode(), nil)
+		if err != nil {
+			return all, err
+		}
+		resp, err := c.HTTP.Do(req)
+		if err != nil {
+			return all, fmt.Errorf("calling the transcript API: %w", err)
+		}
+		var page Page
+		if err := decode(resp, &page); err != nil {
+			return all, err
+		}
+		if all.UID == "" {
+			all = page
+		} else {
+			all.Records = append(all.Records, page.Records...)
+		}
+		if len(page.Records) == 0 || page.Last == after {
+			return all, nil
+		}
+		after = page.Last
+	}
+}
+
+// Stream calls each with every record of the run as it is written, from the first, until the
+// run ends; it returns the run's phase and reason then ("" when ctx ended first).
+func (c *Client) Stream(ctx context.Context, namespace, name string, each func(Record) error) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "stream"), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("calling the transcript API: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", decode(resp, nil)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "record":
+			var r Record
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r); err != nil {
+				return "", err
+			}
+			if err := each(r); err != nil {
+				return "", err
+			}
+		case strings.HasPrefix(line, "data: ") && (event == "end" || event == "error"):
+			var m map[string]string
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m)
+			if event == "error" {
+				return "", errors.New(m["message"])
+			}
+			return m["phase"] + " " + m["reason"], nil
+		}
+	}
+	return "", sc.Err()
+}
+
+// decode reads a JSON answer, or the error the API gave, as it gave it.
+func decode(resp *http.Response, into any) error {
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var st Status
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(data, &st) == nil && st.Message != "" {
+			return fmt.Errorf("the transcript API answered %d: %s", resp.StatusCode, st.Message)
+		}
+		return fmt.Errorf("the transcript API answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
