@@ -34,11 +34,8 @@ func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy, cr
 
 // gateAfter is the gate that opens after the agent's step, if any.
 func (p *Plan) gateAfter(agent string) (v1alpha1.ApprovalGate, bool) {
-	if p.skipGates {
-		return v1alpha1.ApprovalGate{}, false
-	}
 	for _, g := range p.Spec.Approvals {
-		if g.After == agent {
+		if g.After == agent && !p.skips(g) {
 			return g, true
 		}
 	}
@@ -47,15 +44,19 @@ func (p *Plan) gateAfter(agent string) (v1alpha1.ApprovalGate, bool) {
 
 // gateBeforeComplete is the gate that opens when the run would complete, if any.
 func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
-	if p.skipGates {
-		return v1alpha1.ApprovalGate{}, false
-	}
 	for _, g := range p.Spec.Approvals {
-		if g.Before == "Complete" {
+		if g.Before == "Complete" && !p.skips(g) {
 			return g, true
 		}
 	}
 	return v1alpha1.ApprovalGate{}, false
+}
+
+// skips says whether the run passes gate g without stopping: a run with approvals: Skip passes
+// every gate but those that need an approver other than the run's creator, since the creator
+// chose Skip.
+func (p *Plan) skips(g v1alpha1.ApprovalGate) bool {
+	return p.replaying || p.skipGates && selfApprovalAllowed(g)
 }
 
 // gate is the gate of that name the run may wait at: one of the config's gates, or the gate of

@@ -330,6 +330,16 @@ func TestSkipApprovals(t *testing.T) {
 	}
 }
 
+// TestSkipKeepsGatesThatNeedSomeoneElse checks that the person who starts a run cannot pass a
+// gate that needs another approver by starting it with approvals: Skip.
+func TestSkipKeepsGatesThatNeedSomeoneElse(t *testing.T) {
+	p := mustPlan(t, pipeline().AllowSelfApproval("plan", false)).ForRun("r", "ns", v1alpha1.ApprovalsSkip, "alice")
+	st := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "plan", Handoff: "worker"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil || st.PendingApproval.Gate != "plan" {
+		t.Fatalf("approvals: Skip passed a gate with allowSelfApproval: false: %s %+v", st.Phase, st.PendingApproval)
+	}
+}
+
 func conditionOf(st v1alpha1.AgentRunStatus, typ string) *metav1.Condition {
 	for i := range st.Conditions {
 		if st.Conditions[i].Type == typ {

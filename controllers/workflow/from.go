@@ -29,7 +29,7 @@ type RecordedStep struct {
 // not follow one another (the transcript does not match the config) or the run had ended.
 func Replay(p *Plan, input, revision string, started time.Time, steps []RecordedStep) (v1alpha1.AgentRunStatus, error) {
 	q := *p
-	q.skipGates = true
+	q.replaying = true
 	st := Start(&q, v1alpha1.AgentRunStatus{}, input, revision, started).Status
 	for i, s := range steps {
 		n := int32(i + 1)

@@ -68,7 +68,9 @@ type Plan struct {
 
 	runName, runNamespace string
 	skipGates             bool
-	schemas               map[string]*jsonschema.Schema
+	// replaying passes every gate: the steps replayed went past them in an earlier run.
+	replaying bool
+	schemas   map[string]*jsonschema.Schema
 	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
 	creator string
 }

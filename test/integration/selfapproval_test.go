@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,12 @@ func mayCreateRuns(ns, user string) {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	}
 	create(role, binding)
+	// The API server's authorizer learns of new bindings from its cache: wait until it has.
+	EventuallyWithOffset(1, func() bool {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: "agentruns"}}}
+		return k8sClient.Create(ctx, review) == nil && review.Status.Allowed
+	}).Should(BeTrue(), "%s may create runs in %s", user, ns)
 }
 
 // setCreatedBy sets (or, with nil, removes) a run's created-by annotation as the client's user.
