@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, r, namespace, name, statusOf(err), apiMessage(err))
 		return
 	}
+	if moved := movedOn(run, f); moved != "" {
+		s.refused(w, r, namespace, name, http.StatusConflict, moved)
+		return
+	}
 	orig := run.DeepCopy()
 	if run.Annotations == nil {
 		run.Annotations = map[string]string{}
@@ -52,19 +57,45 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, r, namespace, name, statusOf(err), apiMessage(err))
 		return
 	}
-	back := f.Get("back")
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") {
-		back = "/runs/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	// A decision made in the inbox goes back there; any other, to the run's page.
+	back := "/runs/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	if f.Get("back") == "/inbox" {
+		back = "/inbox"
 	}
 	http.Redirect(w, r, back+"?"+url.Values{"notice": {notice}}.Encode(), http.StatusSeeOther)
+}
+
+// movedOn says how the run moved on from the gate the user judged, if it did: a decision is
+// for the gate as the user saw it (the form carries the time it opened), never for a later
+// opening of a gate of the same name, with other output to judge.
+func movedOn(run *v1alpha1.AgentRun, f url.Values) string {
+	action, gate, since := f.Get("action"), f.Get("gate"), f.Get("since")
+	if action != "approve" && action != "reject" && action != "revise" || since == "" {
+		return ""
+	}
+	p := run.Status.PendingApproval
+	switch {
+	case run.Status.Phase != v1alpha1.PhaseAwaitingApproval || p == nil:
+		return fmt.Sprintf("Nothing was sent: the run no longer waits at gate %s (it is %s). Look at it again before you decide.", gate, phaseOf(run))
+	case p.Gate != gate || stamp(p.Since.Time) != since:
+		return fmt.Sprintf("Nothing was sent: the run moved on from the gate you judged; it waits at gate %s since %s, with new output to judge. Look at it again before you decide.",
+			p.Gate, p.Since.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// text is a form field's text as the user typed it: browsers send a textarea's line breaks as
+// CRLF, which would count twice against a limit and reach the agents with stray CRs.
+func text(f url.Values, field string) string {
+	return strings.ReplaceAll(f.Get(field), "\r\n", "\n")
 }
 
 // decisionAnnotations are the annotations a decision form asks for, what to tell the user once
 // they are written, or what is wrong with the form, naming the field.
 func decisionAnnotations(f url.Values) (map[string]string, string, string) {
 	action, gate := f.Get("action"), f.Get("gate")
-	feedback, reply, revise := strings.TrimSpace(f.Get("feedback")), strings.TrimSpace(f.Get("reply")), f.Get("revise")
-	for field, v := range map[string]string{"feedback": feedback, "reply": reply, "reason": f.Get("reason")} {
+	feedback, reply, revise := strings.TrimSpace(text(f, "feedback")), strings.TrimSpace(text(f, "reply")), f.Get("revise")
+	for field, v := range map[string]string{"feedback": feedback, "reply": reply, "reason": text(f, "reason")} {
 		if n := utf8.RuneCountInString(v); n > decisions.MaxValue {
 			return nil, "", fmt.Sprintf("%s: must be at most %d characters (it has %d)", field, decisions.MaxValue, n)
 		}
@@ -103,7 +134,7 @@ func decisionAnnotations(f url.Values) (map[string]string, string, string) {
 		set[v1alpha1.AnnotationReply] = reply
 		return set, "Your answer was sent. " + sent, ""
 	case "cancel":
-		reason := strings.TrimSpace(f.Get("reason"))
+		reason := strings.TrimSpace(text(f, "reason"))
 		if reason == "" {
 			reason = "cancelled in the console"
 		}
@@ -118,6 +149,7 @@ func (s *Server) refused(w http.ResponseWriter, r *http.Request, namespace, name
 	v, _ := s.runView(r, namespace, name)
 	v.Errors = append(v.Errors, message)
 	v.Form = r.PostForm
+	v.Self = "/runs/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
 	s.render(w, status, "run", v)
 }
 
@@ -174,7 +206,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	v.Namespace, v.Input, v.Name, v.Approvals = f.Get("namespace"), f.Get("input"), strings.TrimSpace(f.Get("name")), f.Get("approvals")
+	v.Namespace, v.Input, v.Name, v.Approvals = f.Get("namespace"), text(f, "input"), strings.TrimSpace(f.Get("name")), f.Get("approvals")
+	v.Self = "/new"
 	if ns, cfg, ok := strings.Cut(f.Get("config"), "/"); ok {
 		v.Namespace, v.Config = ns, cfg
 	}

@@ -84,7 +84,7 @@ func newConsole(t *testing.T, allowed bool, objs ...client.Object) (*Server, cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.port = "8080"
+	s.host, s.port = "127.0.0.1", "8080"
 	return s, kube
 }
 
@@ -92,7 +92,7 @@ func newConsole(t *testing.T, allowed bool, objs ...client.Object) (*Server, cli
 func get(t *testing.T, s *Server, path string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080"+path, nil)
-	req.AddCookie(&http.Cookie{Name: s.cookie(), Value: s.token})
+	req.AddCookie(&http.Cookie{Name: s.cookie(), Value: s.session})
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
 	body, _ := io.ReadAll(rec.Body)
@@ -104,7 +104,7 @@ func post(t *testing.T, s *Server, path string, form url.Values, origin string) 
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080"+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", origin)
-	req.AddCookie(&http.Cookie{Name: s.cookie(), Value: s.token})
+	req.AddCookie(&http.Cookie{Name: s.cookie(), Value: s.session})
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, req)
 	return rec
@@ -135,8 +135,17 @@ func TestGuardLetsInOnlyTheBrowserThatOpenedTheURL(t *testing.T) {
 		t.Fatalf("the printed URL: %d to %q, want a redirect to /runs that drops the token", rec.Code, rec.Header().Get("Location"))
 	}
 	cookie := rec.Result().Cookies()[0]
-	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value != s.token {
-		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, the token", cookie)
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value != s.session || cookie.Value == s.token {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, a session secret that is not the URL's token", cookie)
+	}
+	// The URL works once: from history, or in another browser, it lets no one in.
+	if rec := serve(httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/?token="+s.token, nil)); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the URL opened a second time: %d, want 401", rec.Code)
+	}
+	withToken := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:8080/runs", nil)
+	withToken.AddCookie(&http.Cookie{Name: s.cookie(), Value: s.token})
+	if rec := serve(withToken); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the URL's token as a cookie: %d, want 401", rec.Code)
 	}
 
 	// A site whose name resolves to 127.0.0.1 (DNS rebinding) names itself in Host.
@@ -149,6 +158,13 @@ func TestGuardLetsInOnlyTheBrowserThatOpenedTheURL(t *testing.T) {
 	req.AddCookie(cookie)
 	if rec := serve(req); rec.Code != http.StatusOK {
 		t.Errorf("localhost: %d, want 200", rec.Code)
+	}
+	for _, host := range []string{"127.0.0.1:9999", "[::1]:8080", "127.0.0.2:8080"} {
+		req = httptest.NewRequest(http.MethodGet, "http://"+host+"/runs", nil)
+		req.AddCookie(cookie)
+		if rec := serve(req); rec.Code != http.StatusMisdirectedRequest {
+			t.Errorf("Host %s: %d, want 421", host, rec.Code)
+		}
 	}
 
 	// A form posted from another site, or with no Origin, is refused before anything is done.
@@ -309,4 +325,122 @@ func interceptAccess(allowed bool) interceptor.Funcs {
 		}
 		return c.Create(ctx, obj, opts...)
 	}}
+}
+
+func TestADecisionIsForTheGateAsTheUserSawIt(t *testing.T) {
+	now := time.Now()
+	run := waitingRun(now)
+	s, kube := newConsole(t, true, pipeline(), run)
+	// The form was drawn when the gate opened at another time: the run went round and opened
+	// a gate of the same name again, with other output to judge.
+	rec := post(t, s, "/runs/review/vendor-review/decide", url.Values{"action": {"approve"}, "gate": {"plan"},
+		"since": {stamp(now.Add(-time.Hour))}}, "http://127.0.0.1:8080")
+	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "the run moved on from the gate you judged") {
+		t.Fatalf("stale approval: %d\n%s", rec.Code, rec.Body)
+	}
+	got := &v1alpha1.AgentRun{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: "review", Name: "vendor-review"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Annotations[v1alpha1.AnnotationApprove]; ok {
+		t.Error("a stale approval was written")
+	}
+	// The page it answers with is the run's, which live updates fetch, not the form's target.
+	if !strings.Contains(rec.Body.String(), `data-page="/runs/review/vendor-review"`) {
+		t.Error("the refusal's page does not name the run's page")
+	}
+
+	rec = post(t, s, "/runs/review/vendor-review/decide", url.Values{"action": {"approve"}, "gate": {"plan"},
+		"since": {stamp(run.Status.PendingApproval.Since.Truncate(time.Microsecond))}, "feedback": {"line one\r\nline two"}, "back": {"//evil.example/"}}, "http://127.0.0.1:8080")
+	if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/runs/review/vendor-review?") {
+		t.Fatalf("approval: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: "review", Name: "vendor-review"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[v1alpha1.AnnotationApprove] != "plan" || got.Annotations[v1alpha1.AnnotationFeedback] != "line one\nline two" {
+		t.Errorf("annotations %v: want approve=plan and the feedback with the browser's CRLF as LF", got.Annotations)
+	}
+}
+
+func TestTeamPutsTheCountsOfTwoWayHandoffsApart(t *testing.T) {
+	cfg := builders.MakeConfig("coding", "dev").Entrypoint("coder").Agents(
+		builders.MakeAgent("coder").HandsOffTo("reviewer"), builders.MakeAgent("reviewer").HandsOffTo("coder").Terminator()).Obj()
+	entries := []Entry{{Kind: EntryStep, Agent: "coder", To: "reviewer"}, {Kind: EntryStep, Agent: "reviewer", To: "coder"},
+		{Kind: EntryStep, Agent: "coder", To: "reviewer"}}
+	tm := team(cfg, &v1alpha1.AgentRun{}, entries)
+	if len(tm.Edges) != 2 {
+		t.Fatalf("edges %+v", tm.Edges)
+	}
+	a, b := tm.Edges[0], tm.Edges[1]
+	// Each count is outside the space between the two arrows, on its own arrow's side.
+	side := func(e Edge, x, y float64) float64 { return (e.X2-e.X1)*(y-e.Y1) - (e.Y2-e.Y1)*(x-e.X1) }
+	if side(a, a.LX, a.LY)*side(a, b.X1, b.Y1) >= 0 || side(b, b.LX, b.LY)*side(b, a.X1, a.Y1) >= 0 {
+		t.Errorf("a count sits between the arrows: %+v %+v", a, b)
+	}
+	if d := (a.LX-b.LX)*(a.LX-b.LX) + (a.LY-b.LY)*(a.LY-b.LY); d < 20*20 {
+		t.Errorf("the two counts are less than 20 px apart (%.0f px²)", d)
+	}
+}
+
+func TestAQuestionWaitsInTheInboxAndIsAnswered(t *testing.T) {
+	now := time.Now()
+	run := waitingRun(now)
+	run.Status.Phase, run.Status.PendingApproval = v1alpha1.PhaseAwaitingInput, nil
+	run.Status.PendingInput = &v1alpha1.PendingInput{Agent: "gmail", Question: "Which mailbox: ap@ or vendors@?", Since: metav1.NewMicroTime(now)}
+	s, kube := newConsole(t, true, pipeline(), run)
+	_, body := get(t, s, "/inbox")
+	for _, want := range []string{"1 waiting for you", "asks a question", "Which mailbox: ap@ or vendors@?", `name="action" value="reply"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("inbox lacks %q", want)
+		}
+	}
+	rec := post(t, s, "/runs/review/vendor-review/decide", url.Values{"action": {"reply"}, "reply": {"vendors@"}, "back": {"/inbox"}}, "http://127.0.0.1:8080")
+	if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/inbox?") {
+		t.Fatalf("reply: %d to %q\n%s", rec.Code, rec.Header().Get("Location"), rec.Body)
+	}
+	got := &v1alpha1.AgentRun{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: "review", Name: "vendor-review"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[v1alpha1.AnnotationReply] != "vendors@" {
+		t.Errorf("annotations %v: want the reply", got.Annotations)
+	}
+}
+
+func TestTheConsoleLooksWhereTheUserMayListRuns(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, authorizationv1.AddToScheme, corev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	namespaces := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "review"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "finance"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+	}
+	// The user may list runs in review and finance, not in every namespace.
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(namespaces...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if review, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+				ns := review.Spec.ResourceAttributes.Namespace
+				review.Status.Allowed = ns == "review" || ns == "finance"
+				return nil
+			}
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
+	s, err := New(Options{Kube: kube, User: "alice", DefaultNamespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.scopes.get(context.Background()); strings.Join(got, ",") != "finance,review" {
+		t.Errorf("scopes %v, want finance and review", got)
+	}
+
+	// Told where to look, it looks there.
+	s, _ = New(Options{Kube: kube, Namespaces: []string{"kube-system"}})
+	if got := s.scopes.get(context.Background()); strings.Join(got, ",") != "kube-system" {
+		t.Errorf("scopes %v, want kube-system", got)
+	}
 }

@@ -39,8 +39,8 @@ type inboxView struct {
 func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := inboxView{page: s.page(r, "Inbox", "inbox")}
-	v.Live = "/live?" + url.Values{"watch": {"runs"}}.Encode()
-	runs, errs := s.listRuns(ctx, "")
+	runs, version, errs := s.listRuns(ctx, "")
+	v.Live = "/live?" + url.Values{"watch": {"runs"}, "rv": {version}}.Encode()
 	for _, err := range errs {
 		v.Errors = append(v.Errors, apiMessage(err))
 	}
@@ -51,7 +51,8 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, ApproveVerb, "agentruns") {
 				continue
 			}
-			records, note := s.records(r, run, 0)
+			// Only the last step's records: its output is what there is to judge.
+			records, note := s.records(r, run, run.Status.StepCount)
 			cfg := s.config(ctx, run)
 			g := s.gateView(r, run, cfg, records)
 			if g.Blocked != "" {

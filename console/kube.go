@@ -2,9 +2,12 @@ package console
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,10 +25,29 @@ const ApproveVerb = "approve"
 // maxRuns bounds the runs a page lists.
 const maxRuns = 500
 
-// scopes are the namespaces to list runs in: the console's, or every namespace ("") when the
-// user may list runs in all of them, else the namespaces they may list runs in, else the
+// scopeCache remembers the namespaces the console looks in for a while: finding them asks the
+// API server once per namespace.
+type scopeCache struct {
+	find func(context.Context) []string
+	ttl  time.Duration
+	mu   sync.Mutex
+	at   time.Time
+	last []string
+}
+
+func (c *scopeCache) get(ctx context.Context) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil || time.Since(c.at) > c.ttl {
+		c.last, c.at = c.find(ctx), time.Now()
+	}
+	return c.last
+}
+
+// findScopes are the namespaces to list runs in: the console's, or every namespace ("") when
+// the user may list runs in all of them, else the namespaces they may list runs in, else the
 // kubeconfig's namespace.
-func (s *Server) scopes(ctx context.Context) []string {
+func (s *Server) findScopes(ctx context.Context) []string {
 	if len(s.opts.Namespaces) > 0 {
 		return s.opts.Namespaces
 	}
@@ -47,20 +69,31 @@ func (s *Server) scopes(ctx context.Context) []string {
 	return []string{s.opts.DefaultNamespace}
 }
 
-// listRuns lists the runs in the console's namespaces, newest first. A namespace the user may
-// not list is an error in errs, as the API server gave it; the others are still listed.
-func (s *Server) listRuns(ctx context.Context, namespace string) (runs []v1alpha1.AgentRun, errs []error) {
-	scopes := s.scopes(ctx)
+// listRuns lists the runs in the console's namespaces, newest first, with the resource version
+// the lists were read at (the oldest of them), from which a watch sees every change after. A
+// namespace the user may not list is an error in errs, as the API server gave it; the others
+// are still listed.
+func (s *Server) listRuns(ctx context.Context, namespace string) (runs []v1alpha1.AgentRun, version string, errs []error) {
+	scopes := s.scopes.get(ctx)
 	if namespace != "" {
 		scopes = []string{namespace}
 	}
+	oldest := uint64(math.MaxUint64)
 	for _, ns := range scopes {
 		var list v1alpha1.AgentRunList
 		if err := s.opts.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		// Resource versions are opaque, but the API server's are numbers: the oldest list is
+		// where a watch of them all starts. One that is not a number is not used.
+		if v, err := strconv.ParseUint(list.ResourceVersion, 10, 64); err == nil {
+			oldest = min(oldest, v)
+		}
 		runs = append(runs, list.Items...)
+	}
+	if oldest != math.MaxUint64 {
+		version = strconv.FormatUint(oldest, 10)
 	}
 	sort.SliceStable(runs, func(i, j int) bool {
 		a, b := runs[i].CreationTimestamp, runs[j].CreationTimestamp
@@ -69,12 +102,12 @@ func (s *Server) listRuns(ctx context.Context, namespace string) (runs []v1alpha
 		}
 		return runs[i].Namespace+"/"+runs[i].Name < runs[j].Namespace+"/"+runs[j].Name
 	})
-	return runs, errs
+	return runs, version, errs
 }
 
 // listConfigs lists the AgentConfigs of a namespace, or of the console's namespaces.
 func (s *Server) listConfigs(ctx context.Context, namespace string) ([]v1alpha1.AgentConfig, []error) {
-	scopes := s.scopes(ctx)
+	scopes := s.scopes.get(ctx)
 	if namespace != "" {
 		scopes = []string{namespace}
 	}
@@ -128,6 +161,9 @@ type accessCache struct {
 
 type accessKey struct{ namespace, verb, resource string }
 
+// maxAccessAnswers bounds the answers an accessCache keeps.
+const maxAccessAnswers = 4096
+
 type accessAnswer struct {
 	allowed bool
 	at      time.Time
@@ -156,6 +192,10 @@ func (a *accessCache) allowed(ctx context.Context, namespace, verb, resource str
 		return false
 	}
 	a.mu.Lock()
+	if len(a.seen) >= maxAccessAnswers {
+		// Namespaces come from URLs too: the cache stays bounded whatever is asked.
+		clear(a.seen)
+	}
 	a.seen[key] = accessAnswer{allowed: review.Status.Allowed, at: time.Now()}
 	a.mu.Unlock()
 	return review.Status.Allowed
@@ -163,7 +203,8 @@ func (a *accessCache) allowed(ctx context.Context, namespace, verb, resource str
 
 // apiMessage is an error as the API server said it.
 func apiMessage(err error) string {
-	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Message != "" {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
 		return status.Status().Message
 	}
 	return err.Error()

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -24,8 +26,10 @@ const (
 	coalesce = 250 * time.Millisecond
 	// keepAlive is how often an idle stream sends a comment, so proxies and browsers keep it.
 	keepAlive = 20 * time.Second
-	// rewatch is how long a watch that ended waits before it starts again.
-	rewatch = time.Second
+	// rewatch is how long a watch that ended waits before it starts again; maxRewatch is the
+	// longest it waits after failing again and again.
+	rewatch    = time.Second
+	maxRewatch = 30 * time.Second
 )
 
 // live streams the events that change a page, as server-sent events.
@@ -47,19 +51,19 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	}
 	switch q.Get("watch") {
 	case "runs":
-		scopes := s.scopes(ctx)
+		scopes := s.scopes.get(ctx)
 		if ns := q.Get("namespace"); ns != "" {
 			scopes = []string{ns}
 		}
 		for _, ns := range scopes {
-			go s.watchRuns(ctx, []client.ListOption{client.InNamespace(ns)}, notify)
+			go s.watchRuns(ctx, []client.ListOption{client.InNamespace(ns)}, q.Get("rv"), notify)
 		}
 	case "run":
 		namespace, name := q.Get("namespace"), q.Get("name")
 		go s.watchRuns(ctx, []client.ListOption{client.InNamespace(namespace),
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}, notify)
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}, q.Get("rv"), notify)
 		if s.opts.Transcripts != nil {
-			go s.followTranscript(ctx, namespace, name, notify)
+			go s.followTranscript(ctx, namespace, name, time.Now(), notify)
 		}
 	default:
 		http.Error(w, "watch: must be runs or run", http.StatusBadRequest)
@@ -94,45 +98,75 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 }
 
 // watchRuns watches runs with the user's credentials and calls notify on every change, until
-// ctx ends; a watch that ends, or cannot start, is started again.
-func (s *Server) watchRuns(ctx context.Context, opts []client.ListOption, notify func()) {
-	first := true
+// ctx ends. The watch starts from version, the state the page was drawn from, so it sees every
+// change made since and opening a page costs no event. Without one, or when the API server no
+// longer has it, the watch starts from now and the page looks again once. A watch that ends
+// starts again, after a pause that grows while it keeps failing (the user may have lost the
+// right to watch).
+func (s *Server) watchRuns(ctx context.Context, opts []client.ListOption, version string, notify func()) {
+	pause := rewatch
 	for ctx.Err() == nil {
-		var list v1alpha1.AgentRunList
-		watcher, err := s.opts.Kube.Watch(ctx, &list, opts...)
-		if err == nil {
-			if !first {
-				// Something may have changed while no watch was open.
+		if version == "" {
+			var list v1alpha1.AgentRunList
+			if err := s.opts.Kube.List(ctx, &list, append(opts, client.Limit(1))...); err == nil {
+				version = list.ResourceVersion
 				notify()
 			}
-			first = false
-			for range watcher.ResultChan() {
+		}
+		var list v1alpha1.AgentRunList
+		watcher, err := s.opts.Kube.Watch(ctx, &list, append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})...)
+		if err == nil {
+			pause = rewatch
+			for event := range watcher.ResultChan() {
+				if event.Type == watch.Error {
+					// Too old a version, most often: start again from a fresh list, which may
+					// have missed changes, so the page looks again.
+					version = ""
+					notify()
+					break
+				}
+				if o, ok := event.Object.(client.Object); ok {
+					version = o.GetResourceVersion()
+				}
 				notify()
 			}
 			watcher.Stop()
+		} else {
+			// The version may be too old to watch from: start again from a fresh list.
+			version = ""
+			pause = min(2*pause, maxRewatch)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(rewatch):
+		case <-time.After(pause):
 		}
 	}
 }
 
-// followTranscript calls notify for every record of the run as it is written: a step's tool
-// calls and its answer show before the run's status is written. It stops when the run ends; a
-// stream that fails starts again.
-func (s *Server) followTranscript(ctx context.Context, namespace, name string, notify func()) {
+// followTranscript calls notify for every record of the run written since the page was opened:
+// a step's tool calls and its answer show before the run's status is written. It stops when
+// the run ends; a stream that fails starts again, after a pause that grows while it keeps
+// failing.
+func (s *Server) followTranscript(ctx context.Context, namespace, name string, opened time.Time, notify func()) {
+	pause := 5 * rewatch
+	// The stream starts from the run's first record; those the page was drawn with are not news.
+	since := opened.Add(-2 * time.Second)
 	for ctx.Err() == nil {
-		end, err := s.opts.Transcripts.Stream(ctx, namespace, name, func(transcriptapi.Record) error {
-			notify()
+		end, err := s.opts.Transcripts.Stream(ctx, namespace, name, func(r transcriptapi.Record) error {
+			if r.Time.After(since) {
+				notify()
+			}
 			return nil
 		})
 		if err == nil && end != "" {
 			return
 		}
+		if err != nil {
+			pause = min(2*pause, maxRewatch)
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(5 * rewatch):
+		case <-time.After(pause):
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -35,8 +36,8 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := runsView{page: s.page(r, "Runs", "runs"), Phases: phases,
 		Namespace: q.Get("namespace"), Config: q.Get("config"), Phase: v1alpha1.RunPhase(q.Get("phase"))}
-	v.Live = "/live?" + url.Values{"watch": {"runs"}, "namespace": {v.Namespace}}.Encode()
-	all, errs := s.listRuns(r.Context(), v.Namespace)
+	all, version, errs := s.listRuns(r.Context(), v.Namespace)
+	v.Live = "/live?" + url.Values{"watch": {"runs"}, "namespace": {v.Namespace}, "rv": {version}}.Encode()
 	for _, err := range errs {
 		v.Errors = append(v.Errors, apiMessage(err))
 	}
@@ -117,13 +118,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runView(r *http.Request, namespace, name string) (runView, int) {
 	ctx := r.Context()
 	v := runView{page: s.page(r, name, "runs")}
-	v.Live = "/live?" + url.Values{"watch": {"run"}, "namespace": {namespace}, "name": {name}}.Encode()
 	run := &v1alpha1.AgentRun{}
 	if err := s.opts.Kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, run); err != nil {
 		v.Errors = append(v.Errors, apiMessage(err))
-		v.Live = ""
 		return v, statusOf(err)
 	}
+	v.Live = runEvents(run)
 	v.Run, v.Phase, v.Terminal = run, phaseOf(run), run.Status.Phase.Terminal()
 	v.Creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
 	records, note := s.records(r, run, 0)
@@ -245,13 +245,13 @@ func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Step = int32(step)
-	v.Live = "/live?" + url.Values{"watch": {"run"}, "namespace": {namespace}, "name": {name}}.Encode()
 	run := &v1alpha1.AgentRun{}
 	if err := s.opts.Kube.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: name}, run); err != nil {
-		v.Errors, v.Live = append(v.Errors, apiMessage(err)), ""
+		v.Errors = append(v.Errors, apiMessage(err))
 		s.render(w, statusOf(err), "step", v)
 		return
 	}
+	v.Live = runEvents(run)
 	v.Run = run
 	records, note := s.records(r, run, v.Step)
 	v.Transcript = note
@@ -269,12 +269,17 @@ func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "step", v)
 }
 
-// statusOf is the HTTP status for an API server's error.
+// runEvents is the address of the events that change a run's pages, from the version of the
+// run the page is drawn from: a change made while the page loads is not missed.
+func runEvents(run *v1alpha1.AgentRun) string {
+	return "/live?" + url.Values{"watch": {"run"}, "namespace": {run.Namespace}, "name": {run.Name}, "rv": {run.ResourceVersion}}.Encode()
+}
+
+// statusOf is the HTTP status for an API server's error: its own, else 502.
 func statusOf(err error) int {
-	if code := apierrors.ReasonForError(err); code != "" {
-		if st, ok := err.(apierrors.APIStatus); ok && st.Status().Code != 0 {
-			return int(st.Status().Code)
-		}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code != 0 {
+		return int(st.Status().Code)
 	}
 	return http.StatusBadGateway
 }

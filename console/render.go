@@ -30,17 +30,24 @@ type page struct {
 	Live string
 	// Form is what the user sent, shown again when it was refused, so nothing is lost.
 	Form url.Values
+	// Self is the page's own address, which live updates fetch; a page shown in answer to a
+	// form has the address of the page, not of the form's target.
+	Self string
 }
 
 func (s *Server) page(r *http.Request, title, nav string) page {
 	scope := "all namespaces"
-	if scopes := s.scopes(r.Context()); len(scopes) != 1 || scopes[0] != "" {
+	if scopes := s.scopes.get(r.Context()); len(scopes) != 1 || scopes[0] != "" {
 		scope = "namespace " + strings.Join(scopes, ", ")
 		if len(scopes) > 1 {
 			scope = "namespaces " + strings.Join(scopes, ", ")
 		}
 	}
-	return page{Title: title, Nav: nav, User: s.opts.User, Scope: scope, Notice: r.URL.Query().Get("notice")}
+	p := page{Title: title, Nav: nav, User: s.opts.User, Scope: scope, Notice: clip(r.URL.Query().Get("notice"), 300)}
+	if r.Method == http.MethodGet {
+		p.Self = r.URL.RequestURI()
+	}
+	return p
 }
 
 var funcs = template.FuncMap{
@@ -56,8 +63,9 @@ var funcs = template.FuncMap{
 		}
 		return t.Local().Format("2006-01-02 15:04:05")
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"age": func(t time.Time) string { return age(time.Since(t)) },
+	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"stamp": stamp,
+	"age":   func(t time.Time) string { return age(time.Since(t)) },
 	"dur": func(d time.Duration) string {
 		if d < 0 {
 			return ""
@@ -90,6 +98,9 @@ var funcs = template.FuncMap{
 		return "/runs/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
 	},
 }
+
+// stamp is a time exactly, as a gate's form carries the time the gate opened.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // age is a duration as kubectl prints ages.
 func age(d time.Duration) string {

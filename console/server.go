@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,22 +64,32 @@ type Options struct {
 
 // Server is the console's HTTP server.
 type Server struct {
-	opts   Options
-	token  string
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
-	access *accessCache
-	// port is the port the console listens on, once it does: the Host header must name it.
-	port string
+	opts Options
+	// token is in the URL the user opens first. It works once: the browser that opens it gets
+	// session, as a cookie, and the URL is then spent.
+	token, session string
+	used           atomic.Bool
+	pages          map[string]*template.Template
+	mux            *http.ServeMux
+	access         *accessCache
+	scopes         *scopeCache
+	// host and port are where the console listens, once it does: the Host header must name
+	// them.
+	host, port string
 }
 
 // New builds a console with a fresh random token.
 func New(opts Options) (*Server, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	token, err := secret()
+	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, token: base64.RawURLEncoding.EncodeToString(raw), access: newAccessCache(opts.Kube, 30*time.Second)}
+	session, err := secret()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, token: token, session: session, access: newAccessCache(opts.Kube, 30*time.Second)}
+	s.scopes = &scopeCache{find: s.findScopes, ttl: 30 * time.Second}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -100,6 +111,15 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// secret is 32 random bytes, as text.
+func secret() (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
 // URL is the address to open first: it carries the token, which the console trades for a
 // cookie and takes out of the address bar.
 func (s *Server) URL(addr net.Addr) string {
@@ -108,11 +128,11 @@ func (s *Server) URL(addr net.Addr) string {
 
 // Serve serves the console on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	_, port, err := net.SplitHostPort(l.Addr().String())
+	host, port, err := net.SplitHostPort(l.Addr().String())
 	if err != nil {
 		return err
 	}
-	s.port = port
+	s.host, s.port = host, port
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
@@ -150,15 +170,19 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		if token := r.URL.Query().Get("token"); token != "" && r.Method == http.MethodGet && r.URL.Path == "/" {
-			if !s.valid(token) {
+			if !equal(token, s.token) {
 				http.Error(w, "this token is not the console's: open the URL kubectl baton ui printed", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: s.cookie(), Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			if !s.used.CompareAndSwap(false, true) {
+				http.Error(w, "this URL was opened already, and works once: open the console in the browser that opened it, or start kubectl baton ui again for a new URL", http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: s.cookie(), Value: s.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			http.Redirect(w, r, "/runs", http.StatusSeeOther)
 			return
 		}
-		if c, err := r.Cookie(s.cookie()); err != nil || !s.valid(c.Value) {
+		if c, err := r.Cookie(s.cookie()); err != nil || !equal(c.Value, s.session) {
 			http.Error(w, "open the URL kubectl baton ui printed: it carries the token this console needs", http.StatusUnauthorized)
 			return
 		}
@@ -170,23 +194,22 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-func (s *Server) valid(token string) bool {
-	return subtle.ConstantTimeCompare([]byte(token), []byte(s.token)) == 1
+func equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-// cookie is the cookie's name. Cookies are shared by every port of a host, so each console's
-// is named for its port.
+// cookie is the cookie's name. A browser sends a host's cookies to every port of the host, so
+// each console's is named for its port (and kubectl baton ui listens on an address of its own
+// where it can, so that no other local server is sent it).
 func (s *Server) cookie() string { return "baton_console_" + s.port }
 
-// loopback says whether host names this console: a loopback name and the console's port.
+// loopback says whether host names this console: its address (or localhost, when that is
+// 127.0.0.1) and its port.
 func (s *Server) loopback(host string) bool {
 	name, port, err := net.SplitHostPort(host)
-	if err != nil || (s.port != "" && port != s.port) {
+	if err != nil || port != s.port {
 		return false
 	}
-	switch strings.ToLower(name) {
-	case "127.0.0.1", "localhost", "::1":
-		return true
-	}
-	return false
+	name = strings.ToLower(name)
+	return name == s.host || name == "localhost" && s.host == "127.0.0.1"
 }

@@ -144,8 +144,9 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []Entry) Te
 		e := Edge{From: k[0], To: k[1], Count: taken[k], Taken: taken[k] > 0,
 			X1: a[0] + ux*nodeRadius + px, Y1: a[1] + uy*nodeRadius + py,
 			X2: b[0] - ux*(nodeRadius+6) + px, Y2: b[1] - uy*(nodeRadius+6) + py}
-		// The count sits beside its arrow, on the arrow's left.
-		e.LX, e.LY = (e.X1+e.X2)/2+uy*12+px, (e.Y1+e.Y2)/2-ux*12+py
+		// The count sits beside its arrow, on the side the arrow was moved to, so the counts of
+		// two arrows between the same agents are on either side.
+		e.LX, e.LY = (e.X1+e.X2)/2-uy*12, (e.Y1+e.Y2)/2+ux*12
 		t.Edges = append(t.Edges, e)
 	}
 	return t

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net"
 	"os"
@@ -77,11 +79,15 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if len(namespaces) == 0 && o.config.Namespace != nil && *o.config.Namespace != "" {
 		namespaces = []string{*o.config.Namespace}
 	}
+	opts := console.Options{Kube: kube, Namespaces: namespaces, DefaultNamespace: ns}
 	review := &authenticationv1.SelfSubjectReview{}
 	if err := kube.Create(ctx, review); err != nil {
-		return fmt.Errorf("asking the API server who you are: %w", err)
+		// Kubernetes before 1.28 cannot say: decisions still carry who made them, but the
+		// inbox cannot leave out the gates you approved or may not approve.
+		fmt.Fprintf(o.streams.ErrOut, "warning: the API server did not say who you are: %v\n", err)
+	} else {
+		opts.User = review.Status.UserInfo.Username
 	}
-	opts := console.Options{Kube: kube, User: review.Status.UserInfo.Username, Namespaces: namespaces, DefaultNamespace: ns}
 	if op, err := o.operator(ctx); err != nil {
 		opts.TranscriptsErr = err
 		fmt.Fprintf(o.streams.ErrOut, "warning: the transcript API was not reached, so timelines come from status only: %v\n", err)
@@ -93,18 +99,39 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	l, err := listen(port)
 	if err != nil {
-		return fmt.Errorf("listening on 127.0.0.1:%d: %w (choose another with --port)", port, err)
+		return err
 	}
 	url := srv.URL(l.Addr())
-	fmt.Fprintf(o.streams.Out, "Baton console, as %s: %s\nPress Ctrl-C to stop.\n", opts.User, url)
+	fmt.Fprintf(o.streams.Out, "Baton console, as %s: %s\nPress Ctrl-C to stop.\n", cmp.Or(opts.User, "you"), url)
 	if openBrowser {
 		if err := open(url); err != nil {
 			fmt.Fprintf(o.streams.ErrOut, "warning: opening a browser: %v\n", err)
 		}
 	}
 	return srv.Serve(ctx, l)
+}
+
+// listen listens on a loopback address of the console's own where the system routes all of
+// 127.0.0.0/8 to the loopback interface (Linux): a browser sends a host's cookies to every
+// port of that host, so on an address of its own the console's cookie goes to no other local
+// server. Elsewhere, or if that fails, it listens on 127.0.0.1.
+func listen(port int) (net.Listener, error) {
+	if runtime.GOOS == "linux" {
+		b := make([]byte, 3)
+		if _, err := rand.Read(b); err == nil {
+			own := fmt.Sprintf("127.%d.%d.%d", b[0], b[1], 1+b[2]%254)
+			if l, err := net.Listen("tcp", net.JoinHostPort(own, strconv.Itoa(port))); err == nil {
+				return l, nil
+			}
+		}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("listening on 127.0.0.1:%d: %w (choose another with --port)", port, err)
+	}
+	return l, nil
 }
 
 // open opens url in the desktop's default browser.

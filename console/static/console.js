@@ -6,6 +6,12 @@
 (function () {
   "use strict";
   var url = document.body.getAttribute("data-live");
+  // The page's own address: a page shown in answer to a form carries it, so that reloading it
+  // does not send the form again and live updates fetch the page, not the form's target.
+  var page = document.body.getAttribute("data-page");
+  if (page && page !== location.pathname + location.search && window.history.replaceState) {
+    history.replaceState(null, "", page);
+  }
   if (!url || !window.EventSource || !window.fetch || !window.DOMParser) return;
 
   var timer = null, running = false, again = false;
@@ -16,6 +22,14 @@
     var fields = part.querySelectorAll("textarea, input[type=text]");
     for (var i = 0; i < fields.length; i++) {
       if (fields[i].value !== fields[i].defaultValue) return true;
+    }
+    var selects = part.querySelectorAll("select");
+    for (var j = 0; j < selects.length; j++) {
+      var chosen = 0;
+      for (var k = 0; k < selects[j].options.length; k++) {
+        if (selects[j].options[k].defaultSelected) chosen = k;
+      }
+      if (selects[j].selectedIndex !== chosen) return true;
     }
     return false;
   }
@@ -43,7 +57,7 @@
   function refresh() {
     if (running) { again = true; return; }
     running = true;
-    fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    fetch(page || location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (resp) { return resp.ok ? resp.text() : null; })
       .then(function (html) {
         if (html) swap(new DOMParser().parseFromString(html, "text/html"));

@@ -65,12 +65,19 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 	})
 
 	// tab is a new browser tab that has opened the console's printed URL.
+	// The printed URL works once; the browser that opened it holds the console's cookie, so
+	// later tabs open the console's pages directly.
 	tab := func(ui *consoleUI) context.Context {
 		ctx, cancel := chromedp.NewContext(browser)
 		DeferCleanup(cancel)
 		// The tab lives as long as the context of its first action: that one has no timeout.
 		Expect(chromedp.Do(ctx)).To(Succeed())
-		run(ctx, chromedp.Navigate(ui.url))
+		if ui.opened {
+			run(ctx, chromedp.Navigate(origin(ui)+"/runs"))
+		} else {
+			run(ctx, chromedp.Navigate(ui.url))
+			ui.opened = true
+		}
 		Eventually(func() string { return location(ctx) }, 10*time.Second, 100*time.Millisecond).Should(HaveSuffix("/runs"))
 		return ctx
 	}
@@ -181,16 +188,21 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		waitText(ctx, "0 waiting for you")
 	})
 
-	It("fits a phone's width: nothing runs off the side of any page", func() {
+	It("fits a 1280 px screen and a phone's: nothing runs off the side of any page", func() {
 		ctx := tab(alice)
-		run(ctx, chromedp.EmulateViewport(390, 844))
-		for name, path := range map[string]string{"phone-runs": "/runs", "phone-run": "/runs/console/vendor-review",
-			"phone-inbox": "/inbox", "phone-new": "/new", "phone-step": "/runs/console/acme/steps/1"} {
-			run(ctx, chromedp.Navigate(origin(alice)+path), chromedp.WaitReady(chromedp.CSS("body")))
-			width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(width).To(BeNumerically("<=", 390), "%s is %d px wide on a 390 px screen", path, width)
-			shoot(ctx, name)
+		for _, screen := range []struct {
+			name          string
+			width, height int64
+		}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
+			run(ctx, chromedp.EmulateViewport(screen.width, screen.height))
+			for name, path := range map[string]string{"runs": "/runs", "run": "/runs/console/vendor-review",
+				"inbox": "/inbox", "new": "/new", "step": "/runs/console/acme/steps/1"} {
+				run(ctx, chromedp.Navigate(origin(alice)+path), chromedp.WaitReady(chromedp.CSS("body")))
+				width, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(width).To(BeNumerically("<=", screen.width), "%s is %d px wide on a %d px screen", path, width, screen.width)
+				shoot(ctx, screen.name+"-"+name)
+			}
 		}
 	})
 
@@ -226,21 +238,63 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		waitText(ctx, "Waiting at gate final")
 	})
 
-	It("answers only its own pages, from its own address, with its token", func() {
+	It("starts a run again from after a step, and cancels a run", func() {
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs?phase=Succeeded"))
+		waitText(ctx, "1 run")
+		Expect(pageText(ctx)).To(ContainSubstring("acme"))
+
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/acme"), chromedp.WaitVisible(chromedp.CSS(`#retry-step`)),
+			chromedp.SetValue(chromedp.CSS(`#retry-step`), "2"), chromedp.Click(chromedp.CSS(`#retry-run`)))
+		waitText(ctx, "Started from where acme was after step 2.")
+		Expect(pageText(ctx)).To(MatchRegexp(`From\s+acme after step 2`))
+		// Steps 1 and 2 are not paid for again; the run goes on from accounts-payable.
+		waitText(ctx, "Waiting at gate final")
+		retried := strings.TrimPrefix(strings.Split(location(ctx), "?")[0], origin(alice)+"/runs/console/")
+		Expect(jsonpath("agentrun", retried, ns, "{.spec.from.run} {.spec.from.step}")).To(Equal("acme 2"))
+		shoot(ctx, "run-retried")
+
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/vendor-review"), chromedp.WaitVisible(chromedp.CSS(`#cancel-reason`)),
+			chromedp.SendKeys(chromedp.CSS(`#cancel-reason`), "wrong vendor"), chromedp.Click(chromedp.CSS(`#cancel-run`)))
+		waitText(ctx, "The run was asked to stop")
+		// The page follows the run to its end: the phase beside its name, and no cancel form.
+		waitText(ctx, "vendor-review Cancelled")
+		Expect(jsonpath("agentrun", "vendor-review", ns, "{.status.phase}: {.status.terminationMessage}")).To(ContainSubstring("Cancelled"))
+		Expect(pageText(ctx)).NotTo(ContainSubstring("Cancel the run"), "a cancelled run still offers to cancel")
+	})
+
+	It("answers only its own pages, from its own address, with its token, which works once", func() {
+		fresh := startUI(filepath.Join(stateDir, "kubeconfig-alice"), "--namespaces", ns)
 		plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := plain.Get(origin(alice) + "/runs")
+		resp, err := plain.Get(origin(fresh) + "/runs")
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "without the token's cookie")
 
-		resp, err = plain.Get(alice.url)
+		resp, err = plain.Get(fresh.url)
 		Expect(err).NotTo(HaveOccurred())
 		resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
 		cookie := resp.Cookies()[0]
+		resp, err = plain.Get(fresh.url)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "the URL opened a second time")
+
+		// 127.0.0.1 is another host than the console's own loopback address.
+		u, _ := url.Parse(fresh.url)
+		req, _ := http.NewRequest(http.MethodGet, origin(fresh)+"/runs", nil)
+		req.Host = "localhost:" + u.Port()
+		req.AddCookie(cookie)
+		resp, err = plain.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		if u.Hostname() != "127.0.0.1" {
+			Expect(resp.StatusCode).To(Equal(http.StatusMisdirectedRequest), "a request naming another host")
+		}
 
 		form := url.Values{"action": {"cancel"}, "reason": {"from another site"}}
-		req, _ := http.NewRequest(http.MethodPost, origin(alice)+"/runs/console/vendor-review/decide", strings.NewReader(form.Encode()))
+		req, _ = http.NewRequest(http.MethodPost, origin(fresh)+"/runs/console/acme/decide", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", "http://evil.example")
 		req.AddCookie(cookie)
@@ -249,14 +303,15 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
 		Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty())
-		Expect(jsonpath("agentrun", "vendor-review", ns, "{.status.phase}")).To(Equal("AwaitingApproval"), "a cross-site form cancelled the run")
+		Expect(jsonpath("agentrun", "acme", ns, "{.metadata.annotations}")).NotTo(ContainSubstring("from another site"), "a cross-site form reached the run")
 	})
 })
 
 // consoleUI is a running kubectl baton ui.
 type consoleUI struct {
-	cmd *osexec.Cmd
-	url string
+	cmd    *osexec.Cmd
+	url    string
+	opened bool
 }
 
 // startUI runs kubectl baton ui with a person's kubeconfig and reads the URL it prints.
@@ -274,7 +329,7 @@ func startUI(config string, args ...string) *consoleUI {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if m := regexp.MustCompile(`(http://127\.0\.0\.1:\d+/\?token=\S+)`).FindString(sc.Text()); m != "" {
+			if m := regexp.MustCompile(`(http://127\.\d+\.\d+\.\d+:\d+/\?token=\S+)`).FindString(sc.Text()); m != "" {
 				found <- m
 			}
 		}
