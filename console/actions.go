@@ -100,10 +100,6 @@ func decisionAnnotations(f url.Values) (map[string]string, string, string) {
 			return nil, "", fmt.Sprintf("%s: must be at most %d characters (it has %d)", field, decisions.MaxValue, n)
 		}
 	}
-	set := map[string]string{}
-	if feedback != "" && action != "cancel" {
-		set[v1alpha1.AnnotationFeedback] = feedback
-	}
 	sent := "The operator applies it in turn; what became of it shows under Decision."
 	switch action {
 	case "approve", "reject", "revise":
@@ -113,11 +109,11 @@ func decisionAnnotations(f url.Values) (map[string]string, string, string) {
 	}
 	switch action {
 	case "approve":
-		set[v1alpha1.AnnotationApprove] = gate
-		return set, fmt.Sprintf("Your approval of gate %s was sent. %s", gate, sent), ""
+		return decisions.Annotations(decisions.Queued{Action: decisions.Approve, Gate: gate, Feedback: feedback}),
+			fmt.Sprintf("Your approval of gate %s was sent. %s", gate, sent), ""
 	case "reject":
-		set[v1alpha1.AnnotationReject] = gate
-		return set, fmt.Sprintf("Your rejection of gate %s was sent: the run ends Rejected. %s", gate, sent), ""
+		return decisions.Annotations(decisions.Queued{Action: decisions.Reject, Gate: gate, Feedback: feedback}),
+			fmt.Sprintf("Your rejection of gate %s was sent: the run ends Rejected. %s", gate, sent), ""
 	case "revise":
 		if revise == "" {
 			return nil, "", "revise: choose the agent that revises, or replan"
@@ -125,14 +121,13 @@ func decisionAnnotations(f url.Values) (map[string]string, string, string) {
 		if feedback == "" {
 			return nil, "", "feedback: say what to change"
 		}
-		set[v1alpha1.AnnotationReject], set[v1alpha1.AnnotationRevise] = gate, revise
-		return set, fmt.Sprintf("Gate %s was sent back to %s with your feedback. %s", gate, revise, sent), ""
+		return decisions.Annotations(decisions.Queued{Action: decisions.Reject, Gate: gate, Revise: revise, Feedback: feedback}),
+			fmt.Sprintf("Gate %s was sent back to %s with your feedback. %s", gate, revise, sent), ""
 	case "reply":
 		if reply == "" {
 			return nil, "", "reply: write the answer"
 		}
-		set[v1alpha1.AnnotationReply] = reply
-		return set, "Your answer was sent. " + sent, ""
+		return decisions.Annotations(decisions.Queued{Action: decisions.Reply, Reply: reply, Feedback: feedback}), "Your answer was sent. " + sent, ""
 	case "cancel":
 		reason := strings.TrimSpace(text(f, "reason"))
 		if reason == "" {
@@ -177,7 +172,8 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
-	run.Namespace, run.GenerateName = namespace, retryPrefix(name)
+	// The API server shortens a long name to fit the random suffix, as kubectl baton retry relies on.
+	run.Namespace, run.GenerateName = namespace, name+"-retry-"
 	notice := "Started again from the beginning."
 	if from > 0 {
 		run.Spec.From, run.Spec.Input = &v1alpha1.RunFrom{Run: name, Step: int32(from)}, ""
@@ -188,12 +184,6 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/runs/"+url.PathEscape(namespace)+"/"+url.PathEscape(run.Name)+"?"+url.Values{"notice": {notice}}.Encode(), http.StatusSeeOther)
-}
-
-// retryPrefix is the generateName of a retry: the run's name, shortened to leave room.
-func retryPrefix(name string) string {
-	name = strings.TrimSuffix(name[:min(len(name), 40)], "-")
-	return name + "-retry-"
 }
 
 // start creates a run of a config with the input the user typed.

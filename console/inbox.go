@@ -1,10 +1,13 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -44,16 +47,18 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	for _, err := range errs {
 		v.Errors = append(v.Errors, apiMessage(err))
 	}
+	// Many runs wait at the gates of one config: it is read once.
+	configs := configMemo{}
 	for i := range runs {
 		run := &runs[i]
 		switch run.Status.Phase {
 		case v1alpha1.PhaseAwaitingApproval:
-			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, ApproveVerb, "agentruns") {
+			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, v1alpha1.ApproveVerb, "agentruns") {
 				continue
 			}
 			// Only the last step's records: its output is what there is to judge.
 			records, note := s.records(r, run, run.Status.StepCount)
-			cfg := s.config(ctx, run)
+			cfg := configs.get(ctx, s, run)
 			g := s.gateView(r, run, cfg, records)
 			if g.Blocked != "" {
 				continue
@@ -75,6 +80,19 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	// Oldest first: the gate that has waited longest is the first to judge.
 	sort.SliceStable(v.Items, func(i, j int) bool { return v.Items[i].since().Before(v.Items[j].since()) })
 	s.render(w, http.StatusOK, "inbox", v)
+}
+
+// configMemo keeps the AgentConfigs one page has read, by namespace and name (nil: unreadable).
+type configMemo map[types.NamespacedName]*v1alpha1.AgentConfig
+
+func (m configMemo) get(ctx context.Context, s *Server, run *v1alpha1.AgentRun) *v1alpha1.AgentConfig {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}
+	cfg, ok := m[key]
+	if !ok {
+		cfg = s.config(ctx, run)
+		m[key] = cfg
+	}
+	return cfg
 }
 
 type configOption struct {

@@ -19,9 +19,6 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// ApproveVerb is the RBAC verb on agentruns that approving and rejecting gates needs.
-const ApproveVerb = "approve"
-
 // maxRuns bounds the runs a page lists.
 const maxRuns = 500
 

@@ -162,7 +162,7 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	p := run.Status.PendingApproval
 	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1, ToolCall: p.ToolCall,
 		Completes: p.Completes != nil, Judge: lastOutput(run, records),
-		MayApprove: s.access.allowed(r.Context(), run.Namespace, ApproveVerb, "agentruns")}
+		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
 	if p.Expires != nil {
 		g.Expires = p.Expires.Time
 	}

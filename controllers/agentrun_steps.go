@@ -22,15 +22,17 @@ import (
 // record of its answer, with what the answer adds to later agents' context.
 //
 // A step may wait in line for a slot a long time, so what it keeps until it starts is small: the
-// run's identity, its input and the status it started from. The request, the run's object and
-// the rest are made when the step runs.
+// run's identity, its input and the status it started from. The request is made when the step
+// runs.
 func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
 	spec := plan.Agent(step.Agent)
 	rid := runID{uid: string(run.UID), namespace: run.Namespace, name: run.Name}
+	id := rid.object()
 	task := run.Spec.Input
 	// The status the step started from: Apply decides from it what the step adds to the context.
 	from := *run.Status.DeepCopy()
 	provider, config := spec.Model.Provider, run.Spec.ConfigRef.Name
+	traced := runOf(id, config)
 	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
 	var mu sync.Mutex
 	var sent *agents.Request
@@ -39,8 +41,6 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 	call := func(ctx context.Context) (res workflow.StepResult) {
 		res = workflow.StepResult{Agent: step.Agent, Input: step.Input}
 		req := r.stepRequest(plan, rid, task, &from, step)
-		id := rid.object()
-		traced := runOf(id, config)
 		ctx, span := startStep(ctx, traced, step.Number, spec)
 		defer func() { endStep(span, req, res.Result, res.Error, res.TimedOut, r.options.TraceContent) }()
 		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
@@ -93,7 +93,6 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 		// What the status counts of the step is counted here, once, for the answer the step
 		// ends with (an answer that came after the deadline is not).
 		countTokens(rid.namespace, config, spec, res.Result)
-		id := rid.object()
 		if res.Held != nil {
 			return heldRecord(rid, step.Number, res, ended)
 		}

@@ -23,9 +23,6 @@ import (
 // DecisionWebhookPath is where the API server sends AgentRun creates and updates.
 const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 
-// ApproveVerb is the RBAC verb a person needs on agentruns to approve or reject a gate.
-const ApproveVerb = "approve"
-
 // The webhook is called for every create, which it stamps with its creator, and otherwise only
 // for writes that carry a decision, touch the decision queue or change the creator
 // (matchConditions), so other updates of AgentRuns never depend on it being up. Those it is
@@ -127,7 +124,7 @@ func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) adm
 		}
 		if !allowed {
 			return admission.Denied(fmt.Sprintf("user %q may not %s gates of AgentRun %s/%s: it needs the %q verb on agentruns.agents.baton.dev in namespace %s (the ClusterRole baton-approver grants it)",
-				user, d.Action, run.Namespace, run.Name, ApproveVerb, run.Namespace))
+				user, d.Action, run.Namespace, run.Name, v1alpha1.ApproveVerb, run.Namespace))
 		}
 	}
 	queued, err := decisions.Add(annotations, d, old.Status.LastDecision)
@@ -186,7 +183,7 @@ func (w *DecisionWebhook) mayApprove(ctx context.Context, req admission.Request,
 		Extra:  extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: run.Namespace,
-			Verb:      ApproveVerb,
+			Verb:      v1alpha1.ApproveVerb,
 			Group:     v1alpha1.GroupVersion.Group,
 			Resource:  "agentruns",
 			Name:      run.Name,

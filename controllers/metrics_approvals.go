@@ -87,11 +87,9 @@ func (w *waitingApprovals) Collect(ch chan<- prometheus.Metric) {
 	now := clk.Now()
 	gates := map[gateKey]*gateWait{}
 	for i := range runs.Items {
+		// The index holds only runs that wait at a gate (waitingAtGate).
 		run := &runs.Items[i]
 		p := run.Status.PendingApproval
-		if run.Status.Phase != v1alpha1.PhaseAwaitingApproval || p == nil {
-			continue
-		}
 		k := gateKey{run.Namespace, run.Spec.ConfigRef.Name, p.Gate}
 		g := gates[k]
 		if g == nil {

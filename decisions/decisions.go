@@ -101,6 +101,28 @@ func Take(annotations map[string]string, by string, now metav1.Time) (d Queued, 
 	return d, true
 }
 
+// Annotations are the annotations a person writes to make decision d: the inverse of Take.
+// kubectl baton and the console write these, as anyone could with kubectl annotate, so that the
+// admission webhook takes them like any other.
+func Annotations(d Queued) map[string]string {
+	set := map[string]string{}
+	switch d.Action {
+	case Approve:
+		set[v1alpha1.AnnotationApprove] = d.Gate
+	case Reject:
+		set[v1alpha1.AnnotationReject] = d.Gate
+		if d.Revise != "" {
+			set[v1alpha1.AnnotationRevise] = d.Revise
+		}
+	case Reply:
+		set[v1alpha1.AnnotationReply] = d.Reply
+	}
+	if d.Feedback != "" {
+		set[v1alpha1.AnnotationFeedback] = d.Feedback
+	}
+	return set
+}
+
 // Add queues d in the annotations, after the run's latest decision. An unreadable queue
 // is replaced: only Baton writes it.
 func Add(annotations map[string]string, d Queued, lastApplied int64) (map[string]string, error) {

@@ -3,6 +3,7 @@ package decisions
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,5 +81,21 @@ func TestEnqueueOrdersAndPrunes(t *testing.T) {
 	}
 	if _, ok := Write(annotations, nil)[v1alpha1.AnnotationDecisions]; ok {
 		t.Fatal("an empty queue left its annotation")
+	}
+}
+
+func TestAnnotationsAreWhatTakeReads(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	for _, d := range []Queued{
+		{Action: Approve, Gate: "plan", Feedback: "go ahead"},
+		{Action: Reject, Gate: "final", Revise: "crm", Feedback: "check the disputes"},
+		{Action: Reject, Gate: "final"},
+		{Action: Reply, Reply: "vendors@"},
+	} {
+		got, ok := Take(Annotations(d), "alice", now)
+		d.By, d.Time = "alice", now
+		if diff := cmp.Diff(d, got); !ok || diff != "" {
+			t.Errorf("Take(Annotations(%+v)): ok %v, (-want +got):\n%s", d, ok, diff)
+		}
 	}
 }

@@ -9,8 +9,6 @@
 # Progress goes to stderr; stdout is only the path.
 set -euo pipefail
 
-log() { printf 'chromium: %s\n' "$*" >&2; }
-
 if [ -n "${CHROMIUM_BIN:-}" ] && [ -x "$CHROMIUM_BIN" ]; then
   echo "$CHROMIUM_BIN"
   exit 0
@@ -21,12 +19,5 @@ for name in chromium chromium-browser google-chrome; do
     exit 0
   fi
 done
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  log "Chromium is not installed and cannot be installed here: install Debian's chromium package, or set CHROMIUM_BIN"
-  exit 1
-fi
-log "installing Debian's chromium package"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends chromium >&2
+"$(dirname "$0")/debian-package.sh" chromium "set CHROMIUM_BIN"
 command -v chromium

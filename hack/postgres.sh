@@ -9,8 +9,6 @@
 # Progress goes to stderr; stdout is only the directory.
 set -euo pipefail
 
-log() { printf 'postgres: %s\n' "$*" >&2; }
-
 newest() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n | tail -n 1
 }
@@ -21,15 +19,8 @@ if [ -n "${PG_BIN:-}" ] && [ -x "$PG_BIN/initdb" ]; then
 fi
 dir=$(newest)
 if [ -z "$dir" ] || [ ! -x "$dir/initdb" ]; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    log "PostgreSQL is not installed and cannot be installed here: install Debian's postgresql package, or set PG_BIN or BATON_TEST_POSTGRES_DSN"
-    exit 1
-  fi
-  log "installing Debian's postgresql package"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
   # The package's own cluster is not used; the tests start servers of their own.
-  apt-get install -y -qq --no-install-recommends postgresql >&2
+  "$(dirname "$0")/debian-package.sh" postgresql "set PG_BIN or BATON_TEST_POSTGRES_DSN"
   dir=$(newest)
 fi
 echo "$dir"

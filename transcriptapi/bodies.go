@@ -42,8 +42,11 @@ type StepBody struct {
 }
 
 // StepBody reads a step's or a decision's record body.
-func (r Record) StepBody() StepBody {
-	var b StepBody
+func (r Record) StepBody() StepBody { return bodyAs[StepBody](r) }
+
+// bodyAs reads a record's body as T; what does not fit is left zero.
+func bodyAs[T any](r Record) T {
+	var b T
 	_ = json.Unmarshal(r.Body, &b)
 	return b
 }
@@ -103,11 +106,7 @@ func (c ToolCall) String() string {
 func (r Record) IsTool() bool { return strings.HasPrefix(string(r.Kind), "tool") }
 
 // ToolBody reads a tool record's body.
-func (r Record) ToolBody() ToolBody {
-	var b ToolBody
-	_ = json.Unmarshal(r.Body, &b)
-	return b
-}
+func (r Record) ToolBody() ToolBody { return bodyAs[ToolBody](r) }
 
 // Note says how a call went, when it did not simply succeed.
 func (b ToolBody) Note() string {

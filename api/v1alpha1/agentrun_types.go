@@ -29,6 +29,11 @@ const (
 	AnnotationCreatedBy = "agents.baton.dev/created-by"
 )
 
+// ApproveVerb is the RBAC verb on agentruns that approving or rejecting a gate needs (the
+// ClusterRole baton-approver grants it). The admission webhook checks it for the person who
+// decides; the console asks it to know whom a gate waits for.
+const ApproveVerb = "approve"
+
 // RunPhase is where a run is in its life.
 // +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;AwaitingInput;Succeeded;Failed;Cancelled
 type RunPhase string

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/decisions"
 )
 
 // kubeClient is a client for Baton's kinds with the user's kubeconfig.
@@ -69,11 +70,7 @@ func (o *options) approveCmd() *cobra.Command {
 		Short: "Approve the gate a run waits at",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set := map[string]string{v1alpha1.AnnotationApprove: args[1]}
-			if feedback != "" {
-				set[v1alpha1.AnnotationFeedback] = feedback
-			}
-			return o.annotate(cmd.Context(), args[0], set)
+			return o.annotate(cmd.Context(), args[0], decisions.Annotations(decisions.Queued{Action: decisions.Approve, Gate: args[1], Feedback: feedback}))
 		},
 	}
 	cmd.Flags().StringVar(&feedback, "feedback", "", "Feedback for the next agent")
@@ -87,14 +84,7 @@ func (o *options) rejectCmd() *cobra.Command {
 		Short: "Reject the gate a run waits at: it ends Rejected, or goes back to an agent with --revise",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			set := map[string]string{v1alpha1.AnnotationReject: args[1]}
-			if feedback != "" {
-				set[v1alpha1.AnnotationFeedback] = feedback
-			}
-			if revise != "" {
-				set[v1alpha1.AnnotationRevise] = revise
-			}
-			return o.annotate(cmd.Context(), args[0], set)
+			return o.annotate(cmd.Context(), args[0], decisions.Annotations(decisions.Queued{Action: decisions.Reject, Gate: args[1], Revise: revise, Feedback: feedback}))
 		},
 	}
 	cmd.Flags().StringVar(&feedback, "feedback", "", "What to change, for the agent that revises")
@@ -108,7 +98,7 @@ func (o *options) replyCmd() *cobra.Command {
 		Short: "Answer a run that waits for input",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.annotate(cmd.Context(), args[0], map[string]string{v1alpha1.AnnotationReply: args[1]})
+			return o.annotate(cmd.Context(), args[0], decisions.Annotations(decisions.Queued{Action: decisions.Reply, Reply: args[1]}))
 		},
 	}
 }
