@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,112 +14,233 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/decisions"
 	"github.com/baton-dev/baton/transcript"
 )
 
 // errFrom is a spec.from that cannot be followed; the run ends saying why.
 var errFrom = errors.New("spec.from")
 
-// startFrom starts a run where an earlier run was after one of its steps: it rebuilds the
-// earlier run's status at that step from its transcript, on the config the earlier run pinned,
-// copies the transcript up to that step to the new run, and starts the new run there. The
-// earlier run is only read.
+// fromPage bounds the bodies one read of an earlier run's transcript holds: a from-run reads
+// and copies the transcript a page at a time, whatever its length.
+const fromPage = 4 << 20
+
+// startFrom starts a run where an earlier run was after one of its steps, on the config as it
+// is now, as any run starts: the earlier run's steps and decisions are replayed from its
+// transcript (workflow.Replay says which gates and tool calls they pass), the transcript up to
+// that step is copied to the new run, and the new run starts there. The earlier run is only
+// read.
 func (r *AgentRunReconciler) startFrom(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
 	from := run.Spec.From
-	plan, replayed, records, err := r.replayFrom(ctx, run)
+	earlier, err := r.earlierRun(ctx, run)
 	switch {
 	case errors.Is(err, errFrom):
 		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	copies := make([]transcript.Record, 0, len(records))
-	for _, rec := range records {
-		rec.Seq, rec.RunUID, rec.Namespace, rec.Run = 0, string(run.UID), run.Namespace, run.Name
-		copies = append(copies, rec)
+	plan, revision, res, err := r.pinCurrent(ctx, run, now)
+	if plan == nil || err != nil {
+		return res, err
 	}
-	if len(copies) > 0 {
-		if _, err := r.transcript.Append(ctx, copies...); err != nil {
-			return ctrl.Result{}, fmt.Errorf("copying run %s's transcript: %w", from.Run, err)
-		}
+	replayed, err := r.replayFrom(ctx, run, earlier, plan)
+	switch {
+	case errors.Is(err, errFrom):
+		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+	case err != nil:
+		return ctrl.Result{}, err
 	}
-	return r.write(ctx, run, plan, workflow.StartFrom(plan, replayed, run.Spec.Input, from.Run, from.Step, now))
+	if err := r.copyFrom(ctx, run, earlier); err != nil {
+		return ctrl.Result{}, err
+	}
+	d := workflow.StartFrom(plan, replayed, run.Spec.Input, revision, from.Run, from.Step, now)
+	// The next agent's whole input, which status holds only the beginning of, is found here
+	// after a restart (findInput).
+	if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, workflow.Update{}, d.Status.Input, now)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing the run's input to the transcript: %w", err)
+	}
+	r.runs.setPlan(run, plan)
+	return r.write(ctx, run, plan, d)
 }
 
-// replayFrom rebuilds the earlier run's status after the step spec.from names, and returns
-// the new run's plan and the earlier run's records up to that step.
-func (r *AgentRunReconciler) replayFrom(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, v1alpha1.AgentRunStatus, []transcript.Record, error) {
+// pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
+// and the revision pinned. With no plan, the run waits or ends, and the result says so.
+func (r *AgentRunReconciler) pinCurrent(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
+	cfg := &v1alpha1.AgentConfig{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
+	if apierrors.IsNotFound(err) {
+		res, err := r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
+		return nil, "", res, err
+	}
+	if err != nil {
+		return nil, "", ctrl.Result{}, err
+	}
+	plan, errs := checkConfig(cfg.Spec, run.Spec.Limits, r.Providers)
+	if len(errs) > 0 {
+		res, err := r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
+		return nil, "", res, err
+	}
+	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
+		_, err := r.write(ctx, run, nil, workflow.WaitForSecret(run.Status, problem, now))
+		return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
+	}
+	revision, err := r.revisions.pin(ctx, cfg)
+	if err != nil {
+		return nil, "", ctrl.Result{}, err
+	}
+	return r.forRun(r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, ctrl.Result{}, nil
+}
+
+// earlierRun is the run spec.from names, if a run can start from it.
+func (r *AgentRunReconciler) earlierRun(ctx context.Context, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, error) {
 	from := run.Spec.From
-	var none v1alpha1.AgentRunStatus
 	earlier := &v1alpha1.AgentRun{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: from.Run}, earlier)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, none, nil, fmt.Errorf("%w: run %s does not exist in namespace %s", errFrom, from.Run, run.Namespace)
+		return nil, fmt.Errorf("%w: run %s does not exist in namespace %s", errFrom, from.Run, run.Namespace)
 	case err != nil:
-		return nil, none, nil, err
+		return nil, err
 	case earlier.Spec.ConfigRef.Name != run.Spec.ConfigRef.Name:
-		return nil, none, nil, fmt.Errorf("%w: run %s ran AgentConfig %s, not %s", errFrom, from.Run, earlier.Spec.ConfigRef.Name, run.Spec.ConfigRef.Name)
+		return nil, fmt.Errorf("%w: run %s ran AgentConfig %s, not %s", errFrom, from.Run, earlier.Spec.ConfigRef.Name, run.Spec.ConfigRef.Name)
 	case earlier.Status.ConfigRevision == "" || earlier.Status.StartTime == nil:
-		return nil, none, nil, fmt.Errorf("%w: run %s has not started", errFrom, from.Run)
+		return nil, fmt.Errorf("%w: run %s has not started", errFrom, from.Run)
 	case from.Step > earlier.Status.StepCount:
-		return nil, none, nil, fmt.Errorf("%w: run %s has taken %d steps, not %d", errFrom, from.Run, earlier.Status.StepCount, from.Step)
+		return nil, fmt.Errorf("%w: run %s has taken %d steps, not %d", errFrom, from.Run, earlier.Status.StepCount, from.Step)
 	}
-	spec, err := r.revisions.spec(ctx, run.Namespace, earlier.Status.ConfigRevision)
-	if errors.Is(err, errRevisionGone) {
-		return nil, none, nil, fmt.Errorf("%w: the config run %s pinned (%s) no longer exists", errFrom, from.Run, earlier.Status.ConfigRevision)
-	}
-	if err != nil {
-		return nil, none, nil, err
-	}
-	plan, errs := checkConfig(*spec, run.Spec.Limits, r.Providers)
-	if len(errs) > 0 {
-		return nil, none, nil, fmt.Errorf("%w: the config run %s pinned cannot run: %v", errFrom, from.Run, errs.ToAggregate())
-	}
-	plan = r.forRun(plan, run)
-
-	all, err := r.transcript.List(ctx, transcript.Query{RunUID: string(earlier.UID), Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
-	if err != nil {
-		return nil, none, nil, fmt.Errorf("reading run %s's transcript: %w", from.Run, err)
-	}
-	steps := make([]workflow.RecordedStep, from.Step)
-	var kept []transcript.Record
-	for _, rec := range all {
-		switch {
-		case rec.Kind == transcript.KindStep && rec.Step >= 1 && rec.Step <= from.Step:
-			res, err := stepResultOf(rec)
-			if err != nil {
-				return nil, none, nil, fmt.Errorf("%w: %v", errFrom, err)
-			}
-			steps[rec.Step-1].Result, steps[rec.Step-1].Time = res, rec.Time
-			kept = append(kept, rec)
-		case rec.Kind == transcript.KindDecision && rec.Step < from.Step:
-			// People's words after a step, before the next: a reply answers the step.
-			if reply := replyIn(rec); reply != nil && rec.Step >= 1 {
-				steps[rec.Step-1].Reply = reply
-			}
-			kept = append(kept, rec)
-		}
-	}
-	for i, s := range steps {
-		if s.Result.Agent == "" {
-			return nil, none, nil, fmt.Errorf("%w: run %s's transcript does not hold step %d", errFrom, from.Run, i+1)
-		}
-	}
-	replayed, err := workflow.Replay(plan, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time, steps)
-	if err != nil {
-		return nil, none, nil, fmt.Errorf("%w: run %s cannot be continued after step %d: %v", errFrom, from.Run, from.Step, err)
-	}
-	return plan, replayed, kept, nil
+	return earlier, nil
 }
 
-// replyIn is the reply a decision record holds, as the decision that gave it.
-func replyIn(rec transcript.Record) *decisions.Queued {
-	for _, c := range contextOf(rec) {
+// replayFrom rebuilds the earlier run's status after the step spec.from names, on the new run's
+// plan, reading the earlier run's transcript a page at a time.
+func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun, plan *workflow.Plan) (v1alpha1.AgentRunStatus, error) {
+	last := run.Spec.From.Step
+	var earlierCreator string
+	if r.options.TrustDecisionQueue {
+		earlierCreator = earlier.Annotations[v1alpha1.AnnotationCreatedBy]
+	}
+	replay := workflow.NewReplay(plan, earlier.Name, earlierCreator, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time)
+	calls := map[int32][]workflow.RecordedCall{}
+	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindTool}
+	err := r.eachRecord(ctx, string(earlier.UID), kinds, func(rec transcript.Record) (bool, error) {
+		switch {
+		case rec.Step > last:
+		case rec.Kind == transcript.KindTool:
+			calls[rec.Step] = append(calls[rec.Step], recordedCall(rec))
+		case rec.Kind == transcript.KindDecision:
+			for _, d := range decidedIn(rec) {
+				replay.Decided(rec.Step, d)
+			}
+		case rec.Kind == transcript.KindStep:
+			res, err := stepResultOf(rec)
+			if err != nil {
+				return false, fmt.Errorf("%w: %v", errFrom, err)
+			}
+			if err := replay.Step(rec.Step, workflow.RecordedStep{Result: res, Time: rec.Time, Calls: calls[rec.Step]}); err != nil {
+				return false, fmt.Errorf("%w: run %s cannot be continued after step %d: %v", errFrom, earlier.Name, last, err)
+			}
+			delete(calls, rec.Step)
+			return rec.Step < last, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return v1alpha1.AgentRunStatus{}, err
+	}
+	st, err := replay.Status()
+	switch {
+	case err != nil:
+		return st, fmt.Errorf("%w: run %s cannot be continued after step %d: %v", errFrom, earlier.Name, last, err)
+	case st.StepCount != last:
+		return st, fmt.Errorf("%w: run %s's transcript does not hold step %d", errFrom, earlier.Name, st.StepCount+1)
+	}
+	return st, nil
+}
+
+// copyFrom copies the earlier run's steps up to spec.from's, and the decisions between them,
+// to the new run's transcript, a page at a time. Copies keep their keys, so a copy made again
+// after a restart stores nothing twice.
+func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun) error {
+	last := run.Spec.From.Step
+	var page []transcript.Record
+	size := 0
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		_, err := r.transcript.Append(ctx, page...)
+		page, size = page[:0], 0
+		if err != nil {
+			return fmt.Errorf("copying run %s's transcript: %w", earlier.Name, err)
+		}
+		return nil
+	}
+	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision}
+	err := r.eachRecord(ctx, string(earlier.UID), kinds, func(rec transcript.Record) (bool, error) {
+		if rec.Kind == transcript.KindStep && rec.Step > last {
+			return false, nil
+		}
+		if rec.Step > last || rec.Kind == transcript.KindDecision && rec.Step == last {
+			return true, nil
+		}
+		rec.Seq, rec.RunUID, rec.Namespace, rec.Run = 0, string(run.UID), run.Namespace, run.Name
+		page = append(page, rec)
+		if size += len(rec.Body); size >= fromPage {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// eachRecord calls each with a run's records of the kinds, in order, reading a page at a time,
+// until each says to stop.
+func (r *AgentRunReconciler) eachRecord(ctx context.Context, uid string, kinds []transcript.Kind, each func(transcript.Record) (bool, error)) error {
+	q := transcript.Query{RunUID: uid, Kinds: kinds, Limit: 1000, MaxBytes: fromPage}
+	for {
+		recs, err := r.transcript.List(ctx, q)
+		if err != nil {
+			return fmt.Errorf("reading the transcript of the run started from: %w", err)
+		}
+		for i := range recs {
+			more, err := each(recs[i])
+			if err != nil || !more {
+				return err
+			}
+			recs[i].Body = nil // what was read goes as it is used
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		q.After = recs[len(recs)-1].Seq
+	}
+}
+
+// recordedCall is a tool record as a replay judges it.
+func recordedCall(rec transcript.Record) workflow.RecordedCall {
+	var b callBody
+	_ = json.Unmarshal(rec.Body, &b)
+	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Refused: b.Refused != "", ApprovedBy: b.ApprovedBy}
+}
+
+// decidedIn is what a decision record says people decided. Records written before decisions
+// were kept whole hold only replies, in their context.
+func decidedIn(rec transcript.Record) []workflow.Decided {
+	var body decisionBody
+	if json.Unmarshal(rec.Body, &body) != nil {
+		return nil
+	}
+	if len(body.Decisions) > 0 {
+		return body.Decisions
+	}
+	var out []workflow.Decided
+	for _, c := range body.Context {
 		if c.Kind == agents.ContextReply {
-			return &decisions.Queued{Seq: 1, Action: decisions.Reply, Reply: c.Text, By: c.From}
+			out = append(out, workflow.Decided{ApprovalRecord: v1alpha1.ApprovalRecord{Decision: v1alpha1.RecordReplied, By: c.From}, Reply: c.Text})
 		}
 	}
-	return nil
+	return out
 }

@@ -47,14 +47,14 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		return r.requeueAtDeadline(plan, run, r.Clock.Now()), true, nil
 	}
 	decided := d.Status.LastDecision != orig.Status.LastDecision && d.Status.InputDigest != ""
-	if len(d.Context) > 0 || decided {
-		// People's feedback and replies, and the input they made, go to the transcript before
-		// the status that applies them.
+	if len(d.Context) > 0 || len(d.Decided) > 0 || decided {
+		// People's decisions, feedback and replies, and the input they made, go to the
+		// transcript before the status that applies them.
 		kept := ""
 		if decided {
 			kept = whole
 		}
-		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d.Context, kept, r.Clock.Now())); err != nil {
+		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d, kept, r.Clock.Now())); err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("writing decisions to the transcript: %w", err)
 		}
 	}

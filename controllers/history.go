@@ -57,6 +57,8 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 		st.HandoffSequence = whole
 		return nil
 	}
+	// A run started from an earlier one holds copies of the earlier run's steps: their records
+	// carry the handoffs before them too.
 	recs, err := r.transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
 		Limit: workflow.HistoryLength + 1, Newest: true})
 	if err != nil {
@@ -73,18 +75,6 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 			seen = append(seen, *body.Previous)
 		}
 		results[rec.Step] = body.result()
-	}
-	if first := st.HandoffSequence[0].Step; run.Spec.From != nil && len(seen) < workflow.HistoryLength && (len(seen) == 0 || seen[0].Step > 1) {
-		// The steps before this run's own are the earlier run's: as the replay saw them.
-		if _, replayed, _, err := r.replayFrom(ctx, run); err == nil {
-			var earlier []v1alpha1.HandoffRecord
-			for _, h := range replayed.HandoffSequence {
-				if h.Step < first && (len(seen) == 0 || h.Step < seen[0].Step) {
-					earlier = append(earlier, h)
-				}
-			}
-			seen = append(earlier, seen...)
-		}
 	}
 	whole := workflow.RestoreHistory(st.HandoffSequence, seen, results)
 	r.runs.keepHistory(run, whole)

@@ -78,7 +78,8 @@ func (r *AgentRunReconciler) wholeInput(ctx context.Context, run *v1alpha1.Agent
 func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentRun) (string, bool, error) {
 	st := &run.Status
 	var candidates []string
-	if st.LastDecision > 0 {
+	if st.LastDecision > 0 || run.Spec.From != nil {
+		// A run started from an earlier one recorded its input when it started.
 		rec, ok, err := r.transcript.Get(ctx, string(run.UID), decisionKey(st))
 		if err != nil {
 			return "", false, err
@@ -102,13 +103,6 @@ func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentR
 	for _, c := range candidates {
 		if workflow.IsInput(st, c) {
 			return c, true, nil
-		}
-	}
-	if run.Spec.From != nil {
-		// A run that continues an earlier one starts with the input it had there.
-		_, replayed, _, err := r.replayFrom(ctx, run)
-		if err == nil && workflow.IsInput(st, replayed.Input) {
-			return replayed.Input, true, nil
 		}
 	}
 	return "", false, nil

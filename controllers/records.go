@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/baton-dev/baton/agents"
@@ -118,20 +119,44 @@ func contextOf(rec transcript.Record) []agents.ContextEntry {
 	return body.Context
 }
 
-// decisionBody is the record of people's decisions that add to what later agents see: their
-// feedback and replies, in full.
+// decisionBody is the record of people's decisions that a status write applies: who decided
+// what (and gates' timeouts), and the feedback and replies that add to what later agents see,
+// in full.
 type decisionBody struct {
-	Context []agents.ContextEntry `json:"context"`
+	// Decisions are the decisions applied, in order.
+	Decisions []workflow.Decided    `json:"decisions,omitempty"`
+	Context   []agents.ContextEntry `json:"context"`
 	// Input is the next agent's whole input as the decisions left it, when status holds only its
 	// beginning.
 	Input string `json:"input,omitempty"`
 }
 
-// decisionRecord is the transcript record of the decisions a status write applies.
-func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, context []agents.ContextEntry, input string, now time.Time) transcript.Record {
-	data, _ := json.Marshal(decisionBody{Context: context, Input: input})
-	return transcript.Record{
-		Key:    decisionKey(&st),
-		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name, Time: now.UTC(), Body: data,
+// decisionRecord is the transcript record of the decisions a status write applies. People's
+// decisions are keyed by the last one's number; a write that applies only a gate's timeout, by
+// the gate, since no decision of a person numbers it.
+func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, d workflow.Update, input string, now time.Time) transcript.Record {
+	data, _ := json.Marshal(decisionBody{Decisions: d.Decided, Context: d.Context, Input: input})
+	key := decisionKey(&st)
+	if len(d.Decided) > 0 && !byPeople(d.Decided) {
+		key.Attempt = timeoutKey(d.Decided[0])
 	}
+	return transcript.Record{Key: key, RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name, Time: now.UTC(), Body: data}
+}
+
+// byPeople reports whether a person made any of the decisions.
+func byPeople(decided []workflow.Decided) bool {
+	for _, d := range decided {
+		if d.By != v1alpha1.ByTimeout {
+			return true
+		}
+	}
+	return false
+}
+
+// timeoutKey tells apart the timeouts of the gates a run passes between two of people's
+// decisions at one step: a gate times out at most once there, and a tool's gate once per call.
+func timeoutKey(d workflow.Decided) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(d.Gate))
+	return 1 + int32((h.Sum32()^uint32(d.ToolCall)*2654435761)>>2)
 }

@@ -227,12 +227,17 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 	}
 	defer rows.Close()
 	var out []Record
+	size := 0
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
+		if size += len(r.Body); q.MaxBytes > 0 && size >= q.MaxBytes {
+			// The rows not read are not sent: the database streams them.
+			break
+		}
 	}
 	if q.Newest {
 		slices.Reverse(out)

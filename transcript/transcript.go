@@ -79,6 +79,9 @@ type Query struct {
 	Limit int
 	// Newest returns the last Limit records instead of the first, still oldest first.
 	Newest bool
+	// MaxBytes, when set, bounds the bodies returned: records are returned until their bodies
+	// reach it, and at least one. A reader pages through a run with After, holding one page.
+	MaxBytes int
 }
 
 // RunRef names a run the store holds records of.

@@ -56,7 +56,7 @@ func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
 // every gate but those that need an approver other than the run's creator, since the creator
 // chose Skip.
 func (p *Plan) skips(g v1alpha1.ApprovalGate) bool {
-	return p.replaying || p.skipGates && selfApprovalAllowed(g)
+	return p.skipGates && selfApprovalAllowed(g)
 }
 
 // gate is the gate of that name the run may wait at: one of the config's gates, or the gate of
@@ -97,6 +97,9 @@ func (p *Plan) selfApproval(name, by string) (string, bool) {
 		return fmt.Sprintf("the run's creator was not recorded (it was created without Baton's admission webhook), so gate %s, which needs an approver other than the run's creator (allowSelfApproval: false), cannot be approved: reject it or let it time out", name), true
 	case by:
 		return fmt.Sprintf("%s created this run, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
+	}
+	if p.alsoNotApprovedBy != "" && by == p.alsoNotApprovedBy {
+		return fmt.Sprintf("%s created the run this one continues, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
 	}
 	return "", false
 }
@@ -226,6 +229,7 @@ func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []decisions.Queued, no
 		out.Status = u.Status
 		out.Events = append(out.Events, u.Events...)
 		out.Context = append(out.Context, u.Context...)
+		out.Decided = append(out.Decided, u.Decided...)
 		out.Guard = cmp.Or(u.Guard, out.Guard)
 	}
 	for _, q := range queue {
@@ -285,7 +289,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 	switch q.Action {
 	case decisions.Approve:
 		record.Decision = v1alpha1.RecordApproved
-		appendApproval(s, record)
+		appendApproval(&d, record, "")
 		pa := s.PendingApproval
 		pa.ApprovedBy = append(pa.ApprovedBy, by)
 		g, _ := p.gate(s, pa.Gate)
@@ -298,7 +302,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 	case decisions.Reject:
 		record.Decision = v1alpha1.RecordRejected
 		record.Revise = q.Revise
-		appendApproval(s, record)
+		appendApproval(&d, record, "")
 		pending := *s.PendingApproval
 		if pending.ToolCall != nil {
 			// A rejected call is not made: the step goes on, and the agent is told.
@@ -330,7 +334,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 		resume(p, &d, pending.Since, now)
 	case decisions.Reply:
 		record.Decision = v1alpha1.RecordReplied
-		appendApproval(s, record)
+		appendApproval(&d, record, q.Reply)
 		since := s.PendingInput.Since
 		s.Input = q.Reply
 		if q.Feedback != "" {
@@ -414,8 +418,11 @@ func describeDecision(q decisions.Queued, by string) string {
 // maxApprovals is how many decisions status.approvals keeps.
 const maxApprovals = 64
 
-func appendApproval(s *v1alpha1.AgentRunStatus, r v1alpha1.ApprovalRecord) {
+// appendApproval records a decision the update applies, in status and whole for the transcript.
+func appendApproval(d *Update, r v1alpha1.ApprovalRecord, reply string) {
+	s := &d.Status
 	r.Feedback = bounded(r.Feedback, decisions.MaxValue)
+	d.Decided = append(d.Decided, Decided{ApprovalRecord: r, Reply: reply})
 	s.Approvals = append(s.Approvals, r)
 	if over := len(s.Approvals) - maxApprovals; over > 0 {
 		s.Approvals = append([]v1alpha1.ApprovalRecord(nil), s.Approvals[over:]...)
@@ -436,7 +443,7 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, b
 		if tc := s.PendingApproval.ToolCall; tc != nil {
 			record.Step, record.ToolCall = tc.Step, tc.Call
 		}
-		appendApproval(s, record)
+		appendApproval(&d, record, "")
 		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.OrZero())
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)

@@ -68,11 +68,12 @@ type Plan struct {
 
 	runName, runNamespace string
 	skipGates             bool
-	// replaying passes every gate: the steps replayed went past them in an earlier run.
-	replaying bool
-	schemas   map[string]*jsonschema.Schema
+	schemas               map[string]*jsonschema.Schema
 	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
 	creator string
+	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
+	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
+	alsoNotApprovedBy string
 }
 
 // NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses

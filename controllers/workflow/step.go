@@ -97,6 +97,18 @@ type Update struct {
 	// output, failure or cut answer, a person's feedback or reply. They belong in the
 	// transcript, not in status.
 	Context []agents.ContextEntry
+	// Decided are the decisions the update applied (people's, and gates' timeouts), in order,
+	// whole: the transcript keeps them, so that a run started from this one passes a gate only
+	// where someone approved it (Replay).
+	Decided []Decided
+}
+
+// Decided is a decision as a run applied it: the record status.approvals keeps, and a reply's
+// text.
+type Decided struct {
+	v1alpha1.ApprovalRecord `json:",inline"`
+	// Reply is a reply's text.
+	Reply string `json:"reply,omitempty"`
 }
 
 // Ended reports whether the update ends the run.

@@ -21,25 +21,28 @@ import (
 // that records a run's creator.
 const createdByRefused = "the annotation agents.baton.dev/created-by is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it"
 
-// mayCreateRuns lets the user create runs in the namespace, with the shipped editor role's rules.
-func mayCreateRuns(ns, user string) {
+// mayCreateRuns lets the users create runs in the namespace, with the shipped editor role's
+// rules.
+func mayCreateRuns(ns string, users ...string) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "agentrun_editor_role.yaml"))
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	editor := &rbacv1.ClusterRole{}
 	ExpectWithOffset(1, yaml.Unmarshal(data, editor)).To(Succeed())
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agentrun-editor", Namespace: ns}, Rules: editor.Rules}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "agentrun-editor-" + user, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	create(role)
+	for _, user := range users {
+		create(&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "agentrun-editor-" + user, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		})
+		// The API server's authorizer learns of new bindings from its cache: wait until it has.
+		EventuallyWithOffset(1, func() bool {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: "agentruns"}}}
+			return k8sClient.Create(ctx, review) == nil && review.Status.Allowed
+		}).Should(BeTrue(), "%s may create runs in %s", user, ns)
 	}
-	create(role, binding)
-	// The API server's authorizer learns of new bindings from its cache: wait until it has.
-	EventuallyWithOffset(1, func() bool {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: "agentruns"}}}
-		return k8sClient.Create(ctx, review) == nil && review.Status.Allowed
-	}).Should(BeTrue(), "%s may create runs in %s", user, ns)
 }
 
 // setCreatedBy sets (or, with nil, removes) a run's created-by annotation as the client's user.

@@ -157,7 +157,7 @@ var _ = Describe("ttlSecondsAfterFinished", func() {
 })
 
 var _ = Describe("A run from an earlier one (spec.from)", func() {
-	It("continues where the earlier run was after a step, on the config it pinned, and leaves it as it was", func() {
+	It("continues where the earlier run was after a step, on the config as it is now, and leaves the earlier run as it was", func() {
 		ns := newNamespace()
 		cfg := MakeConfig("relay", ns).Agents(
 			MakeAgent("a").HandsOffTo("b").Script(Says("a1").HandOff("b"), Says("a2").HandOff("b")),
@@ -169,26 +169,48 @@ var _ = Describe("A run from an earlier one (spec.from)", func() {
 		Expect(done.Status.StepCount).To(BeEquivalentTo(4))
 		Expect(done.Status.Output).To(Equal("b2 final"))
 
-		By("changing the config: the new run keeps the one the earlier run pinned")
-		edited := &v1alpha1.AgentConfig{}
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), edited)).To(Succeed())
-		edited.Spec.Agents[1].Script = []v1alpha1.ScriptTurn{{Output: "CHANGED"}}
-		Expect(k8sClient.Update(ctx, edited)).To(Succeed())
+		By("changing the config: the new run takes it, as a retry after a fix would")
+		editConfig(cfg, func(c *v1alpha1.AgentConfig) {
+			c.Spec.Agents[1].Script = []v1alpha1.ScriptTurn{{Output: "b1", Handoff: "a"}, {Output: "CHANGED"}}
+		})
 
 		second := MakeRun("second", ns).Config(cfg.Name).Obj()
 		second.Spec.From = &v1alpha1.RunFrom{Run: "first", Step: 2}
 		create(second)
 		again := waitForEnd(second)
 		Expect(again.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), again.Status.TerminationMessage)
-		Expect(again.Status.Output).To(Equal("b2 final"))
+		Expect(again.Status.Output).To(Equal("CHANGED"))
 		Expect(again.Status.StepCount).To(BeEquivalentTo(4))
 		Expect(again.Status.HandoffCount).To(Equal(done.Status.HandoffCount))
-		Expect(again.Status.ConfigRevision).To(Equal(done.Status.ConfigRevision))
+		Expect(again.Status.ConfigRevision).NotTo(Equal(done.Status.ConfigRevision))
 		Expect(sequence(again)).To(Equal(sequence(done)))
 		Expect(again.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring("continuing run first after step 2"))))
-		recs := transcriptOf(again)
-		Expect(recs).To(HaveLen(4), "two steps copied, two taken")
+		var steps []int32
+		for _, rec := range transcriptOf(again) {
+			if rec.Kind == transcript.KindStep {
+				steps = append(steps, rec.Step)
+			}
+		}
+		Expect(steps).To(Equal([]int32{1, 2, 3, 4}), "two steps copied, two taken")
 		Expect(get(first).Status).To(Equal(done.Status), "the earlier run is not changed")
+	})
+
+	It("is refused when a step it would replay does not follow under the config as it is now", func() {
+		ns := newNamespace()
+		cfg := MakeConfig("relay", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says("a1").HandOff("b")),
+			MakeAgent("b").HandsOffTo("a").Terminator().Script(Says("b1").HandOff("a"), Says("done")),
+		).Obj()
+		first := MakeRun("first", ns).Config(cfg.Name).Obj()
+		create(cfg, first)
+		waitForEnd(first)
+		editConfig(cfg, func(c *v1alpha1.AgentConfig) { c.Spec.Entrypoint = "b" })
+		second := MakeRun("second", ns).Config(cfg.Name).Obj()
+		second.Spec.From = &v1alpha1.RunFrom{Run: "first", Step: 2}
+		create(second)
+		ended := waitForEnd(second)
+		Expect(ended.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
+		Expect(ended.Status.TerminationMessage).To(ContainSubstring("step 1 was taken by a, but b has control after step 0 in the current config"))
 	})
 
 	DescribeTable("is refused with the reason when it cannot be followed",
