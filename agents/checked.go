@@ -17,7 +17,7 @@ import (
 // status further; these keep a broken or hostile server from handing it megabytes or values
 // the API would refuse.
 const (
-	// maxAnswerBytes bounds a step's output.
+	// maxAnswerBytes bounds a step's output, in bytes as the transcript stores it (StoredLen).
 	maxAnswerBytes = 1 << 20
 	// maxNameBytes bounds the names an answer gives: handoff, signal, routing targets.
 	maxNameBytes = 253
@@ -85,7 +85,7 @@ func (c checked) keysOf(ctx context.Context, req Request) []string {
 // checkAnswer cleans a provider's answer, or says why it cannot be used.
 func checkAnswer(res Result, keys []string) (Result, error) {
 	clean := func(s string, n int) string { return BoundBytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n) }
-	res.Output = clean(res.Output, maxAnswerBytes)
+	res.Output = BoundStored(redact(strings.ToValidUTF8(res.Output, "\uFFFD"), keys), maxAnswerBytes)
 	res.Handoff = clean(res.Handoff, maxNameBytes)
 	res.Reason = clean(res.Reason, maxReasonBytes)
 	res.Signal = clean(res.Signal, maxNameBytes)

@@ -69,6 +69,9 @@ type Options struct {
 	TranscriptCertDir string
 	// TranscriptListening, when set, is told the address the transcript API listens on.
 	TranscriptListening func(addr string)
+	// TranscriptReauthorize is how often a transcript stream checks again that its caller may
+	// read the run (default transcriptapi.DefaultReauthorize).
+	TranscriptReauthorize time.Duration
 	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
 	Tools ToolClients
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.

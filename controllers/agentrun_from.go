@@ -20,10 +20,6 @@ import (
 // errFrom is a spec.from that cannot be followed; the run ends saying why.
 var errFrom = errors.New("spec.from")
 
-// fromPage bounds the bodies one read of an earlier run's transcript holds: a from-run reads
-// and copies the transcript a page at a time, whatever its length.
-const fromPage = 4 << 20
-
 // startFrom starts a run where an earlier run was after one of its steps, on the config as it
 // is now, as any run starts: the earlier run's steps and decisions are replayed from its
 // transcript (workflow.Replay says which gates and tool calls they pass), the transcript up to
@@ -122,7 +118,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alp
 	replay := workflow.NewReplay(plan, earlier.Name, earlierCreator, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time)
 	calls := map[int32][]workflow.RecordedCall{}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindTool}
-	err := r.eachRecord(ctx, string(earlier.UID), kinds, func(rec transcript.Record) (bool, error) {
+	err := eachRecord(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		switch {
 		case rec.Step > last:
 		case rec.Kind == transcript.KindTool:
@@ -176,7 +172,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		return nil
 	}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision}
-	err := r.eachRecord(ctx, string(earlier.UID), kinds, func(rec transcript.Record) (bool, error) {
+	err := eachRecord(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		if rec.Kind == transcript.KindStep && rec.Step > last {
 			return false, nil
 		}
@@ -185,7 +181,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		}
 		rec.Seq, rec.RunUID, rec.Namespace, rec.Run = 0, string(run.UID), run.Namespace, run.Name
 		page = append(page, rec)
-		if size += len(rec.Body); size >= fromPage {
+		if size += len(rec.Body); size >= readPage {
 			return true, flush()
 		}
 		return true, nil
@@ -194,29 +190,6 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		return err
 	}
 	return flush()
-}
-
-// eachRecord calls each with a run's records of the kinds, in order, reading a page at a time,
-// until each says to stop.
-func (r *AgentRunReconciler) eachRecord(ctx context.Context, uid string, kinds []transcript.Kind, each func(transcript.Record) (bool, error)) error {
-	q := transcript.Query{RunUID: uid, Kinds: kinds, Limit: 1000, MaxBytes: fromPage}
-	for {
-		recs, err := r.transcript.List(ctx, q)
-		if err != nil {
-			return fmt.Errorf("reading the transcript of the run started from: %w", err)
-		}
-		for i := range recs {
-			more, err := each(recs[i])
-			if err != nil || !more {
-				return err
-			}
-			recs[i].Body = nil // what was read goes as it is used
-		}
-		if len(recs) == 0 {
-			return nil
-		}
-		q.After = recs[len(recs)-1].Seq
-	}
 }
 
 // recordedCall is a tool record as a replay judges it.

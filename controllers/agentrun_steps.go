@@ -97,6 +97,7 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			return heldRecord(rid, step.Number, res, ended)
 		}
 		var unavailable []string
+		var toolBytes int64
 		if b != nil {
 			// A step cut short at its deadline may still be calling: the next step counts the
 			// run's calls from the transcript instead.
@@ -104,13 +105,32 @@ func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRu
 			if res.Error != "" {
 				uses = nil
 			}
-			unavailable = b.unavailable
+			unavailable, toolBytes = b.unavailable, b.bytes.Load()
 			r.runs.setToolUses(id, uses, step.Number+1)
 		}
 		d := workflow.Apply(plan, from, res, ended)
-		return stepRecord(id, step, spec, *req, res, d.Context, unavailable, previous(from, step.Number), started, ended)
+		rec := stepRecord(id, step, spec, req, res, d.Context, unavailable, previous(from, step.Number), started, ended, toolBytes)
+		if len(rec.Body) <= transcript.MaxBody {
+			return rec
+		}
+		// A record the store cannot take fails its step now, saying so, rather than be tried
+		// again until the run's timeout: the failure is what is recorded, without the messages.
+		res = tooLarge(res, len(rec.Body))
+		d = workflow.Apply(plan, from, res, ended)
+		return stepRecord(id, step, spec, nil, res, d.Context, unavailable, previous(from, step.Number), started, ended, toolBytes)
 	}
 	return stepWork{call: call, record: record, provider: string(provider)}
+}
+
+// tooLarge is a step whose record would take size bytes, more than the transcript takes: it
+// failed, and what it used counts.
+func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
+	failed := workflow.StepResult{Agent: res.Agent, Input: res.Input}
+	failed.Tokens, failed.InputTokens, failed.CountedTokens, failed.CountedInputTokens = res.Tokens, res.InputTokens, res.CountedTokens, res.CountedInputTokens
+	failed.ToolCalls, failed.CountedToolCalls = res.ToolCalls, res.CountedToolCalls
+	failed.Error = fmt.Sprintf("the step's transcript record would take %d bytes, more than the %d a record may hold: its input, the messages the model was sent (spec.context bounds them) and its output together are too large",
+		size, transcript.MaxBody)
+	return failed
 }
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
@@ -178,8 +198,9 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 	maxMessages, maxChars := plan.ContextBudget()
 	// A Scripted agent plays its script whatever came before: it needs no window.
 	if maxMessages > 0 && !scripted(&req.Agent) {
+		// A page of the newest records: the window is bounded in characters far below it.
 		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
-			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}})
+			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: readPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
 		}

@@ -58,23 +58,35 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 		return nil
 	}
 	// A run started from an earlier one holds copies of the earlier run's steps: their records
-	// carry the handoffs before them too.
-	recs, err := r.transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
-		Limit: workflow.HistoryLength + 1, Newest: true})
-	if err != nil {
-		return err
-	}
+	// carry the handoffs before them too. The newest records are read a page at a time.
 	var seen []v1alpha1.HandoffRecord
 	results := map[int32]workflow.StepResult{}
-	for _, rec := range recs {
-		var body stepBody
-		if json.Unmarshal(rec.Body, &body) != nil {
-			continue
+	q := transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep}, Newest: true,
+		Limit: workflow.HistoryLength + 1, MaxBytes: readPage}
+	for read := 0; read < workflow.HistoryLength+1; {
+		recs, err := r.transcript.List(ctx, q)
+		if err != nil {
+			return err
 		}
-		if body.Previous != nil {
-			seen = append(seen, *body.Previous)
+		var page []v1alpha1.HandoffRecord
+		for _, rec := range recs {
+			var body stepBody
+			if json.Unmarshal(rec.Body, &body) != nil {
+				continue
+			}
+			if body.Previous != nil {
+				page = append(page, *body.Previous)
+			}
+			if rec.Step >= st.HandoffSequence[0].Step {
+				// Only the steps status holds need their results' digests.
+				results[rec.Step] = body.result()
+			}
 		}
-		results[rec.Step] = body.result()
+		seen = append(page, seen...)
+		if read += len(recs); len(recs) == 0 || len(recs) == q.Limit {
+			break
+		}
+		q.Before, q.Limit = recs[0].Seq, q.Limit-len(recs)
 	}
 	whole := workflow.RestoreHistory(st.HandoffSequence, seen, results)
 	r.runs.keepHistory(run, whole)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -44,8 +45,11 @@ type stepBody struct {
 	Trip               *agents.ToolTrip `json:"trip,omitempty"`
 	// UnavailableTools names the tool servers that could not be listed for the step.
 	UnavailableTools []string `json:"unavailableTools,omitempty"`
-	// Context is what the step adds to what later agents see.
-	Context []agents.ContextEntry `json:"context,omitempty"`
+	// Context is what the step adds to what later agents see; the entry that is the step's
+	// output keeps no text of its own, so that the output is stored once.
+	Context []storedEntry `json:"context,omitempty"`
+	// ToolRecordBytes is what the step's tool records take in the transcript.
+	ToolRecordBytes int64 `json:"toolRecordBytes,omitempty"`
 	// Previous is the handoff record of the step before, as the run had it when this step
 	// started: the loop detectors' history outlives status's short one (history.go).
 	Previous *v1alpha1.HandoffRecord `json:"previous,omitempty"`
@@ -55,24 +59,57 @@ type stepBody struct {
 }
 
 // stepRecord is the transcript record of a step that ended.
-func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req agents.Request,
-	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time) transcript.Record {
+// Without req, the record holds no messages. toolBytes is what the step's tool records take.
+func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
+	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
 	body := stepBody{Previous: previous,
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
 		FinishReason: res.FinishReason, Tokens: res.Tokens, Ignored: res.Ignored, Error: res.Error, TimedOut: res.TimedOut,
 		InputTokens: res.InputTokens, CountedTokens: res.CountedTokens, CountedInputTokens: res.CountedInputTokens, ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls, Trip: res.Trip, UnavailableTools: unavailable,
-		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: context,
+		Started: started.UTC(), LatencyMs: ended.Sub(started).Milliseconds(), Context: storedContext(context, res.Output),
 	}
-	if !scripted(spec) {
-		body.Messages = agents.Messages(req)
+	if req != nil && !scripted(spec) {
+		body.Messages = agents.Messages(*req)
 	}
-	data, _ := json.Marshal(body)
+	body.ToolRecordBytes = toolBytes
+	data := transcript.Body(body)
 	return transcript.Record{
 		Key:    transcript.Key{Kind: transcript.KindStep, Step: step.Number},
 		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name,
 		Time: ended.UTC(), Body: data,
 	}
+}
+
+// storedEntry is a context entry as a step's record keeps it: one that repeats the step's
+// output (OfOutput) has no text of its own.
+type storedEntry struct {
+	agents.ContextEntry
+	OfOutput bool `json:"ofOutput,omitempty"`
+}
+
+// storedContext is a step's context entries as its record keeps them.
+func storedContext(entries []agents.ContextEntry, output string) []storedEntry {
+	out := make([]storedEntry, len(entries))
+	for i, e := range entries {
+		out[i].ContextEntry = e
+		if e.Text == output && output != "" {
+			out[i].Text, out[i].OfOutput = "", true
+		}
+	}
+	return out
+}
+
+// context is what the step adds to later agents' context, whole.
+func (b stepBody) context() []agents.ContextEntry {
+	out := make([]agents.ContextEntry, len(b.Context))
+	for i, e := range b.Context {
+		out[i] = e.ContextEntry
+		if e.OfOutput {
+			out[i].Text = b.Output
+		}
+	}
+	return out
 }
 
 // resultOf reads a step's record, or the record of a step held at a tool's gate, back into the
@@ -90,7 +127,11 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 	if err := json.Unmarshal(rec.Body, &b); err != nil {
 		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d cannot be read: %w", rec.Step, err)
 	}
-	return b.result(), nil
+	res := b.result()
+	// The step's record and its tool records are what the step takes of the run's transcript
+	// budget.
+	res.RecordBytes = int64(len(rec.Body)) + b.ToolRecordBytes
+	return res, nil
 }
 
 // result is the step's result as the workflow core applies it.
@@ -112,6 +153,13 @@ func scripted(a *v1alpha1.Agent) bool {
 
 // contextOf is what a step's or a decision's record adds to later agents' context.
 func contextOf(rec transcript.Record) []agents.ContextEntry {
+	if rec.Kind == transcript.KindStep {
+		var body stepBody
+		if json.Unmarshal(rec.Body, &body) != nil {
+			return nil
+		}
+		return body.context()
+	}
 	var body decisionBody
 	if json.Unmarshal(rec.Body, &body) != nil {
 		return nil
@@ -135,7 +183,7 @@ type decisionBody struct {
 // decisions are keyed by the last one's number; a write that applies only a gate's timeout, by
 // the gate, since no decision of a person numbers it.
 func decisionRecord(run *v1alpha1.AgentRun, st v1alpha1.AgentRunStatus, d workflow.Update, input string, now time.Time) transcript.Record {
-	data, _ := json.Marshal(decisionBody{Decisions: d.Decided, Context: d.Context, Input: input})
+	data := transcript.Body(decisionBody{Decisions: d.Decided, Context: d.Context, Input: input})
 	key := decisionKey(&st)
 	if len(d.Decided) > 0 && !byPeople(d.Decided) {
 		key.Attempt = timeoutKey(d.Decided[0])
@@ -159,4 +207,32 @@ func timeoutKey(d workflow.Decided) int32 {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(d.Gate))
 	return 1 + int32((h.Sum32()^uint32(d.ToolCall)*2654435761)>>2)
+}
+
+// readPage bounds the bodies one read of a run's transcript holds: whoever reads a whole run
+// (a run started from it, the tool calls counted after a restart) reads a page at a time,
+// however long the run.
+const readPage = 4 << 20
+
+// eachRecord calls each with the records q selects, in order, reading a page at a time, until
+// each says to stop.
+func eachRecord(ctx context.Context, store transcript.Store, q transcript.Query, each func(transcript.Record) (bool, error)) error {
+	q.Limit, q.MaxBytes = 1000, readPage
+	for {
+		recs, err := store.List(ctx, q)
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			more, err := each(recs[i])
+			if err != nil || !more {
+				return err
+			}
+			recs[i].Body = nil // what was read goes as it is used
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		q.After = recs[len(recs)-1].Seq
+	}
 }

@@ -119,7 +119,7 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err != nil {
 		return err
 	}
-	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth}
+	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Reauthorize: opts.TranscriptReauthorize}
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
 		Handler: h.ServeMux(), Log: log, Listening: opts.TranscriptListening})
 }

@@ -232,6 +232,12 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 			return workflow.StepResult{}, false
 		}
 		transcriptWriteErrors.Inc()
+		if errors.Is(err, transcript.ErrBadRecord) && rec.Kind == transcript.KindStep {
+			// The store will never take it: the step fails, with the store's reason, at once.
+			s.log.Error(err, "The transcript refused a step's record; the step fails", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
+			rec.Body = transcript.Body(stepBody{Agent: agent, Error: "the transcript refused the step's record: " + err.Error()})
+			continue
+		}
 		s.log.Error(err, "Writing a step to the transcript; retrying", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
 		select {
 		case <-ctx.Done():

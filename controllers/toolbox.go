@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -61,16 +62,19 @@ type toolbox struct {
 	// offered are the "server/tool" names the step offered the model: the only tool names
 	// metrics carry.
 	offered map[string]bool
+	// bytes is what the step's tool records take in the transcript.
+	bytes atomic.Int64
 }
 
 var _ agents.Toolbox = (*toolbox)(nil)
 
 // load reads what the step already did from the transcript, and counts its calls.
 func (b *toolbox) load(ctx context.Context) error {
-	p, done, err := stepProgress(ctx, b.store, b.run.uid, b.step)
+	p, done, size, err := stepProgress(ctx, b.store, b.run.uid, b.step)
 	if err != nil {
 		return err
 	}
+	b.bytes.Store(size)
 	b.progress = p
 	for _, ex := range p.Exchanges {
 		b.turns = max(b.turns, ex.Turn.Number)
@@ -146,7 +150,7 @@ func (b *toolbox) client(ctx context.Context, server string) (tools.Client, erro
 func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 	b.turns++
 	turn.Number = b.turns
-	turn.Text = agents.BoundBytes(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
+	turn.Text = agents.BoundStored(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
 	turn.Tokens = max(turn.Tokens, 0)
 	for i := range turn.Calls {
 		b.calls++
@@ -162,7 +166,7 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 			c.Arguments = quoted
 		}
 	}
-	data, _ := json.Marshal(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
+	data := transcript.Body(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
 }
 
@@ -270,7 +274,7 @@ func (b *toolbox) markStarted(ctx context.Context, body callBody) (started bool,
 	if found {
 		return false, nil
 	}
-	data, _ := json.Marshal(startBody{Server: body.Server, Tool: body.Tool, IdempotencyKey: body.IdempotencyKey})
+	data := transcript.Body(startBody{Server: body.Server, Tool: body.Tool, IdempotencyKey: body.IdempotencyKey})
 	return true, b.append(ctx, b.run.record(key, time.Now(), data))
 }
 
@@ -278,8 +282,8 @@ func (b *toolbox) markStarted(ctx context.Context, body callBody) (started bool,
 // the step's deadline passed meanwhile: it is what keeps the call from being sent again.
 func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
 	b.count(body)
-	body.Content = agents.BoundBytes(body.Content, tools.MaxResultBytes)
-	data, _ := json.Marshal(body)
+	body.Content = agents.BoundStored(body.Content, tools.MaxResultBytes)
+	data := transcript.Body(body)
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
 }
 
@@ -312,8 +316,9 @@ func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
 	defer cancel()
 	backoff := appendBackoff
 	for {
-		_, err := b.store.Append(wctx, rec)
+		stored, err := b.store.Append(wctx, rec)
 		if err == nil {
+			b.bytes.Add(int64(len(stored[0].Body)))
 			return nil
 		}
 		if backoff.Steps <= 1 || errors.Is(err, transcript.ErrBadRecord) {

@@ -70,7 +70,7 @@ type heldBody struct {
 
 // heldRecord is the record of a step held at a tool's gate.
 func heldRecord(run runID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
-	data, _ := json.Marshal(heldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
+	data := transcript.Body(heldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
 		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
 		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls})
 	return run.record(transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: res.Held.Call.Index}, ended, data)
@@ -105,11 +105,15 @@ func (r runID) record(key transcript.Key, at time.Time, body []byte) transcript.
 
 // stepProgress reads what a step already did from its tool records: its turns with their calls'
 // outcomes, and what gates it was held at counted.
-func stepProgress(ctx context.Context, store transcript.Store, runUID string, step int32) (agents.Progress, []callBody, error) {
+func stepProgress(ctx context.Context, store transcript.Store, runUID string, step int32) (agents.Progress, []callBody, int64, error) {
 	recs, err := store.List(ctx, transcript.Query{RunUID: runUID, Step: &step,
 		Kinds: []transcript.Kind{transcript.KindToolTurn, transcript.KindTool, transcript.KindToolGate}})
 	if err != nil {
-		return agents.Progress{}, nil, fmt.Errorf("reading step %d's tool calls from the transcript: %w", step, err)
+		return agents.Progress{}, nil, 0, fmt.Errorf("reading step %d's tool calls from the transcript: %w", step, err)
+	}
+	var size int64
+	for _, rec := range recs {
+		size += int64(len(rec.Body))
 	}
 	var p agents.Progress
 	var turns []agents.Turn
@@ -119,19 +123,19 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 		case transcript.KindToolTurn:
 			var b turnBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, fmt.Errorf("reading step %d's turn %d from the transcript: %w", step, rec.Call, err)
+				return p, nil, 0, fmt.Errorf("reading step %d's turn %d from the transcript: %w", step, rec.Call, err)
 			}
 			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, InputTokens: b.InputTokens, Calls: b.Calls})
 		case transcript.KindTool:
 			var b callBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, fmt.Errorf("reading step %d's call %d from the transcript: %w", step, rec.Call, err)
+				return p, nil, 0, fmt.Errorf("reading step %d's call %d from the transcript: %w", step, rec.Call, err)
 			}
 			outcomes[rec.Call] = b
 		case transcript.KindToolGate:
 			var b heldBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
+				return p, nil, 0, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
 			}
 			p.CountedTokens = max(p.CountedTokens, b.Tokens)
 			p.CountedInputTokens = max(p.CountedInputTokens, b.InputTokens)
@@ -152,28 +156,28 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 		}
 		p.Exchanges = append(p.Exchanges, ex)
 	}
-	return p, done, nil
+	return p, done, size, nil
 }
 
 // runToolUses counts the tool calls the run's steps before step asked for, from their
 // tool-turn records: what the repeated-call detector needs after the operator restarted.
 func runToolUses(ctx context.Context, store transcript.Store, runUID string, step int32) (*workflow.ToolUses, error) {
-	recs, err := store.List(ctx, transcript.Query{RunUID: runUID, Kinds: []transcript.Kind{transcript.KindToolTurn}})
-	if err != nil {
-		return nil, fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
-	}
 	uses := &workflow.ToolUses{}
-	for _, rec := range recs {
+	q := transcript.Query{RunUID: runUID, Kinds: []transcript.Kind{transcript.KindToolTurn}}
+	err := eachRecord(ctx, store, q, func(rec transcript.Record) (bool, error) {
 		if rec.Step >= step {
-			continue
+			return false, nil
 		}
 		var b turnBody
-		if json.Unmarshal(rec.Body, &b) != nil {
-			continue
+		if json.Unmarshal(rec.Body, &b) == nil {
+			for _, c := range b.Calls {
+				uses.Add(useOf(rec.Step, c))
+			}
 		}
-		for _, c := range b.Calls {
-			uses.Add(useOf(rec.Step, c))
-		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
 	}
 	return uses, nil
 }

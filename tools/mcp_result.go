@@ -135,7 +135,7 @@ func structuredResult(doc json.RawMessage, isError bool) Result {
 	if err := json.Compact(&compact, doc); err == nil {
 		doc = compact.Bytes()
 	}
-	if len(doc) > MaxResultBytes {
+	if agents.StoredLen(string(doc)) > MaxResultBytes {
 		return Result{Content: bound(string(doc), MaxResultBytes), IsError: isError}
 	}
 	return Result{Content: string(doc), Structured: doc, IsError: isError}

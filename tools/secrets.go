@@ -168,11 +168,12 @@ func clientWith(base *http.Client, rt func(http.RoundTripper) http.RoundTripper)
 	return &c
 }
 
-// bound cuts s to n bytes on a character boundary, saying how long it was.
+// bound cuts s so that it takes at most n bytes as the transcript stores it (agents.StoredLen),
+// saying how long it was.
 func bound(s string, n int) string {
-	if len(s) <= n {
+	if len(s) <= n/6 || agents.StoredLen(s) <= n {
 		return s
 	}
 	note := "…[truncated: " + strconv.Itoa(len(s)) + " bytes in all]"
-	return agents.BoundBytes(s, n-len(note)) + note
+	return agents.BoundStored(s, n-len(note)) + note
 }

@@ -56,5 +56,6 @@ type Client interface {
 // IdempotencyMetaKey is the _meta key an MCP request carries the call's idempotency key in.
 const IdempotencyMetaKey = "agents.baton.dev/idempotency-key"
 
-// MaxResultBytes bounds the content of one result given to a model and kept in the transcript.
+// MaxResultBytes bounds the content of one result given to a model and kept in the transcript,
+// in bytes as the transcript stores it (agents.StoredLen).
 const MaxResultBytes = 256 << 10

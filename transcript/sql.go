@@ -200,6 +200,10 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 	var where strings.Builder
 	args := []any{q.RunUID, q.After}
 	fmt.Fprintf(&where, "run_uid = %s AND seq > %s", p(1), p(2))
+	if q.Before > 0 {
+		args = append(args, q.Before)
+		fmt.Fprintf(&where, " AND seq < %s", p(len(args)))
+	}
 	if q.Step != nil {
 		args = append(args, *q.Step)
 		fmt.Fprintf(&where, " AND step = %s", p(len(args)))

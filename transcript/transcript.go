@@ -9,6 +9,7 @@
 package transcript
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,9 @@ type Query struct {
 	RunUID string
 	// After keeps records whose Seq is larger: a reader's resume point.
 	After int64
+	// Before, when set, keeps records whose Seq is smaller: a reader of the newest records
+	// pages back from there.
+	Before int64
 	// Step, when set, keeps one step's records.
 	Step *int32
 	// Kinds, when set, keeps records of these kinds.
@@ -109,6 +113,20 @@ type Store interface {
 	Delete(ctx context.Context, runUIDs ...string) error
 	// Close releases the store.
 	Close() error
+}
+
+// Body encodes a record's body as the store keeps it: JSON with <, > and & as they are, so that
+// an answer of HTML takes its own length, not six bytes a character (agents.StoredLen counts
+// the same way).
+func Body(v any) json.RawMessage {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Bodies are Baton's own types, which always encode.
+		panic(fmt.Sprintf("encoding a transcript record: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // ErrBadRecord is returned for a record that cannot be stored as it is.

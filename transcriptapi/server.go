@@ -9,9 +9,11 @@
 package transcriptapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -44,8 +46,17 @@ type Page struct {
 	Last int64 `json:"last"`
 }
 
-// maxPage bounds the records one request returns.
-const maxPage = 1000
+// maxPage bounds the records one request returns, pageBytes their bodies: a page ends with the
+// record that reaches pageBytes (so it holds at least one), and the reader asks for the next
+// after its last. A reader of a long run of large records holds one page, and so does the
+// operator serving it.
+const (
+	maxPage   = 1000
+	pageBytes = 4 << 20
+)
+
+// DefaultReauthorize is how often a stream checks again that its caller may read the run.
+const DefaultReauthorize = 5 * time.Minute
 
 // Handler serves the transcript API. Requests must pass Authorize first (see NewAuth).
 type Handler struct {
@@ -55,6 +66,9 @@ type Handler struct {
 	Auth *Auth
 	// Poll is how often a stream looks for new records.
 	Poll time.Duration
+	// Reauthorize is how often a stream checks again that its caller may read the run, and
+	// ends when they no longer may (default DefaultReauthorize).
+	Reauthorize time.Duration
 }
 
 // ServeMux routes the API.
@@ -87,7 +101,7 @@ func (h *Handler) authorized(next func(http.ResponseWriter, *http.Request, *v1al
 }
 
 func (h *Handler) query(r *http.Request, run *v1alpha1.AgentRun) (transcript.Query, error) {
-	q := transcript.Query{RunUID: string(run.UID), Limit: maxPage}
+	q := transcript.Query{RunUID: string(run.UID), Limit: maxPage, MaxBytes: pageBytes}
 	v := r.URL.Query()
 	if s := v.Get("after"); s != "" {
 		after, err := strconv.ParseInt(s, 10, 64)
@@ -125,13 +139,22 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request, run *v1alpha1.
 		writeError(w, http.StatusServiceUnavailable, "reading the transcript: "+err.Error())
 		return
 	}
-	page := Page{Namespace: run.Namespace, Run: run.Name, UID: string(run.UID), Records: make([]Record, 0, len(recs)), Last: q.After}
-	for _, rec := range recs {
-		page.Records = append(page.Records, toRecord(rec))
-		page.Last = rec.Seq
+	last := q.After
+	if len(recs) > 0 {
+		last = recs[len(recs)-1].Seq
 	}
+	// The page is written a record at a time, as it is encoded: serving it takes the page and
+	// one record's encoding, not the page twice.
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(page)
+	fmt.Fprintf(w, `{"namespace":%s,"run":%s,"uid":%s,"last":%d,"records":[`, mustJSON(run.Namespace), mustJSON(run.Name), mustJSON(string(run.UID)), last)
+	for i := range recs {
+		if i > 0 {
+			_, _ = io.WriteString(w, ",")
+		}
+		_, _ = w.Write(mustJSON(toRecord(recs[i])))
+		recs[i].Body = nil
+	}
+	_, _ = io.WriteString(w, "]}\n")
 }
 
 // stream sends the run's records as Server-Sent Events as they are written, each with its
@@ -164,9 +187,23 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run *v1alpha1.A
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
+	reauthorize := h.Reauthorize
+	if reauthorize <= 0 {
+		reauthorize = DefaultReauthorize
+	}
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
+	authorized := time.Now()
 	for {
+		if time.Since(authorized) >= reauthorize {
+			// Access can be taken away while a run waits for days: the stream ends then.
+			if status, msg := h.Auth.Check(r, run.Namespace, run.Name); status != http.StatusOK {
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"message": fmt.Sprintf("access ended (%d): %s", status, msg)}))
+				flusher.Flush()
+				return
+			}
+			authorized = time.Now()
+		}
 		ended := h.ended(r.Context(), run)
 		recs, err := h.Store.List(r.Context(), q)
 		if err != nil {
@@ -174,17 +211,21 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run *v1alpha1.A
 			flusher.Flush()
 			return
 		}
-		for _, rec := range recs {
-			fmt.Fprintf(w, "id: %d\nevent: record\ndata: %s\n\n", rec.Seq, mustJSON(toRecord(rec)))
-			q.After = rec.Seq
+		for i := range recs {
+			fmt.Fprintf(w, "id: %d\nevent: record\ndata: %s\n\n", recs[i].Seq, mustJSON(toRecord(recs[i])))
+			q.After = recs[i].Seq
+			recs[i].Body = nil
 		}
 		if len(recs) > 0 {
 			flusher.Flush()
 		}
-		if ended && len(recs) < q.Limit {
+		if ended && len(recs) == 0 {
 			fmt.Fprintf(w, "event: end\ndata: %s\n\n", mustJSON(map[string]string{"phase": string(run.Status.Phase), "reason": string(run.Status.TerminationReason)}))
 			flusher.Flush()
 			return
+		}
+		if len(recs) > 0 {
+			continue // more may be waiting: the next page at once
 		}
 		select {
 		case <-r.Context().Done():
@@ -208,9 +249,13 @@ func toRecord(r transcript.Record) Record {
 	return Record{Seq: r.Seq, Kind: r.Kind, Step: r.Step, Attempt: r.Attempt, Call: r.Call, Time: r.Time, Body: r.Body}
 }
 
+// mustJSON encodes v as the transcript keeps its records: <, > and & as they are.
 func mustJSON(v any) []byte {
-	data, _ := json.Marshal(v)
-	return data
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // Status is an error as the API returns it, shaped like the API server's own.

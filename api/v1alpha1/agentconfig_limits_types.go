@@ -65,6 +65,15 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=100000
 	// +optional
 	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
+
+	// maxTranscriptBytes is what a run's transcript may hold, in bytes as stored: its steps'
+	// records and their tool calls'. A step is not started once the run's transcript holds this
+	// much; the run ends TranscriptBudgetExceeded. Defaults to 64Mi (67108864).
+	// +kubebuilder:default=67108864
+	// +kubebuilder:validation:Minimum=1048576
+	// +kubebuilder:validation:Maximum=17179869184
+	// +optional
+	MaxTranscriptBytes *int64 `json:"maxTranscriptBytes,omitempty"`
 }
 
 // LoopDetection configures the detectors that end a run going round in circles.

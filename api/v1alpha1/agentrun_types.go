@@ -66,7 +66,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded
 type TerminationReason string
 
 const (
@@ -87,6 +87,8 @@ const (
 	ReasonApprovalExpired        TerminationReason = "ApprovalExpired"
 	ReasonConfigInvalid          TerminationReason = "ConfigInvalid"
 	ReasonToolCallLimitExceeded  TerminationReason = "ToolCallLimitExceeded"
+	// ReasonTranscriptBudgetExceeded: the run's transcript holds limits.maxTranscriptBytes.
+	ReasonTranscriptBudgetExceeded TerminationReason = "TranscriptBudgetExceeded"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
@@ -348,6 +350,12 @@ type LimitOverrides struct {
 	// +kubebuilder:validation:Maximum=100000
 	// +optional
 	MaxToolCalls *int32 `json:"maxToolCalls,omitempty"`
+
+	// maxTranscriptBytes overrides limits.maxTranscriptBytes.
+	// +kubebuilder:validation:Minimum=1048576
+	// +kubebuilder:validation:Maximum=17179869184
+	// +optional
+	MaxTranscriptBytes *int64 `json:"maxTranscriptBytes,omitempty"`
 }
 
 // AgentRunStatus is a run's progress. It stays small however long the run: the handoff
@@ -388,6 +396,11 @@ type AgentRunStatus struct {
 	// toolCalls is the number of tool calls the run's steps made.
 	// +optional
 	ToolCalls int32 `json:"toolCalls,omitempty"`
+
+	// transcriptBytes is what the run's steps and tool calls take in its transcript, in bytes
+	// as stored (limits.maxTranscriptBytes bounds it).
+	// +optional
+	TranscriptBytes int64 `json:"transcriptBytes,omitempty"`
 
 	// errorCount is the number of failed steps.
 	// +optional

@@ -53,6 +53,7 @@ var guards = []guard{
 	stepGuard,
 	handoffGuard,
 	tokenGuard,
+	transcriptGuard,
 	agentStepGuard,
 	loopGuard,
 }
@@ -130,6 +131,15 @@ func tokenGuard(in guardInput) (Trip, bool) {
 	}
 	return Trip{Reason: v1alpha1.ReasonTokenBudgetExceeded, Message: fmt.Sprintf(
 		"token budget: tokens %d of %d used; %s was not started", in.status.TokensUsed, in.plan.Limits.MaxTokens, in.next)}, true
+}
+
+func transcriptGuard(in guardInput) (Trip, bool) {
+	if in.status.TranscriptBytes < in.plan.Limits.MaxTranscriptBytes {
+		return Trip{}, false
+	}
+	return Trip{Reason: v1alpha1.ReasonTranscriptBudgetExceeded, Message: fmt.Sprintf(
+		"transcript budget: the run's transcript holds %d of its %d bytes (limits.maxTranscriptBytes); %s was not started",
+		in.status.TranscriptBytes, in.plan.Limits.MaxTranscriptBytes, in.next)}, true
 }
 
 func agentStepGuard(in guardInput) (Trip, bool) {

@@ -20,6 +20,7 @@ const (
 	DefaultMaxErrors           int32 = 5
 	DefaultMaxHandoffDepth     int32 = 5
 	DefaultMaxToolCalls        int32 = 100
+	DefaultMaxTranscriptBytes  int64 = 64 << 20
 
 	DefaultWindow             int32 = 3
 	DefaultMinUniqueAgents    int32 = 2
@@ -53,6 +54,7 @@ type EffectiveLimits struct {
 	MaxErrors           int32
 	MaxHandoffDepth     int32
 	MaxToolCalls        int32
+	MaxTranscriptBytes  int64
 }
 
 // Plan is a run's pinned config, checked and indexed for the core.
@@ -206,6 +208,7 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 		MaxErrors:           orDefault(l.MaxErrors, DefaultMaxErrors),
 		MaxHandoffDepth:     orDefault(l.MaxHandoffDepth, DefaultMaxHandoffDepth),
 		MaxToolCalls:        orDefault(l.MaxToolCalls, DefaultMaxToolCalls),
+		MaxTranscriptBytes:  orDefault(l.MaxTranscriptBytes, DefaultMaxTranscriptBytes),
 	}
 	if o == nil {
 		return e
@@ -219,6 +222,7 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 	e.MaxErrors = orDefault(o.MaxErrors, e.MaxErrors)
 	e.MaxHandoffDepth = orDefault(o.MaxHandoffDepth, e.MaxHandoffDepth)
 	e.MaxToolCalls = orDefault(o.MaxToolCalls, e.MaxToolCalls)
+	e.MaxTranscriptBytes = orDefault(o.MaxTranscriptBytes, e.MaxTranscriptBytes)
 	return e
 }
 

@@ -151,6 +151,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	s.StepCount++
 	s.TokensUsed += res.Tokens - res.CountedTokens
 	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
+	s.TranscriptBytes += max(res.RecordBytes, 0)
 	if s.AgentSteps == nil {
 		s.AgentSteps = map[string]int32{}
 	}

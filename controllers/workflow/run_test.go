@@ -402,8 +402,32 @@ func TestRunOverridesWinOverTheConfig(t *testing.T) {
 	c := team().MaxTokens(1000).MaxHandoffs(9).Obj()
 	p, _ := NewPlan(c.Spec, MakeRun("r", "ns").MaxTokens(10).Timeout(time.Second).Obj().Spec.Limits)
 	want := EffectiveLimits{MaxHandoffs: 9, MaxSteps: DefaultMaxSteps, MaxTokens: 10, TokenWarningPercent: DefaultTokenWarningPercent,
-		Timeout: time.Second, AgentTimeout: DefaultAgentTimeout, MaxErrors: DefaultMaxErrors, MaxHandoffDepth: DefaultMaxHandoffDepth, MaxToolCalls: DefaultMaxToolCalls}
+		Timeout: time.Second, AgentTimeout: DefaultAgentTimeout, MaxErrors: DefaultMaxErrors, MaxHandoffDepth: DefaultMaxHandoffDepth, MaxToolCalls: DefaultMaxToolCalls,
+		MaxTranscriptBytes: DefaultMaxTranscriptBytes}
 	if diff := cmp.Diff(want, p.Limits); diff != "" {
 		t.Fatalf("limits (-want +got):\n%s", diff)
+	}
+}
+
+func TestARunWhoseTranscriptHoldsItsBudgetTakesNoMoreSteps(t *testing.T) {
+	c := team().Obj()
+	budget := int64(2 << 20)
+	c.Spec.Limits.MaxTranscriptBytes = &budget
+	p, errs := NewPlan(c.Spec, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := started(p)
+	st = Apply(p, st, StepResult{Agent: "lead", Input: "task", Result: say("big", "worker"), RecordBytes: budget - 1}, t0).Status
+	if st.Phase != v1alpha1.PhaseRunning || st.TranscriptBytes != budget-1 {
+		t.Fatalf("one byte under the budget, the run goes on: %s %d", st.Phase, st.TranscriptBytes)
+	}
+	d := Apply(p, st, StepResult{Agent: "worker", Input: "big", Result: say("bigger", "lead"), RecordBytes: 10}, t0)
+	s := d.Status
+	if s.Phase != v1alpha1.PhaseFailed || s.TerminationReason != v1alpha1.ReasonTranscriptBudgetExceeded || d.Guard != string(v1alpha1.ReasonTranscriptBudgetExceeded) {
+		t.Fatalf("want the run ended TranscriptBudgetExceeded by its guard: %s %s %q", s.Phase, s.TerminationReason, d.Guard)
+	}
+	if want := "transcript budget: the run's transcript holds 2097161 of its 2097152 bytes (limits.maxTranscriptBytes); lead was not started"; s.TerminationMessage != want {
+		t.Fatalf("message %q, want %q", s.TerminationMessage, want)
 	}
 }

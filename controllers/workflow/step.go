@@ -20,6 +20,8 @@ type StepResult struct {
 	Error string
 	// TimedOut is set when the step failed by running past its deadline.
 	TimedOut bool
+	// RecordBytes is what the step's records take in the transcript.
+	RecordBytes int64
 }
 
 // Step is the next step a run should take.

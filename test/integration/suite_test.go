@@ -98,7 +98,7 @@ var _ = BeforeSuite(func() {
 // controllerOptions run the controllers as a replica beside the webhook's does.
 var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
 	StatusBatchPeriod: controllers.DefaultStatusBatchPeriod,
-	TranscriptSweep:   500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0",
+	TranscriptSweep:   500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0", TranscriptReauthorize: time.Second,
 	TranscriptListening: func(addr string) { transcriptAddr.Store(addr) }}
 
 // transcriptAddr is where the running manager serves the transcript API.

@@ -145,4 +145,62 @@ var _ = Describe("The transcript API", Ordered, func() {
 		first := strings.TrimPrefix(all[0], "id: ")
 		Expect(events(first)).To(Equal(all[2:]))
 	})
+
+	It("ends a stream once its caller may no longer read the run, though the run waits on", func() {
+		waiting := MakeRun("waiting", ns).Config("gated").Obj()
+		create(MakeConfig("gated", ns).Agents(
+			MakeAgent("a").HandsOffTo("b").Script(Says("to b").HandOff("b")),
+			MakeAgent("b").Terminator().Script(Says("done")),
+		).Gate("check", "a", 1).Obj(), waiting)
+		waitForGate(waiting, "check", 1)
+		au, err := testEnv.AddUser(envtest.User{Name: "watcher"}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "watcher", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "run-reader"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "watcher"}}}
+		create(binding)
+
+		c := transcriptClient(au.Config())
+		c.Timeout = 0
+		var resp *http.Response
+		Eventually(func() int {
+			resp, err = c.Get(transcriptURL(fmt.Sprintf("/v1/namespaces/%s/agentruns/waiting/stream", ns)))
+			Expect(err).NotTo(HaveOccurred())
+			if resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+			}
+			return resp.StatusCode
+		}).Should(Equal(http.StatusOK), "the API server's authorizer knows the new binding")
+		defer resp.Body.Close()
+		lines := make(chan string, 100)
+		go func() {
+			defer GinkgoRecover()
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		Eventually(lines).Should(Receive(Equal("event: record")), "the stream sends the run's step")
+
+		Expect(k8sClient.Delete(ctx, binding)).To(Succeed())
+		var rest []string
+		Eventually(func() bool {
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						return true
+					}
+					rest = append(rest, l)
+				default:
+					return false
+				}
+			}
+		}, time.Minute, 100*time.Millisecond).Should(BeTrue(), "the stream ends")
+		Expect(rest).To(ContainElement("event: error"))
+		Expect(rest).To(ContainElement(ContainSubstring(`access ended (403)`)))
+		Expect(get(waiting).Status.Phase).To(Equal(v1alpha1.PhaseAwaitingApproval), "the run waits on")
+	})
 })

@@ -145,9 +145,10 @@ func Run(t *testing.T, open Opener) {
 			"after a position": {transcript.Query{After: stored[15].Seq}, []string{"step/9/0/0", "tool/9/1/1", "step/10/0/0", "tool/10/1/1"}},
 			"first few":        {transcript.Query{Limit: 3}, []string{"step/1/0/0", "tool/1/1/1", "step/2/0/0"}},
 			// Each body is {} (2 bytes): the page ends with the record that reaches the bound.
-			"a page of bytes":     {transcript.Query{Kinds: []transcript.Kind{transcript.KindStep}, MaxBytes: 5}, []string{"step/1/0/0", "step/2/0/0", "step/3/0/0"}},
-			"one record at least": {transcript.Query{Step: &five, MaxBytes: 1}, []string{"step/5/0/0"}},
-			"the newest bytes":    {transcript.Query{Kinds: []transcript.Kind{transcript.KindStep}, Newest: true, MaxBytes: 4}, []string{"step/9/0/0", "step/10/0/0"}},
+			"a page of bytes":          {transcript.Query{Kinds: []transcript.Kind{transcript.KindStep}, MaxBytes: 5}, []string{"step/1/0/0", "step/2/0/0", "step/3/0/0"}},
+			"one record at least":      {transcript.Query{Step: &five, MaxBytes: 1}, []string{"step/5/0/0"}},
+			"newest before a position": {transcript.Query{Kinds: []transcript.Kind{transcript.KindStep}, Newest: true, Limit: 2, Before: stored[16].Seq}, []string{"step/7/0/0", "step/8/0/0"}},
+			"the newest bytes":         {transcript.Query{Kinds: []transcript.Kind{transcript.KindStep}, Newest: true, MaxBytes: 4}, []string{"step/9/0/0", "step/10/0/0"}},
 		}
 		for name, tc := range cases {
 			tc.q.RunUID = "u1"
