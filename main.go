@@ -97,7 +97,9 @@ func main() {
 	flag.BoolVar(&controllerOpts.DisableControllers, "webhook-only", false,
 		"Serve only the admission webhook, without the controllers.")
 	flag.BoolVar(&controllerOpts.TrustDecisionQueue, "trust-decision-queue", os.Getenv("ENABLE_WEBHOOKS") != "false",
-		"Record who decided, and who created each run, as the admission webhook stamped them. Turn off where the webhook is not installed: decisions are then unverified and no run's creator is known.")
+		"Record who decided, and who created each run, as the admission webhook stamped them, while the webhook is seen installed (the operator dry-runs a run's creation every minute). Where it is not seen, or with false, decisions are recorded unverified and no run's creator is known.")
+	flag.StringVar(&controllerOpts.WebhookProbeNamespace, "webhook-probe-namespace", "",
+		"Where the operator dry-runs a run's creation to see the admission webhook installed; defaults to the namespace it runs in, else default.")
 	flag.BoolVar(&controllerOpts.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	opts := zap.Options{}

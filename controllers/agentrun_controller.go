@@ -54,10 +54,13 @@ type Options struct {
 	// DisableControllers leaves out the controllers, to serve only the webhook.
 	DisableControllers bool
 	// TrustDecisionQueue takes the decision queue's "by" as who decided, and the created-by
-	// annotation as who created the run. Only true where the admission webhook is installed: it
-	// alone writes both then. Without it anyone who may patch a run could write them, so every
-	// decision is recorded as unverified and no run's creator is known.
+	// annotation as who created the run, while the admission webhook is seen installed (it
+	// alone writes both then; trust.go). Without it anyone who may patch a run could write them,
+	// so every decision is recorded as unverified and no run's creator is known.
 	TrustDecisionQueue bool
+	// WebhookProbeNamespace is where the operator dry-runs a run's creation to see the webhook
+	// installed ("": the namespace it runs in, else default).
+	WebhookProbeNamespace string
 	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
 	Transcript transcript.Store
 	// TranscriptSweep is how often the transcripts of deleted runs are looked for and deleted
@@ -96,6 +99,8 @@ type AgentRunReconciler struct {
 	secretData func(ctx context.Context, namespace, name string) (map[string]string, error)
 	transcript transcript.Store
 	options    Options
+	// trust says whether the decision queue and creators are the webhook's (nil: never).
+	trust *webhookTrust
 }
 
 // NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
@@ -110,7 +115,12 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 	}); ok {
 		secretData = sr.SecretData
 	}
+	var trust *webhookTrust
+	if opts.TrustDecisionQueue {
+		trust = newWebhookTrust(c, opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
+	}
 	return &AgentRunReconciler{
+		trust:      trust,
 		secretData: secretData,
 		Client:     c,
 		Scheme:     scheme,
@@ -174,7 +184,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	if annotations, d, ok := rawDecision(run, now); ok {
 		return r.intake(ctx, run, annotations, d)
 	}
-	pending := pendingDecisions(ctx, run, r.options.TrustDecisionQueue)
+	pending := pendingDecisions(ctx, run, r.trust.Trusted(ctx))
 	if !run.Status.Phase.Started() {
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, workflow.DecideAll(nil, run.Status, pending, now))
@@ -320,7 +330,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan = r.forRun(r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run)
+	plan = r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run)
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, run, plan, d)
@@ -374,7 +384,7 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 		}
 		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
 	}
-	plan = r.forRun(plan, run)
+	plan = r.forRun(ctx, plan, run)
 	r.runs.setPlan(run, plan)
 	return plan, nil
 }

@@ -65,9 +65,9 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool)
 // forRun is the plan for the run. Its creator is who created it, as the admission webhook
 // recorded it; unknown (empty) when the webhook did not record it, or does not guard the
 // annotation, since anyone who may patch the run could have written it then.
-func (r *AgentRunReconciler) forRun(plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
+func (r *AgentRunReconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
 	var creator string
-	if r.options.TrustDecisionQueue {
+	if r.trust.Trusted(ctx) {
 		creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
 	}
 	return plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, creator)

@@ -84,7 +84,7 @@ func (r *AgentRunReconciler) pinCurrent(ctx context.Context, run *v1alpha1.Agent
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
-	return r.forRun(r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, ctrl.Result{}, nil
+	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, ctrl.Result{}, nil
 }
 
 // earlierRun is the run spec.from names, if a run can start from it.
@@ -112,7 +112,7 @@ func (r *AgentRunReconciler) earlierRun(ctx context.Context, run *v1alpha1.Agent
 func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun, plan *workflow.Plan) (v1alpha1.AgentRunStatus, error) {
 	last := run.Spec.From.Step
 	var earlierCreator string
-	if r.options.TrustDecisionQueue {
+	if r.trust.Trusted(ctx) {
 		earlierCreator = earlier.Annotations[v1alpha1.AnnotationCreatedBy]
 	}
 	replay := workflow.NewReplay(plan, earlier.Name, earlierCreator, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time)

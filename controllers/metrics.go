@@ -14,8 +14,8 @@ import (
 
 // Metrics have bounded labels: namespace, config, agent, model, provider, reason, guard,
 // server, tool, gate and result take the values of the objects people made and of Baton's own
-// enums, never a run's name or UID, and never a name a model made up (a tool the step was not
-// offered is "(unknown)").
+// enums, never a run's name or UID, and never a name a model or a tool server made up: a tool
+// the config does not name is "(other)".
 var (
 	runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agentruns_ended_total",
@@ -117,8 +117,9 @@ func MetricNames() []string {
 // fqName reads a family's name from its description (prometheus.Desc has no getter).
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// unknownLabel stands for a name that is not the config's own: a tool a model made up.
-const unknownLabel = "(unknown)"
+// otherLabel stands for a name that is not the config's own: a tool a model made up, or one a
+// tool server lists that no allow list names.
+const otherLabel = "(other)"
 
 // modelLabel names an agent's model: its model name, or its provider's when it has none.
 func modelLabel(a *v1alpha1.Agent) string {

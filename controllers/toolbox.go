@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -287,15 +289,17 @@ func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
 	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
 }
 
-// count counts a call's outcome: ok, error or refused. A server or tool the step did not offer
-// is counted as unknown: a model's made-up names never become metric labels.
+// count counts a call's outcome: ok, error or refused. Only names the config declares become
+// metric labels (a server's name, a tool an allow list names, an HTTP tool's one tool); any
+// other is "(other)": neither a model's made-up names nor a tool server that renames its tools
+// can grow the metric.
 func (b *toolbox) count(body callBody) {
-	server, tool := unknownLabel, unknownLabel
-	if _, ok := b.plan.ToolServer(body.Server); ok {
+	server, tool := otherLabel, otherLabel
+	if s, ok := b.plan.ToolServer(body.Server); ok {
 		server = body.Server
-	}
-	if b.offered[body.Server+"/"+body.Tool] {
-		tool = body.Tool
+		if b.declared(s, body.Tool) && b.offered[body.Server+"/"+body.Tool] {
+			tool = body.Tool
+		}
 	}
 	result := "ok"
 	switch {
@@ -305,6 +309,15 @@ func (b *toolbox) count(body callBody) {
 		result = "error"
 	}
 	toolCalls.WithLabelValues(b.run.namespace, b.config, server, tool, result).Inc()
+}
+
+// declared reports whether the config names the tool of the server for the step's agent.
+func (b *toolbox) declared(s v1alpha1.ToolServer, tool string) bool {
+	if s.HTTP != nil {
+		return tool == cmp.Or(s.HTTP.Tool, s.Name)
+	}
+	t, ok := b.plan.AgentTools(b.agent, s.Name)
+	return ok && slices.Contains(t.Allow, tool)
 }
 
 // appendBackoff paces the retries of a tool record's write.

@@ -214,7 +214,7 @@ const (
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.stepCount`,priority=1
 // +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errorCount`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.terminationMessage`,priority=1
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec is immutable once the run has started",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: to change a run, create another (kubectl baton retry copies one)",reason=FieldValueForbidden
 type AgentRun struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the object's metadata.

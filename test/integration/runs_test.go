@@ -176,7 +176,7 @@ var _ = Describe("An AgentRun", func() {
 		edited := get(done)
 		edited.Spec.Input = "a different ticket"
 		err := k8sClient.Update(ctx, edited)
-		Expect(err).To(MatchError(ContainSubstring("spec is immutable once the run has started")))
+		Expect(err).To(MatchError(ContainSubstring("spec is immutable: to change a run, create another")))
 
 		Consistently(func() v1alpha1.AgentRunStatus { return get(done).Status }, 2*time.Second, 200*time.Millisecond).
 			Should(Equal(done.Status))

@@ -3,6 +3,7 @@ package integration
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -130,17 +131,26 @@ var _ = Describe("The API server", func() {
 		Expect(err).To(MatchError(ContainSubstring("spec.limits.maxTokens")))
 	})
 
-	It("lets a Pending run's spec change, and refuses changes once it started", func() {
+	It("refuses any change of a run's spec, Pending or started, by anyone", func() {
+		// A Pending run's creator may not be who edits it: no one may, and a run is recreated
+		// instead.
 		run := MakeRun("r", ns).Config("not-yet").Input("first").Obj()
 		create(run)
 		Eventually(func() v1alpha1.RunPhase { return get(run).Status.Phase }, runTimeout, poll).Should(Equal(v1alpha1.PhasePending))
 		pending := get(run)
 		pending.Spec.ConfigRef.Name = "team"
-		Expect(k8sClient.Update(ctx, pending)).To(Succeed())
+		Expect(k8sClient.Update(ctx, pending)).To(MatchError(ContainSubstring("spec is immutable: to change a run, create another")))
 
 		create(valid(ns).Obj())
-		started := waitForEnd(run)
+		Expect(k8sClient.Delete(ctx, run)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(run), &v1alpha1.AgentRun{}))
+		}).Should(BeTrue())
+		fixed := MakeRun("r", ns).Config("team").Input("first").Obj()
+		create(fixed)
+		started := waitForEnd(fixed)
 		started.Spec.Input = "second"
-		Expect(k8sClient.Update(ctx, started)).To(MatchError(ContainSubstring("spec is immutable once the run has started")))
+		Expect(k8sClient.Update(ctx, started)).To(MatchError(ContainSubstring("spec is immutable")))
+		Expect(get(fixed).Spec.Input).To(Equal("first"))
 	})
 })

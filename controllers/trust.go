@@ -1,0 +1,112 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Who decided and who created a run are known only where the admission webhook writes them: it
+// alone may then. Without it, anyone who may patch a run could write either. So the operator
+// trusts them only while it has seen that the webhook is installed: a dry-run create of a run
+// comes back with its creator recorded (the webhook stamped it), or is refused by the webhook
+// itself (it is installed with failurePolicy Fail, and was not reachable then, so no request
+// gets past it either). It looks again every minute, and the next decision after the webhook
+// is removed is recorded unverified.
+
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=create
+
+// DecisionWebhookName is the admission webhook's name in its MutatingWebhookConfiguration.
+const DecisionWebhookName = "decisions.agents.baton.dev"
+
+// WebhookInstalled reports whether the API server sends runs' creation through Baton's
+// admission webhook, by a dry-run create of a run in namespace; when not, it says why.
+func WebhookInstalled(ctx context.Context, c client.Client, namespace string) (bool, string) {
+	probe := &v1alpha1.AgentRun{}
+	probe.Namespace, probe.GenerateName = namespace, "baton-webhook-probe-"
+	probe.Spec.ConfigRef.Name = "baton-webhook-probe"
+	err := c.Create(ctx, probe, client.DryRunAll)
+	switch {
+	case err == nil && probe.Annotations[v1alpha1.AnnotationCreatedBy] != "":
+		return true, ""
+	case err == nil:
+		return false, "a run created in namespace " + namespace + " (dry run) came back without its creator recorded: the admission webhook " + DecisionWebhookName + " is not installed"
+	case strings.Contains(err.Error(), `webhook "`+DecisionWebhookName+`"`):
+		// Installed, and refusing what it cannot check: nothing gets past it.
+		return true, ""
+	}
+	return false, fmt.Sprintf("a dry-run create of a run in namespace %s failed: %v", namespace, err)
+}
+
+// webhookTrust says whether the decision queue and the created-by annotation are to be
+// trusted: asked for (--trust-decision-queue) and the webhook seen installed within a minute.
+type webhookTrust struct {
+	c         client.Client
+	namespace string
+	clock     clock.PassiveClock
+	log       logr.Logger
+	every     time.Duration
+
+	mu      sync.Mutex
+	checked time.Time
+	trusted bool
+	why     string
+}
+
+// newWebhookTrust checks in namespace ("": the operator's own, else default).
+func newWebhookTrust(c client.Client, namespace string, clk clock.PassiveClock, log logr.Logger) *webhookTrust {
+	if namespace == "" {
+		namespace = operatorNamespace()
+	}
+	return &webhookTrust{c: c, namespace: namespace, clock: clk, log: log, every: time.Minute}
+}
+
+// Trusted reports whether the webhook was seen installed within the last minute, looking
+// again when that is older.
+func (t *webhookTrust) Trusted(ctx context.Context) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	if !t.checked.IsZero() && now.Sub(t.checked) < t.every {
+		return t.trusted
+	}
+	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	trusted, why := WebhookInstalled(probe, t.c, t.namespace)
+	if ctx.Err() != nil {
+		return t.trusted
+	}
+	if t.checked.IsZero() || trusted != t.trusted || why != t.why {
+		if trusted {
+			t.log.Info("The admission webhook is installed: decisions and creators are attributed as it records them")
+		} else {
+			t.log.Info("The admission webhook is not seen installed: decisions are recorded unverified and no run's creator is known", "why", why)
+		}
+	}
+	t.checked, t.trusted, t.why = now, trusted, why
+	return trusted
+}
+
+// operatorNamespace is the namespace the operator runs in, as its ServiceAccount says, else
+// POD_NAMESPACE, else default.
+func operatorNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(data) > 0 {
+		return strings.TrimSpace(string(data))
+	}
+	return "default"
+}
