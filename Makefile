@@ -57,7 +57,7 @@ verify: manifests generate ## Fail if generated files or go.mod are stale.
 ##@ Tests
 
 .PHONY: test
-test: manifests generate lint test-unit fuzz test-integration test-e2e test-helm ## Run every suite: unit, fuzz, integration (envtest), e2e and the Helm chart's.
+test: manifests generate lint test-unit fuzz test-integration test-e2e test-helm test-image ## Run every suite: unit, fuzz, integration (envtest), e2e, the Helm chart's and the image build's.
 
 # Property tests: cases per property.
 RAPID_CHECKS ?= 500
@@ -88,6 +88,10 @@ test-e2e: build ## The e2e suite: the operator binary, the real kubectl and a he
 .PHONY: test-helm
 test-helm: ## The Helm chart: helm lint, equivalence with config/default, a server-side dry run against a real API server.
 	HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 ./test/helm/...
+
+.PHONY: test-image
+test-image: ## The container image without a container engine: build the manager from exactly the files the Dockerfile copies (after .dockerignore), with its build command.
+	$(GO) test -v -count=1 ./test/image/...
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.
