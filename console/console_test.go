@@ -292,9 +292,9 @@ func TestStartRunValidatesAndCreates(t *testing.T) {
 
 func TestTeamCountsTheHandoffsTaken(t *testing.T) {
 	run := waitingRun(time.Now())
-	entries := []Entry{
-		{Kind: EntryStep, Agent: "planner", To: "gmail"}, {Kind: EntryStep, Agent: "gmail", To: "analysis"},
-		{Kind: EntryStep, Agent: "analysis", To: "planner"}, {Kind: EntryStep, Agent: "planner", To: "gmail"},
+	entries := []transcriptapi.Entry{
+		{Kind: transcriptapi.EntryStep, Agent: "planner", To: "gmail"}, {Kind: transcriptapi.EntryStep, Agent: "gmail", To: "analysis"},
+		{Kind: transcriptapi.EntryStep, Agent: "analysis", To: "planner"}, {Kind: transcriptapi.EntryStep, Agent: "planner", To: "gmail"},
 	}
 	tm := team(pipeline(), run, entries)
 	if len(tm.Nodes) != 3 || tm.Nodes[0].Name != "planner" || !tm.Nodes[0].Entry {
@@ -366,8 +366,8 @@ func TestADecisionIsForTheGateAsTheUserSawIt(t *testing.T) {
 func TestTeamPutsTheCountsOfTwoWayHandoffsApart(t *testing.T) {
 	cfg := builders.MakeConfig("coding", "dev").Entrypoint("coder").Agents(
 		builders.MakeAgent("coder").HandsOffTo("reviewer"), builders.MakeAgent("reviewer").HandsOffTo("coder").Terminator()).Obj()
-	entries := []Entry{{Kind: EntryStep, Agent: "coder", To: "reviewer"}, {Kind: EntryStep, Agent: "reviewer", To: "coder"},
-		{Kind: EntryStep, Agent: "coder", To: "reviewer"}}
+	entries := []transcriptapi.Entry{{Kind: transcriptapi.EntryStep, Agent: "coder", To: "reviewer"}, {Kind: transcriptapi.EntryStep, Agent: "reviewer", To: "coder"},
+		{Kind: transcriptapi.EntryStep, Agent: "coder", To: "reviewer"}}
 	tm := team(cfg, &v1alpha1.AgentRun{}, entries)
 	if len(tm.Edges) != 2 {
 		t.Fatalf("edges %+v", tm.Edges)

@@ -56,10 +56,15 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, v1alpha1.ApproveVerb, "agentruns") {
 				continue
 			}
-			// Only the last step's records: its output is what there is to judge.
-			records, note := s.records(r, run, run.Status.StepCount)
+			// Only the last step's records: its output is what there is to judge; or, at a
+			// tool's gate, the records of the step that asked for the call, which has it whole.
+			step := run.Status.StepCount
+			if tc := run.Status.PendingApproval.ToolCall; tc != nil {
+				step = tc.Step
+			}
+			records, note := s.records(r, run, step)
 			cfg := configs.get(ctx, s, run)
-			g := s.gateView(r, run, cfg, records)
+			g := s.gateView(r, run, cfg, records, note)
 			if g.Blocked != "" {
 				continue
 			}

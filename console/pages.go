@@ -74,7 +74,7 @@ type runView struct {
 	Run      *v1alpha1.AgentRun
 	Phase    v1alpha1.RunPhase
 	Creator  string
-	Timeline []Entry
+	Timeline []transcriptapi.Entry
 	Team     Team
 	Gate     *gateView
 	Input    *v1alpha1.PendingInput
@@ -98,8 +98,9 @@ type gateView struct {
 	Expires    time.Time
 	ApprovedBy []string
 	Required   int32
-	ToolCall   *v1alpha1.PendingToolCall
-	Completes  bool
+	// Held is the tool call the gate holds, when it is a tool's gate.
+	Held      *transcriptapi.HeldCall
+	Completes bool
 	// Judge is the output there is to judge: the plan, or the results.
 	Judge string
 	// MayApprove says whether the user has the approve verb on the run.
@@ -129,13 +130,13 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	records, note := s.records(r, run, 0)
 	v.Transcript = note
 	cfg := s.config(ctx, run)
-	v.Timeline = timeline(run, records)
+	v.Timeline = transcriptapi.BuildTimeline(run, records)
 	v.Team = team(cfg, run, v.Timeline)
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
 	if p := run.Status.PendingApproval; p != nil && run.Status.Phase == v1alpha1.PhaseAwaitingApproval {
-		v.Gate = s.gateView(r, run, cfg, records)
+		v.Gate = s.gateView(r, run, cfg, records, note)
 	}
 	if cfg != nil {
 		for _, a := range cfg.Spec.Agents {
@@ -143,7 +144,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 		}
 	}
 	for _, e := range v.Timeline {
-		if e.Kind == EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
+		if e.Kind == transcriptapi.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
 			v.Steps = append(v.Steps, e.Step)
 		}
 	}
@@ -158,11 +159,16 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 }
 
 // gateView is the run's pending gate, with what the user may do at it.
-func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, records []transcriptapi.Record) *gateView {
+// records are the run's transcript records, at least those of the held tool call's step;
+// unread says why they were not read, when they were not.
+func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, records []transcriptapi.Record, unread string) *gateView {
 	p := run.Status.PendingApproval
-	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1, ToolCall: p.ToolCall,
+	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
 		Completes: p.Completes != nil, Judge: lastOutput(run, records),
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
+	if p.ToolCall != nil {
+		g.Held = heldCall(p.ToolCall, records, unread)
+	}
 	if p.Expires != nil {
 		g.Expires = p.Expires.Time
 	}
@@ -181,6 +187,18 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 		g.Blocked = "You approved gate " + p.Gate + " already; approvals must come from different people."
 	}
 	return g
+}
+
+// heldCall is the call a tool's gate holds, with its whole arguments from its record.
+func heldCall(p *v1alpha1.PendingToolCall, records []transcriptapi.Record, unread string) *transcriptapi.HeldCall {
+	var rec *transcriptapi.Record
+	for i := range records {
+		if transcriptapi.Holds(p, records[i]) {
+			rec = &records[i]
+		}
+	}
+	h := transcriptapi.Held(p, rec, unread)
+	return &h
 }
 
 // gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.

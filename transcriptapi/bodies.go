@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 // StepBody is what readers use of a step's or a decision's record body.
@@ -39,6 +41,17 @@ type StepBody struct {
 		Kind string `json:"kind"`
 		Text string `json:"text"`
 	} `json:"context"`
+	// Previous is, in a step's record, the handoff record of the step before: with status's
+	// latest ones, the records give every step's handoff.
+	Previous *v1alpha1.HandoffRecord `json:"previous"`
+	// Decisions are, in a decision's record, the decisions it applied, whole.
+	Decisions []Decided `json:"decisions"`
+}
+
+// Decided is a decision as its record keeps it: as status has it, with a reply's text.
+type Decided struct {
+	v1alpha1.ApprovalRecord
+	Reply string `json:"reply"`
 }
 
 // StepBody reads a step's or a decision's record body.

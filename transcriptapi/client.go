@@ -28,6 +28,21 @@ func (c *Client) runPath(namespace, name, what string) string {
 // Records reads a run's records, all of them or one step's (step > 0), page by page.
 func (c *Client) Records(ctx context.Context, namespace, name string, step int32) (Page, error) {
 	var all Page
+	err := c.Pages(ctx, namespace, name, step, func(page Page) error {
+		if all.UID == "" {
+			all = page
+		} else {
+			all.Records = append(all.Records, page.Records...)
+		}
+		return nil
+	})
+	return all, err
+}
+
+// Pages calls each with a run's records, all of them or one step's (step > 0), a page at a
+// time, oldest first: a reader that keeps only what it needs of each record holds one page
+// (the API bounds a page's bytes), however long the run.
+func (c *Client) Pages(ctx context.Context, namespace, name string, step int32, each func(Page) error) error {
 	after := int64(0)
 	for {
 		q := url.Values{"after": {strconv.FormatInt(after, 10)}}
@@ -36,23 +51,21 @@ func (c *Client) Records(ctx context.Context, namespace, name string, step int32
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "records")+"?"+q.Encode(), nil)
 		if err != nil {
-			return all, err
+			return err
 		}
 		resp, err := c.HTTP.Do(req)
 		if err != nil {
-			return all, fmt.Errorf("calling the transcript API: %w", err)
+			return fmt.Errorf("calling the transcript API: %w", err)
 		}
 		var page Page
 		if err := decode(resp, &page); err != nil {
-			return all, err
+			return err
 		}
-		if all.UID == "" {
-			all = page
-		} else {
-			all.Records = append(all.Records, page.Records...)
+		if err := each(page); err != nil {
+			return err
 		}
 		if len(page.Records) == 0 || page.Last == after {
-			return all, nil
+			return nil
 		}
 		after = page.Last
 	}

@@ -1,0 +1,152 @@
+package transcriptapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
+
+// ticket is a run of n steps between two agents, the last of which ends it with a signal:
+// its status with the latest 10 handoffs, as the operator keeps them, and its records, each
+// step's carrying the handoff of the step before.
+func ticket(n int) (*v1alpha1.AgentRun, []Record) {
+	agents := []string{"orchestrator", "ticketing"}
+	var all []v1alpha1.HandoffRecord
+	var records []Record
+	for step := int32(1); step <= int32(n); step++ {
+		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff,
+			Reason: fmt.Sprintf("reason %d", step), Tokens: int64(step * 10), Time: metav1.NewTime(t0.Add(time.Duration(step) * time.Second))}
+		if step == int32(n) {
+			h.To, h.Outcome, h.Signal, h.Reason = "", v1alpha1.OutcomeSignal, "TERMINATE_WORKFLOW", "TERMINATE_WORKFLOW"
+		}
+		body := map[string]any{"agent": h.From, "output": fmt.Sprintf("output %d", step), "handoff": h.To,
+			"reason": h.Reason, "tokens": h.Tokens, "latencyMs": 5}
+		if step > 1 {
+			body["previous"] = all[step-2]
+		}
+		data, _ := json.Marshal(body)
+		records = append(records, Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
+		all = append(all, h)
+	}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ticket-1234", Namespace: "default", UID: "u1"}}
+	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: int32(n), HandoffSequence: all[max(0, n-10):]}
+	return run, records
+}
+
+// steps is what a timeline says of each step: number, from, to, outcome, signal, reason.
+func steps(entries []Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Kind == EntryStep {
+			out = append(out, fmt.Sprintf("%d %s>%s %s %s %s", e.Step, e.Agent, e.To, e.Outcome, e.Signal, e.Reason))
+		}
+	}
+	return out
+}
+
+func TestTheTimelineHasEveryStepTheRecordsHave(t *testing.T) {
+	run, records := ticket(12)
+	want := []string{}
+	for step := 1; step < 12; step++ {
+		from, to := "orchestrator", "ticketing"
+		if step%2 == 0 {
+			from, to = to, from
+		}
+		want = append(want, fmt.Sprintf("%d %s>%s Handoff  reason %d", step, from, to, step))
+	}
+	want = append(want, "12 ticketing> Signal TERMINATE_WORKFLOW TERMINATE_WORKFLOW")
+	if diff := cmp.Diff(want, steps(BuildTimeline(run, records))); diff != "" {
+		t.Errorf("with the transcript (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[2:], steps(BuildTimeline(run, nil))); diff != "" {
+		t.Errorf("from status alone (-want +got):\n%s", diff)
+	}
+
+	// Read a page at a time, the timeline is the same.
+	tl := NewTimeline(run)
+	for _, r := range records {
+		tl.Add(r)
+	}
+	if diff := cmp.Diff(want, steps(tl.Entries())); diff != "" {
+		t.Errorf("added one by one (-want +got):\n%s", diff)
+	}
+	for _, e := range tl.Entries() {
+		if !e.Recorded || e.Latency != 5*time.Millisecond || !strings.HasPrefix(e.Text, "output ") {
+			t.Errorf("step %d: recorded %v, latency %s, text %q: want the record's", e.Step, e.Recorded, e.Latency, e.Text)
+		}
+	}
+}
+
+func TestTheTimelineHasEveryDecisionOnce(t *testing.T) {
+	run, records := ticket(3)
+	at := func(s int) metav1.Time {
+		return metav1.NewTime(t0.Add(time.Duration(s)*time.Second + 500*time.Millisecond))
+	}
+	early := v1alpha1.ApprovalRecord{Gate: "plan", Decision: "Approved", By: "alice", Time: at(1)}
+	late := v1alpha1.ApprovalRecord{Gate: "final", Decision: "Rejected", By: "bob", Revise: "orchestrator", Feedback: "check again", Time: at(2)}
+	latest := v1alpha1.ApprovalRecord{Gate: "final", Decision: "Approved", By: "bob", Time: at(3)}
+	// Status has dropped the earliest decision; the record of the latest is not written yet.
+	run.Status.Approvals = []v1alpha1.ApprovalRecord{late, latest}
+	for i, a := range []v1alpha1.ApprovalRecord{early, late} {
+		data, _ := json.Marshal(map[string]any{"decisions": []Decided{{ApprovalRecord: a}}})
+		records = append(records, Record{Seq: int64(10 + i), Kind: "decision", Step: int32(i + 1), Time: a.Time.Time, Body: data})
+	}
+	var got []string
+	for _, e := range BuildTimeline(run, records) {
+		switch e.Kind {
+		case EntryStep:
+			got = append(got, fmt.Sprintf("step %d", e.Step))
+		case EntryDecision:
+			got = append(got, fmt.Sprintf("%s %s by %s%s", e.Decision, e.Gate, e.By, e.To))
+		}
+	}
+	want := []string{"step 1", "Approved plan by alice", "step 2", "Rejected final by boborchestrator", "step 3", "Approved final by bob"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestAHeldCallIsShownWhole(t *testing.T) {
+	// Arguments past status's 4 KiB, whose end is what matters.
+	args := fmt.Sprintf(`{"note":"%s","to":"finance@example.com"}`, strings.Repeat("a", 5000))
+	cut := args[:4093] + "…"
+	p := &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 2, Arguments: cut}
+	body, _ := json.Marshal(map[string]any{"agent": "crm", "gate": "tool/crm/file",
+		"call": map[string]any{"index": 2, "server": "crm", "tool": "file", "arguments": json.RawMessage(args)}})
+	rec := Record{Seq: 9, Kind: "tool-gate", Step: 4, Call: 2, Body: body}
+	for name, r := range map[string]Record{
+		"another step's": {Kind: "tool-gate", Step: 3, Call: 2, Body: body},
+		"another call's": {Kind: "tool-gate", Step: 4, Call: 1, Body: body},
+		"a turn's":       {Kind: "tool-turn", Step: 4, Call: 2, Body: body},
+	} {
+		if Holds(p, r) {
+			t.Errorf("%s record is taken for the held call's", name)
+		}
+	}
+	if !Holds(p, rec) {
+		t.Fatal("the held call's record is not found")
+	}
+
+	h := Held(p, &rec, "")
+	if !h.Whole || h.Note != "" || !strings.Contains(h.Arguments, `"to": "finance@example.com"`) || !strings.Contains(h.Arguments, strings.Repeat("a", 5000)) {
+		t.Errorf("from its record: whole %v, note %q, arguments %.80q...: want them whole, indented", h.Whole, h.Note, h.Arguments)
+	}
+	h = Held(p, nil, "the transcript API answered 503")
+	if h.Whole || h.Arguments != cut || !strings.Contains(h.Note, "These arguments are cut") ||
+		!strings.Contains(h.Note, "the transcript API answered 503") || !strings.Contains(h.Note, "kubectl baton transcript --step 4") {
+		t.Errorf("without the transcript: whole %v, note %q", h.Whole, h.Note)
+	}
+	p.Arguments = `{"vendor":"Acme"}`
+	if h = Held(p, nil, "unreachable"); h.Arguments != "{\n  \"vendor\": \"Acme\"\n}" || !strings.Contains(h.Note, "which is whole") {
+		t.Errorf("short arguments from status: %q, note %q", h.Arguments, h.Note)
+	}
+}
