@@ -14,7 +14,8 @@ import (
 
 func main() {
 	if err := newRoot(genericclioptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		// An error may quote what a server or a model wrote.
+		fmt.Fprintln(terminalWriter{os.Stderr}, "error:", err)
 		os.Exit(1)
 	}
 }
@@ -31,7 +32,10 @@ type options struct {
 	operatorNamespace string
 }
 
+// newRoot is the plugin's commands, writing to streams. Whatever they write passes
+// terminalWriter: no text a model, an agent or a tool wrote reaches the terminal raw.
 func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
+	streams.Out, streams.ErrOut = terminalWriter{streams.Out}, terminalWriter{streams.ErrOut}
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
 	root := &cobra.Command{
 		Use:           "kubectl-baton",
@@ -39,6 +43,8 @@ func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.operatorURL, "operator-url", os.Getenv("BATON_OPERATOR_URL"),
 		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")

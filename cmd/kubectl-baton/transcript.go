@@ -40,7 +40,7 @@ func (o *options) transcriptCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(page)
 			case "yaml":
-				data, err := yaml.Marshal(page)
+				data, err := transcriptYAML(page)
 				if err != nil {
 					return err
 				}
@@ -59,6 +59,17 @@ func (o *options) transcriptCmd() *cobra.Command {
 	cmd.Flags().Int32Var(&step, "step", 0, "Only this step")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, json or yaml")
 	return cmd
+}
+
+// transcriptYAML is a page as YAML. The YAML parser that converts JSON refuses the control
+// characters JSON keeps raw (DEL, C1), so they are escaped in the JSON first, as terminalSafe
+// escapes them, which JSON reads the same.
+func transcriptYAML(page transcriptapi.Page) ([]byte, error) {
+	data, err := json.Marshal(page)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML([]byte(terminalSafe(strings.ToValidUTF8(string(data), "\uFFFD"))))
 }
 
 // printRecord prints a record in full, for people.
