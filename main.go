@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +25,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/transcript"
 )
@@ -102,11 +104,27 @@ func main() {
 		"Where the operator dry-runs a run's creation to see the admission webhook installed; defaults to the namespace it runs in, else default.")
 	flag.BoolVar(&controllerOpts.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
+	var egressAllow, egressDeny []string
+	flag.Func("egress-allow", "Addresses the calls a config makes (models, HTTP agents, HTTP and MCP tools) may reach although the egress policy refuses them: CIDRs, IP addresses and host names (*.domain for a whole domain), comma-separated; may be repeated. The policy refuses loopback, link-local and cloud metadata addresses, after DNS resolution, and redirects to another origin.",
+		appendList(&egressAllow))
+	flag.Func("egress-deny", "More addresses the calls a config makes may not reach, as CIDRs or IP addresses, comma-separated; may be repeated. Add the cluster's pod and service ranges so that no config reaches inside the cluster.",
+		appendList(&egressDeny))
+	flag.Func("secret-namespaces", "The only namespaces whose Secrets labelled agents.baton.dev/api-key=true the operator reads, comma-separated; may be repeated. Empty: every namespace (the ClusterRole lists Secrets cluster-wide).",
+		appendList(&controllerOpts.SecretNamespaces))
+	var webhookClientCA string
+	flag.StringVar(&webhookClientCA, "webhook-client-ca-name", "",
+		"A CA bundle's file name in --webhook-cert-dir: the webhook then answers only clients whose certificate it signed (the API server's, as its admission configuration presents it). Empty: any client that reaches the port.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
+	policy, err := egress.New(egressAllow, egressDeny)
+	if err != nil {
+		setupLog.Error(err, "Invalid egress policy")
+		os.Exit(1)
+	}
+	controllerOpts.Egress = policy
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -125,11 +143,12 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "agents.baton.dev",
 		LeaderElectionNamespace: leaderElectionNS,
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.CacheOptions(controllerOpts.SecretNamespaces),
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Port:    webhookPort,
-			CertDir: webhookCertDir,
-			TLSOpts: tlsOpts,
+			Port:         webhookPort,
+			CertDir:      webhookCertDir,
+			ClientCAName: webhookClientCA,
+			TLSOpts:      tlsOpts,
 		}),
 	})
 	if err != nil {
@@ -184,5 +203,17 @@ func main() {
 	if err := mgr.Start(ctx); err != nil {
 		setupLog.Error(err, "The manager stopped with an error")
 		os.Exit(1)
+	}
+}
+
+// appendList is a flag's setter that appends the comma-separated items of each value.
+func appendList(list *[]string) func(string) error {
+	return func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*list = append(*list, item)
+			}
+		}
+		return nil
 	}
 }

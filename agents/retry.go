@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	"github.com/baton-dev/baton/internal/egress"
 )
 
 // Retry policy for model servers and HTTP agents: transient failures (429, 5xx, a connection
@@ -92,7 +94,8 @@ func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func transient(ctx context.Context, resp *http.Response, err error) bool {
 	if err != nil {
-		return ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		// A call the egress policy refuses is refused again.
+		return ctx.Err() == nil && !egress.IsRefused(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	}
 	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/transcript"
 )
 
@@ -80,6 +81,12 @@ type Options struct {
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
 	// Off, spans carry names, counts, timings and outcomes only.
 	TraceContent bool
+	// Egress is the policy every call a config makes goes through: models, HTTP agents, tools
+	// (nil: egress.Default(), which refuses loopback, link-local and metadata addresses).
+	Egress *egress.Policy
+	// SecretNamespaces, when it names any, are the only namespaces whose labelled Secrets the
+	// operator reads (and caches); Setup's caller passes the same list to CacheOptions.
+	SecretNamespaces []string
 }
 
 // AgentRunReconciler advances AgentRuns one agent step per reconcile.

@@ -19,6 +19,28 @@ const LabelAPIKey = "agents.baton.dev/api-key"
 // rotated key takes effect as soon as the watch delivers it.
 type secretReader struct {
 	reader client.Reader
+	// namespaces, when not empty, are the only namespaces Secrets are read in.
+	namespaces map[string]bool
+}
+
+func newSecretReader(reader client.Reader, namespaces []string) *secretReader {
+	s := &secretReader{reader: reader}
+	if len(namespaces) > 0 {
+		s.namespaces = make(map[string]bool, len(namespaces))
+		for _, ns := range namespaces {
+			s.namespaces[ns] = true
+		}
+	}
+	return s
+}
+
+// readable says why a Secret in namespace cannot be read, if it cannot.
+func (s *secretReader) readable(namespace, name string) error {
+	if s.namespaces == nil || s.namespaces[namespace] {
+		return nil
+	}
+	return fmt.Errorf("Secret %s in namespace %s cannot be read: the operator reads Secrets only in the namespaces a cluster admin listed (--secret-namespaces)",
+		name, namespace)
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch
@@ -26,6 +48,9 @@ type secretReader struct {
 // SecretKey returns one key of a labelled Secret. Its errors name the Secret and the key, never
 // a value.
 func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key string) (string, error) {
+	if err := s.readable(namespace, name); err != nil {
+		return "", err
+	}
 	secret := &corev1.Secret{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
@@ -45,6 +70,9 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 // SecretData returns every key of a labelled Secret: the headers a tool server is sent. Its
 // errors name the Secret, never a value.
 func (s *secretReader) SecretData(ctx context.Context, namespace, name string) (map[string]string, error) {
+	if err := s.readable(namespace, name); err != nil {
+		return nil, err
+	}
 	secret := &corev1.Secret{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {

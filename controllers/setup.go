@@ -19,6 +19,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/tools"
 	"github.com/baton-dev/baton/transcriptapi"
@@ -26,12 +27,20 @@ import (
 
 // CacheOptions are the manager cache settings the controllers rely on: only the config
 // snapshots the operator makes are cached, not every ControllerRevision in the cluster, and
-// only the Secrets labelled for API keys, not every Secret.
-func CacheOptions() cache.Options {
+// only the Secrets labelled for API keys, not every Secret; those only in secretNamespaces when
+// it names any (Options.SecretNamespaces).
+func CacheOptions(secretNamespaces []string) cache.Options {
+	secrets := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelAPIKey: "true"})}
+	if len(secretNamespaces) > 0 {
+		secrets.Namespaces = make(map[string]cache.Config, len(secretNamespaces))
+		for _, ns := range secretNamespaces {
+			secrets.Namespaces[ns] = cache.Config{}
+		}
+	}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.ControllerRevision{}: {Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})},
-			&corev1.Secret{}:             {Label: labels.SelectorFromSet(labels.Set{LabelAPIKey: "true"})},
+			&corev1.Secret{}:             secrets,
 		},
 		// Nothing reads managedFields, so the cache does not keep them: less memory per run.
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -47,10 +56,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
 			return err
 		}
-		deps.Secrets = &secretReader{reader: mgr.GetClient()}
+		deps.Secrets = newSecretReader(mgr.GetClient(), opts.SecretNamespaces)
 	}
 	if deps.Clock == nil {
 		deps.Clock = clk
+	}
+	if deps.HTTPClient == nil {
+		// Every call a config makes goes out through the admin's egress policy.
+		policy := opts.Egress
+		if policy == nil {
+			policy = egress.Default()
+		}
+		deps.HTTPClient = policy.Client()
 	}
 	deps.HTTPClient = telemetry.HTTPClient(deps.HTTPClient)
 	known := providers.New(deps)

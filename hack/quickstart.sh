@@ -66,9 +66,11 @@ up() {
 
   say "Starting the operator (log: $LOCAL_DIR/manager.log)"
   # The operator has its own identity, and serves the admission webhook that records who decides.
+  # The MCP memory server below runs on this machine's loopback, which the egress policy refuses
+  # unless it is allowed: a cluster would allow its tools' addresses instead.
   # shellcheck disable=SC2046
   KUBECONFIG="$LOCAL_DIR/kubeconfig-operator" nohup "$MANAGER_BIN" --health-probe-bind-address=0 \
-    --transcript-store="$LOCAL_DIR/transcript.db" \
+    --transcript-store="$LOCAL_DIR/transcript.db" --egress-allow=127.0.0.1,::1 \
     $(cat "$LOCAL_DIR/webhook.flags") >"$LOCAL_DIR/manager.log" 2>&1 &
   echo $! >"$LOCAL_DIR/manager.pid"
 

@@ -32,6 +32,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/transcript"
 )
 
@@ -127,7 +128,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	}
 
 	e.baton = &side{writes: newWriteCounter(), tracker: newTracker(batonRunState)}
-	batonMgr, err := newManager(cfg, scheme, e.baton.writes, controllers.CacheOptions())
+	batonMgr, err := newManager(cfg, scheme, e.baton.writes, controllers.CacheOptions(nil))
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	}
 	if err := controllers.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, controllers.Options{
 		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: inFlight, Transcript: store,
-		StatusBatchPeriod: batch}); err != nil {
+		StatusBatchPeriod: batch, Egress: egress.Loopback()}); err != nil {
 		return err
 	}
 	e.base = &side{writes: newWriteCounter(), tracker: newTracker(baselineRunState)}

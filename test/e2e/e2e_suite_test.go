@@ -106,7 +106,10 @@ service:
 	By("starting the operator binary, as its own user")
 	webhookFlags := strings.Fields(readFile(filepath.Join(stateDir, "webhook.flags")))
 	metricsAddr = freeAddress()
+	// The suite's model servers and tools are fakes on loopback, which the egress policy
+	// refuses unless the admin allows it.
 	managerArgs = append([]string{"--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=" + metricsAddr,
+		"--egress-allow=127.0.0.1,::1",
 		"--kubeconfig", filepath.Join(stateDir, "kubeconfig-operator"),
 		"--transcript-store", filepath.Join(stateDir, "transcript.db")}, webhookFlags...)
 	managerProc = start("manager", manager, managerArgs...)

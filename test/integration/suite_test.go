@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -39,6 +40,8 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/test/pgtest"
 	"github.com/baton-dev/baton/transcript"
 )
@@ -89,6 +92,15 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	controllerOptions.Transcript, err = transcript.Open(context.Background(), dsn)
 	Expect(err).NotTo(HaveOccurred())
+	// The suite's model servers, agents and tools are fakes on 127.0.0.1, which the egress
+	// policy refuses unless it is allowed, as the manager's --egress-allow=127.0.0.1 would; the
+	// rest of loopback stays refused, and names resolve at a DNS server of the suite's.
+	suiteDNS, err = fakes.NewDNS(suiteHosts)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(suiteDNS.Close)
+	policy, err := egress.New([]string{"127.0.0.1"}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	controllerOptions.Egress = policy.WithResolver(suiteDNS.Resolver())
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
 	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})
@@ -100,6 +112,15 @@ var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxSteps
 	StatusBatchPeriod: controllers.DefaultStatusBatchPeriod,
 	TranscriptSweep:   500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0", TranscriptReauthorize: time.Second,
 	TranscriptListening: func(addr string) { transcriptAddr.Store(addr) }}
+
+// suiteDNS answers the names of suiteHosts to the operator.
+var suiteDNS *fakes.DNS
+
+// suiteHosts are names that resolve where a spec needs them to.
+var suiteHosts = map[string][]netip.Addr{
+	"metadata.test": {netip.MustParseAddr("169.254.169.254")},
+	"internal.test": {netip.MustParseAddr("127.0.0.2")},
+}
 
 // transcriptAddr is where the running manager serves the transcript API.
 var transcriptAddr atomic.Value
@@ -164,7 +185,7 @@ func startManager(opts controllers.Options) func() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(),
+		Cache:                  controllers.CacheOptions(opts.SecretNamespaces),
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}),
 		// The restart spec starts a second manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
