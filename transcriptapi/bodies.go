@@ -54,6 +54,15 @@ type Decided struct {
 	Reply string `json:"reply"`
 }
 
+// String says in words who decided what; the feedback and replies are in the record's context.
+func (d Decided) String() string {
+	s := d.Decision + prefixed(" ", d.Gate) + " by " + d.By
+	if d.Revise != "" {
+		s += ", back to " + d.Revise
+	}
+	return s
+}
+
 // StepBody reads a step's or a decision's record body.
 func (r Record) StepBody() StepBody { return bodyAs[StepBody](r) }
 

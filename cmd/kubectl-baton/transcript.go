@@ -80,7 +80,15 @@ func printRecord(w io.Writer, r transcriptapi.Record) {
 	}
 	b := r.StepBody()
 	if r.Kind != "step" {
+		// A record of nothing people decided (a run started from another keeps its next
+		// agent's input so) is not shown.
+		if len(b.Decisions) == 0 && len(b.Context) == 0 {
+			return
+		}
 		fmt.Fprintf(w, "=== after step %d: %s (%s)\n", r.Step, r.Kind, r.Time.Format(time.RFC3339))
+		for _, d := range b.Decisions {
+			fmt.Fprintln(w, d)
+		}
 		for _, c := range b.Context {
 			fmt.Fprintf(w, "%s from %s:\n%s\n", strings.ToLower(c.Kind), c.From, indent(c.Text))
 		}
@@ -127,12 +135,18 @@ func (o *options) logsCmd() *cobra.Command {
 					return err
 				}
 				for _, r := range page.Records {
-					fmt.Fprintln(o.streams.Out, logLine(r))
+					if line := logLine(r); line != "" {
+						fmt.Fprintln(o.streams.Out, line)
+					}
 				}
 				return nil
 			}
 			end, err := c.Stream(cmd.Context(), ns, args[0], func(r transcriptapi.Record) error {
-				_, err := fmt.Fprintln(o.streams.Out, logLine(r))
+				line := logLine(r)
+				if line == "" {
+					return nil
+				}
+				_, err := fmt.Fprintln(o.streams.Out, line)
 				return err
 			})
 			if err != nil && cmd.Context().Err() == nil {
@@ -148,7 +162,7 @@ func (o *options) logsCmd() *cobra.Command {
 	return cmd
 }
 
-// logLine is one line of a record.
+// logLine is one line of a record; "" for a record of nothing people decided.
 func logLine(r transcriptapi.Record) string {
 	if r.IsTool() {
 		return toolLine(r)
@@ -156,8 +170,14 @@ func logLine(r transcriptapi.Record) string {
 	b := r.StepBody()
 	if r.Kind != "step" {
 		var parts []string
+		for _, d := range b.Decisions {
+			parts = append(parts, d.String())
+		}
 		for _, c := range b.Context {
 			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(c.Kind), c.From, oneLine(c.Text, 80)))
+		}
+		if len(parts) == 0 {
+			return ""
 		}
 		return fmt.Sprintf("%s  after step %-3d %s", r.Time.Format("15:04:05"), r.Step, strings.Join(parts, "; "))
 	}

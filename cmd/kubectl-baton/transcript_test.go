@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/transcriptapi"
+)
+
+func TestDecisionRecordsSayWhoDecidedWhat(t *testing.T) {
+	at := time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
+	record := func(body string) transcriptapi.Record {
+		return transcriptapi.Record{Kind: "decision", Step: 2, Time: at, Body: json.RawMessage(body)}
+	}
+	for name, c := range map[string]struct {
+		body, line, text string
+	}{
+		"an approval without feedback": {`{"decisions":[{"gate":"plan","decision":"Approved","by":"alice","time":"2026-11-22T11:34:00Z"}],"context":[]}`,
+			"11:34:00  after step 2   Approved plan by alice",
+			"=== after step 2: decision (2026-11-22T11:34:00Z)\nApproved plan by alice\n\n"},
+		"a rejection back to an agent, with feedback": {`{"decisions":[{"gate":"final","decision":"Rejected","revise":"crm","by":"alice","time":"2026-11-22T11:34:00Z"}],` +
+			`"context":[{"step":2,"from":"alice","kind":"Feedback","text":"check the disputes"}]}`,
+			"11:34:00  after step 2   Rejected final by alice, back to crm; feedback from alice: check the disputes",
+			"=== after step 2: decision (2026-11-22T11:34:00Z)\nRejected final by alice, back to crm\nfeedback from alice:\n  check the disputes\n\n"},
+		"the input a run started from another keeps": {`{"context":[],"input":"whole input"}`, "", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := logLine(record(c.body)); got != c.line {
+				t.Errorf("logs: %q, want %q", got, c.line)
+			}
+			var b bytes.Buffer
+			printRecord(&b, record(c.body))
+			if b.String() != c.text {
+				t.Errorf("transcript: %q, want %q", b.String(), c.text)
+			}
+		})
+	}
+}
