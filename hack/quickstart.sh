@@ -85,8 +85,8 @@ up() {
   kubectl get agentruns
   echo
   echo "Handoff sequence of ticket-1234:"
-  kubectl get agentrun ticket-1234 \
-    -o go-template='{{range .status.handoffSequence}}  {{.step}}. {{.from}} -> {{or .to "(end)"}}: {{.reason}}{{"\n"}}{{end}}'
+  # Every step, from the transcript: status keeps only the latest 10.
+  "$root/bin/kubectl-baton" handoffs ticket-1234
   echo "Termination: $(kubectl get agentrun ticket-1234 -o jsonpath='{.status.terminationReason}: {.status.terminationMessage}')"
   echo
 

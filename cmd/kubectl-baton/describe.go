@@ -33,37 +33,30 @@ func (o *options) getCmd() *cobra.Command {
 }
 
 func (o *options) describeCmd() *cobra.Command {
-	return &cobra.Command{
+	var tail int
+	cmd := &cobra.Command{
 		Use:   "describe RUN",
 		Short: "Print a run's timeline: steps, handoffs, tokens and time per step, gates and decisions",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a run's timeline: every step, with where control went and why, its tokens and time;
+the gate it waits at, with a held tool call's whole arguments; and people's decisions. The
+timeline is read from the transcript, a page at a time; without it, it is what the run's status
+holds (its latest steps). --tail picks how many of the latest steps to show.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			run, _, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			// The transcript adds each step's latency and what it asked for; status alone still
-			// gives the timeline.
-			var records []transcriptapi.Record
-			var note string
-			if op, err := o.operator(cmd.Context()); err != nil {
-				note = err.Error()
-			} else {
-				defer op.stop()
-				page, err := op.Records(cmd.Context(), run.Namespace, run.Name, 0)
-				if err != nil {
-					note = err.Error()
-				}
-				records = page.Records
-			}
-			describe(o.streams.Out, run, records, note)
+			describe(o.streams.Out, run, o.story(cmd.Context(), run), tail)
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&tail, "tail", defaultTail, "Show only the run's last N steps (0: every step)")
+	return cmd
 }
 
 // describe prints the run's timeline.
-func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Record, note string) {
+func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	s := run.Status
 	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\nConfig:       %s (%s)\nPhase:        %s\n", run.Name, run.Namespace,
 		run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
@@ -79,61 +72,71 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, records []transcriptapi.Rec
 		// completionTime has a precision of seconds.
 		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
 	}
-	byStep := map[int32]transcriptapi.StepBody{}
-	for _, r := range records {
-		if r.Kind == "step" {
-			byStep[r.Step] = r.StepBody()
+	shown, steps, decisions := latest(st.entries, tail)
+	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread))
+	describeWaiting(out, run, st)
+	var decided []transcriptapi.Entry
+	for _, e := range shown {
+		if e.Kind == transcriptapi.EntryDecision {
+			decided = append(decided, e)
 		}
 	}
-	fmt.Fprintln(out, "\nTimeline:")
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\tTIME\tREASON")
-	if first := firstStep(s); first > 1 {
-		fmt.Fprintf(w, "  ...\t(%d earlier steps: kubectl baton transcript %s)\t\t\t\t\t\n", first-1, run.Name)
-	}
-	for _, h := range s.HandoffSequence {
-		to := h.To
-		if to == "" {
-			to = "(end)"
-		}
-		latency := ""
-		if b, ok := byStep[h.Step]; ok {
-			latency = (time.Duration(b.LatencyMs) * time.Millisecond).String()
-		}
-		reason := h.Reason
-		if h.Signal != "" {
-			reason = h.Signal + prefixed(": ", reason)
-		}
-		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", h.Step, h.From, to, h.Outcome, h.Tokens, latency, oneLine(reason, 70))
-	}
-	_ = w.Flush()
-	if p := s.PendingApproval; p != nil {
-		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
-		if c := p.ToolCall; c != nil {
-			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with %s\n", s.CurrentAgent, c.Server, c.Tool, c.Step, c.Call, oneLine(c.Arguments, 200))
-		}
-		fmt.Fprintf(out, "  kubectl baton approve %s %s | kubectl baton reject %s %s --feedback ...\n", run.Name, p.Gate, run.Name, p.Gate)
-	}
-	if p := s.PendingInput; p != nil {
-		fmt.Fprintf(out, "\n%s asks: %s\n  kubectl baton reply %s \"...\"\n", p.Agent, oneLine(p.Question, 200), run.Name)
-	}
-	if len(s.Approvals) > 0 {
+	if len(decided) > 0 {
 		fmt.Fprintln(out, "\nDecisions:")
-		for _, a := range s.Approvals {
-			fmt.Fprintf(out, "  %s  %s %s by %s%s\n", a.Time.Format(time.RFC3339), a.Decision, a.Gate, a.By, prefixed(": ", oneLine(a.Feedback, 80)))
+		for _, a := range decided {
+			fmt.Fprintf(out, "  %s  %s %s by %s%s%s\n", a.Time.Format(time.RFC3339), a.Decision, a.Gate, a.By,
+				prefixed(", back to ", a.To), prefixed(": ", oneLine(a.Feedback, 80)))
 		}
 	}
 	if s.Output != "" {
 		fmt.Fprintf(out, "\nOutput:\n%s\n", indent(s.Output))
 	}
-	if note != "" {
-		fmt.Fprintf(out, "\n(transcript not read: %s)\n", note)
+	if st.unread != "" {
+		fmt.Fprintf(out, "\n(transcript not read: %s)\n", st.unread)
 	}
 }
 
-func firstStep(s v1alpha1.AgentRunStatus) int32 {
-	if len(s.HandoffSequence) == 0 {
-		return 0
+// describeSteps prints the timeline's steps, a line each, after a line that says what comes
+// before them when that is not shown.
+func describeSteps(out io.Writer, shown []transcriptapi.Entry, before string) {
+	fmt.Fprintln(out, "\nTimeline:")
+	if before != "" {
+		// Above the table: a line of its own inside it would end its columns.
+		fmt.Fprintf(out, "  ... (%s)\n", before)
 	}
-	return s.HandoffSequence[0].Step
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\tTIME\tREASON")
+	for _, e := range shown {
+		switch e.Kind {
+		case transcriptapi.EntryStep:
+			latency := ""
+			if e.Recorded {
+				latency = e.Latency.String()
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Step, e.Agent, to(e), oneLine(e.Outcome, 40), e.Tokens, latency, oneLine(reason(e), 70))
+		case transcriptapi.EntryRunning:
+			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\n", e.Step, e.Agent)
+		}
+	}
+	_ = w.Flush()
+}
+
+// describeWaiting prints the gate the run waits at, with the whole arguments of a tool call it
+// holds, or the question it waits to have answered.
+func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
+	s := run.Status
+	if p := s.PendingApproval; p != nil {
+		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
+		if c := p.ToolCall; c != nil {
+			h := transcriptapi.Held(c, st.held, st.unread)
+			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))
+			if h.Note != "" {
+				fmt.Fprintf(out, "  (%s)\n", h.Note)
+			}
+		}
+		fmt.Fprintf(out, "  kubectl baton approve %s %s | kubectl baton reject %s %s --feedback ...\n", run.Name, p.Gate, run.Name, p.Gate)
+	}
+	if p := s.PendingInput; p != nil {
+		fmt.Fprintf(out, "\n%s asks:\n%s\n  kubectl baton reply %s \"...\"\n", p.Agent, indent(indent(p.Question)), run.Name)
+	}
 }

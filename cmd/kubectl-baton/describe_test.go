@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/transcriptapi"
+)
+
+// longRun is a run of n steps that ended: status holds its latest 10 handoffs, the records hold
+// every step.
+func longRun(n int) (*v1alpha1.AgentRun, []transcriptapi.Record) {
+	t0 := time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
+	agents := []string{"orchestrator", "ticketing"}
+	var all []v1alpha1.HandoffRecord
+	var records []transcriptapi.Record
+	for step := int32(1); step <= int32(n); step++ {
+		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff,
+			Reason: fmt.Sprintf("reason %d", step), Tokens: 10, Time: metav1.NewTime(t0.Add(time.Duration(step) * time.Second))}
+		if step == int32(n) {
+			h.To, h.Outcome, h.Signal, h.Reason = "", v1alpha1.OutcomeSignal, "TERMINATE_WORKFLOW", "TERMINATE_WORKFLOW"
+		}
+		body := map[string]any{"agent": h.From, "output": "ok", "handoff": h.To, "reason": h.Reason, "tokens": 10, "latencyMs": 7}
+		if step > 1 {
+			body["previous"] = all[step-2]
+		}
+		data, _ := json.Marshal(body)
+		records = append(records, transcriptapi.Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
+		all = append(all, h)
+	}
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ticket-1234", Namespace: "default", UID: "u1"},
+		Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: "helpdesk"}}}
+	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: int32(n), HandoffCount: int32(n - 1),
+		HandoffSequence: all[max(0, n-10):]}
+	return run, records
+}
+
+// stepLines are the numbers of the steps a timeline's lines show, in order.
+func stepLines(out string) []string {
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^  (\d+)(?:\s|\.)`).FindAllStringSubmatch(out, -1) {
+		got = append(got, m[1])
+	}
+	return got
+}
+
+func numbers(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprint(i))
+	}
+	return out
+}
+
+func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
+	run, records := longRun(12)
+	story := runStory{entries: transcriptapi.BuildTimeline(run, records)}
+	for name, c := range map[string]struct {
+		tail        int
+		steps       []string
+		earlier     string
+		unreadStory bool
+	}{
+		"every step, more than status holds": {tail: defaultTail, steps: numbers(1, 12)},
+		"the last 5 with --tail 5":           {tail: 5, steps: numbers(8, 12), earlier: "7 earlier steps not shown: --tail 0 shows them"},
+		"every step with --tail 0":           {tail: 0, steps: numbers(1, 12)},
+		"status's 10 without the transcript": {tail: defaultTail, steps: numbers(3, 12), earlier: "2 earlier steps: the transcript, which has them, was not read", unreadStory: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := story
+			if c.unreadStory {
+				st = runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: "no route to the operator"}
+			}
+			var out bytes.Buffer
+			describe(&out, run, st, c.tail)
+			timeline := out.String()[strings.Index(out.String(), "Timeline:"):]
+			if got := stepLines(timeline); strings.Join(got, ",") != strings.Join(c.steps, ",") {
+				t.Errorf("steps %v, want %v:\n%s", got, c.steps, out.String())
+			}
+			if c.earlier != "" && !strings.Contains(out.String(), "\nTimeline:\n  ... ("+c.earlier+")\n  STEP ") || c.earlier == "" && strings.Contains(out.String(), "earlier steps") {
+				t.Errorf("want the line about earlier steps to be %q:\n%s", c.earlier, out.String())
+			}
+			if !regexp.MustCompile(`(?m)^  1\s+orchestrator\s+ticketing\s+Handoff\s+10\s+7ms\s+reason 1$`).MatchString(timeline) && !c.unreadStory && c.tail != 5 {
+				t.Errorf("step 1 is not shown as status would have shown it:\n%s", timeline)
+			}
+			if !regexp.MustCompile(`(?m)^  12\s+ticketing\s+\(end\)\s+Signal\s+10\s+7ms\s+TERMINATE_WORKFLOW$`).MatchString(timeline) && !c.unreadStory {
+				t.Errorf("the last step is not shown ending the run:\n%s", timeline)
+			}
+		})
+	}
+}
+
+func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
+	run, records := longRun(12)
+	var out bytes.Buffer
+	handoffs(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, records)}, defaultTail)
+	if got := stepLines(out.String()); strings.Join(got, ",") != strings.Join(numbers(1, 12), ",") {
+		t.Errorf("steps %v:\n%s", got, out.String())
+	}
+	for _, want := range []string{"  1. orchestrator -> ticketing: reason 1\n", "  12. ticketing -> (end): TERMINATE_WORKFLOW\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	handoffs(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, records)}, 3)
+	if !strings.HasPrefix(out.String(), "  ... (9 earlier steps not shown: --tail 0 shows them)\n  10. ") {
+		t.Errorf("--tail 3:\n%s", out.String())
+	}
+}
+
+func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
+	run, _ := longRun(3)
+	tail := "the end that matters"
+	args := fmt.Sprintf(`{"note":"%s","then":"%s"}`, strings.Repeat("x", 6000), tail)
+	run.Status.Phase, run.Status.CurrentAgent = v1alpha1.PhaseAwaitingApproval, "crm"
+	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "tool/crm/file", Since: metav1.NewMicroTime(time.Now()),
+		ToolCall: &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 1, Arguments: args[:4093] + "…"}}
+	body, _ := json.Marshal(map[string]any{"gate": "tool/crm/file", "call": map[string]any{"index": 1, "server": "crm", "tool": "file", "arguments": json.RawMessage(args)}})
+	held := transcriptapi.Record{Kind: "tool-gate", Step: 4, Call: 1, Body: body}
+
+	var out bytes.Buffer
+	describe(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, nil), held: &held}, defaultTail)
+	for _, want := range []string{"crm asks to call crm/file (step 4, call 1) with:\n    {\n      \"note\": \"" + strings.Repeat("x", 6000) + "\",\n      \"then\": \"" + tail + "\"\n    }\n",
+		"kubectl baton approve ticket-1234 tool/crm/file"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe does not show %.100q...:\n%.2000s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	describe(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: "connection refused"}, defaultTail)
+	if strings.Contains(out.String(), tail) || !strings.Contains(out.String(), "(These arguments are cut: the run's status keeps their first 4 KiB, and the transcript was not read: connection refused.") {
+		t.Errorf("without the transcript, describe does not say the arguments are cut:\n%.6000s", out.String())
+	}
+}
