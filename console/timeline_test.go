@@ -36,11 +36,12 @@ func TestAToolGateShowsTheWholeArgumentsOfTheCall(t *testing.T) {
 	run, recs := heldRun(now, args)
 	s, _ := newConsole(t, true, pipeline(), run)
 	s.opts.Transcripts = records{"review/vendor-review": recs}
+	whole := "{\n  \"note\": \"" + strings.Repeat("x", 5000) + " " + end + "\"\n}"
 	for _, path := range []string{"/runs/review/vendor-review", "/inbox"} {
 		_, body := get(t, s, path)
 		body = html.UnescapeString(body)
-		if !strings.Contains(body, "crm/file</code> (step 2, call 1) with these arguments, whole:") ||
-			!strings.Contains(body, "{\n  \"note\": \""+strings.Repeat("x", 5000)+" "+end+"\"\n}") {
+		if !strings.Contains(body, fmt.Sprintf("crm/file</code> (step 2, call 1) with these arguments, whole (%d bytes: the box scrolls):", len(whole))) ||
+			!strings.Contains(body, ">"+whole+"</pre>") {
 			t.Errorf("%s does not show the call's whole arguments:\n%.3000s", path, body)
 		}
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -304,6 +305,47 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
 		Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty())
 		Expect(jsonpath("agentrun", "acme", ns, "{.metadata.annotations}")).NotTo(ContainSubstring("from another site"), "a cross-site form reached the run")
+	})
+
+	It("shows the whole arguments of a tool call held at its gate, on the run's page and in the inbox", func() {
+		long, end := strings.Repeat("lorem ipsum ", 500), "and wire the refund to account 99-000-1234"
+		kubectl("apply", "-n", ns, "-f", manifest("console-filer.yaml", fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata: {name: filer}
+spec:
+  entrypoint: clerk
+  toolServers:
+  - {name: crm, http: {url: "http://127.0.0.1:9/file", tool: file}}
+  agents:
+  - name: clerk
+    terminator: true
+    tools: [{server: crm, approval: Required}]
+    script: [{toolCalls: [{server: crm, tool: file, arguments: {note: "%s%s"}}], output: "filed"}]
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata: {name: filer}
+spec: {configRef: {name: filer}, input: "file the refund"}
+`, long, end)))
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.pendingApproval.gate}=tool/crm/file", "--timeout=60s", "agentrun/filer")
+		Expect(jsonpath("agentrun", "filer", ns, "{.status.pendingApproval.toolCall.arguments}")).NotTo(ContainSubstring(end),
+			"status keeps the arguments' beginning only")
+
+		ctx := tab(alice)
+		whole := "{\n  \"note\": \"" + long + end + "\"\n}"
+		for _, path := range []string{"/runs/console/filer", "/inbox"} {
+			run(ctx, chromedp.Navigate(origin(alice)+path))
+			waitText(ctx, fmt.Sprintf("crm/file (step 1, call 1) with these arguments, whole (%d bytes: the box scrolls):", len(whole)))
+			args, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("pre.arguments").textContent`))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(args).To(Equal(whole), "%s shows other arguments than the call's", path)
+			shoot(ctx, "tool-gate-"+strings.Trim(strings.ReplaceAll(path, "/", "-"), "-"))
+		}
+
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/filer"), chromedp.WaitVisible(chromedp.CSS(`form.reject button`)),
+			chromedp.Click(chromedp.CSS(`form.reject button`)))
+		waitText(ctx, "Succeeded")
+		Expect(jsonpath("agentrun", "filer", ns, `{range .status.approvals[*]}{.decision} {.gate} {.by}{"\n"}{end}`)).To(Equal("Rejected tool/crm/file alice\n"))
 	})
 })
 
