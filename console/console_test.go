@@ -37,6 +37,19 @@ func (r records) Records(_ context.Context, namespace, name string, step int32) 
 	return transcriptapi.Page{Namespace: namespace, Run: name, Records: out}, nil
 }
 
+// Pages gives the records two at a time, as pages of a long run's transcript would come.
+func (r records) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error {
+	all, _ := r.Records(ctx, namespace, name, step)
+	for i := 0; i < len(all.Records) || i == 0; i += 2 {
+		page := all
+		page.Records = all.Records[i:min(i+2, len(all.Records))]
+		if err := each(page); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r records) Stream(ctx context.Context, _, _ string, _ func(transcriptapi.Record) error) (string, error) {
 	<-ctx.Done()
 	return "", nil

@@ -62,13 +62,13 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if tc := run.Status.PendingApproval.ToolCall; tc != nil {
 				step = tc.Step
 			}
-			records, note := s.records(r, run, step)
+			tr := s.transcriptOf(r, run, step)
 			cfg := configs.get(ctx, s, run)
-			g := s.gateView(r, run, cfg, records, note)
+			g := s.gateView(r, run, cfg, tr)
 			if g.Blocked != "" {
 				continue
 			}
-			item := inboxItem{Run: run, Gate: g, Transcript: note}
+			item := inboxItem{Run: run, Gate: g, Transcript: tr.unread}
 			if cfg != nil {
 				for _, a := range cfg.Spec.Agents {
 					item.Agents = append(item.Agents, a.Name)

@@ -127,16 +127,16 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	v.Live = runEvents(run)
 	v.Run, v.Phase, v.Terminal = run, phaseOf(run), run.Status.Phase.Terminal()
 	v.Creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
-	records, note := s.records(r, run, 0)
-	v.Transcript = note
+	tr := s.transcriptOf(r, run, 0)
+	v.Transcript = tr.unread
 	cfg := s.config(ctx, run)
-	v.Timeline = transcriptapi.BuildTimeline(run, records)
+	v.Timeline = tr.timeline
 	v.Team = team(cfg, run, v.Timeline)
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
 	if p := run.Status.PendingApproval; p != nil && run.Status.Phase == v1alpha1.PhaseAwaitingApproval {
-		v.Gate = s.gateView(r, run, cfg, records, note)
+		v.Gate = s.gateView(r, run, cfg, tr)
 	}
 	if cfg != nil {
 		for _, a := range cfg.Spec.Agents {
@@ -158,16 +158,17 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	return v, http.StatusOK
 }
 
-// gateView is the run's pending gate, with what the user may do at it.
-// records are the run's transcript records, at least those of the held tool call's step;
-// unread says why they were not read, when they were not.
-func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, records []transcriptapi.Record, unread string) *gateView {
+// gateView is the run's pending gate, with what the user may do at it. tr is the run's
+// transcript, at least the step before the gate or the held tool call's.
+func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runTranscript) *gateView {
 	p := run.Status.PendingApproval
 	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
-		Completes: p.Completes != nil, Judge: lastOutput(run, records),
+		Completes: p.Completes != nil, Judge: tr.judge(run),
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
 	if p.ToolCall != nil {
-		g.Held = heldCall(p.ToolCall, records, unread)
+		// The call's whole arguments, from its record; status's copy with a note without it.
+		h := transcriptapi.Held(p.ToolCall, tr.held, tr.unread)
+		g.Held = &h
 	}
 	if p.Expires != nil {
 		g.Expires = p.Expires.Time
@@ -189,18 +190,6 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	return g
 }
 
-// heldCall is the call a tool's gate holds, with its whole arguments from its record.
-func heldCall(p *v1alpha1.PendingToolCall, records []transcriptapi.Record, unread string) *transcriptapi.HeldCall {
-	var rec *transcriptapi.Record
-	for i := range records {
-		if transcriptapi.Holds(p, records[i]) {
-			rec = &records[i]
-		}
-	}
-	h := transcriptapi.Held(p, rec, unread)
-	return &h
-}
-
 // gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.
 func gateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
 	if cfg == nil {
@@ -214,21 +203,17 @@ func gateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
 	return nil
 }
 
-// records reads a run's transcript, all of it or one step's; when it cannot, it says why.
+// records reads one step's records; when it cannot, it says why.
 func (s *Server) records(r *http.Request, run *v1alpha1.AgentRun, step int32) ([]transcriptapi.Record, string) {
 	if s.opts.Transcripts == nil {
-		note := "the transcript API was not reached"
-		if s.opts.TranscriptsErr != nil {
-			note += ": " + s.opts.TranscriptsErr.Error()
-		}
-		return nil, note
+		return nil, s.unreached()
 	}
 	page, err := s.opts.Transcripts.Records(r.Context(), run.Namespace, run.Name, step)
 	if err != nil {
 		return nil, err.Error()
 	}
 	if page.UID != "" && page.UID != string(run.UID) {
-		return nil, "the transcript is of an earlier run of this name"
+		return nil, errEarlierRun.Error()
 	}
 	return page.Records, ""
 }

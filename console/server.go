@@ -39,7 +39,10 @@ var staticFS embed.FS
 
 // Transcripts reads runs' transcripts from the operator's transcript API.
 type Transcripts interface {
+	// Records reads a run's records, all of them or one step's.
 	Records(ctx context.Context, namespace, name string, step int32) (transcriptapi.Page, error)
+	// Pages calls each with a run's records, all of them or one step's, a page at a time.
+	Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error
 	Stream(ctx context.Context, namespace, name string, each func(transcriptapi.Record) error) (string, error)
 }
 

@@ -1,25 +1,77 @@
 package console
 
 import (
+	"errors"
+	"net/http"
 	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/transcriptapi"
 )
 
-// A run's timeline is transcriptapi's (BuildTimeline), as kubectl baton describe shows it: every
-// step and decision from the transcript, or what status holds of them when the transcript cannot
-// be read.
+// runTranscript is what a run's pages keep of its transcript. It is read a page at a time and
+// keeps the timeline's entries (transcriptapi's, as kubectl baton describe shows them), the
+// output of the latest step that did not fail and the record of the tool call the run's gate
+// holds, not the records: a long run's page costs the console a page of records.
+type runTranscript struct {
+	timeline []transcriptapi.Entry
+	output   *string
+	held     *transcriptapi.Record
+	// unread says why the transcript was not read, when it was not: the timeline is then what
+	// status holds.
+	unread string
+}
 
-// lastOutput is what there is to judge at the gate the run waits at: the output of the step
-// before it.
-func lastOutput(run *v1alpha1.AgentRun, records []transcriptapi.Record) string {
-	for i := len(records) - 1; i >= 0; i-- {
-		if records[i].Kind == "step" {
-			if b := records[i].StepBody(); b.Error == "" {
-				return b.Output
+var errEarlierRun = errors.New("the transcript is of an earlier run of this name")
+
+// transcriptOf reads a run's transcript, all of it or one step's (step > 0).
+func (s *Server) transcriptOf(r *http.Request, run *v1alpha1.AgentRun, step int32) runTranscript {
+	if s.opts.Transcripts == nil {
+		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: s.unreached()}
+	}
+	var pending *v1alpha1.PendingToolCall
+	if p := run.Status.PendingApproval; p != nil {
+		pending = p.ToolCall
+	}
+	var out runTranscript
+	t := transcriptapi.NewTimeline(run)
+	err := s.opts.Transcripts.Pages(r.Context(), run.Namespace, run.Name, step, func(page transcriptapi.Page) error {
+		if page.UID != "" && page.UID != string(run.UID) {
+			return errEarlierRun
+		}
+		for _, rec := range page.Records {
+			t.Add(rec)
+			switch {
+			case rec.Kind == "step":
+				if b := rec.StepBody(); b.Error == "" {
+					out.output = &b.Output
+				}
+			case transcriptapi.Holds(pending, rec):
+				out.held = &rec
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: err.Error()}
+	}
+	out.timeline = t.Entries()
+	return out
+}
+
+// unreached says why the console has no transcripts to read.
+func (s *Server) unreached() string {
+	if s.opts.TranscriptsErr != nil {
+		return "the transcript API was not reached: " + s.opts.TranscriptsErr.Error()
+	}
+	return "the transcript API was not reached"
+}
+
+// judge is what there is to judge at the gate the run waits at: the output of the step before
+// it.
+func (t runTranscript) judge(run *v1alpha1.AgentRun) string {
+	if t.output != nil {
+		return *t.output
 	}
 	if p := run.Status.PendingApproval; p != nil && p.Completes != nil {
 		return run.Status.Output
