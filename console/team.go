@@ -86,35 +86,51 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []transcrip
 		names = append([]string{entry}, slices.Delete(names, i, i+1)...)
 	}
 
+	t := placeNodes(names)
+	for i := range t.Nodes {
+		name := t.Nodes[i].Name
+		t.Nodes[i].Steps, t.Nodes[i].Entry = steps[name], name == entry
+		t.Nodes[i].Current = run.Status.CurrentAgent == name && !run.Status.Phase.Terminal()
+	}
+	t.Edges = drawEdges(t.Nodes, allowed, taken)
+	return t
+}
+
+// placeNodes puts the agents on a circle, the first at the top, clockwise, in a picture as big as
+// they need.
+func placeNodes(names []string) Team {
 	n := len(names)
 	radius := 0.0
 	if n > 1 {
 		// Far enough apart that neighbours' circles and labels do not touch.
 		radius = math.Max(110, (2*nodeRadius+70)/(2*math.Sin(math.Pi/float64(n))))
 	}
-	at := map[string][2]float64{}
+	var t Team
 	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
 	for i, name := range names {
 		angle := -math.Pi/2 + 2*math.Pi*float64(i)/float64(max(n, 1))
 		x, y := radius*math.Cos(angle), radius*math.Sin(angle)
-		at[name] = [2]float64{x, y}
+		t.Nodes = append(t.Nodes, Node{Name: name, X: x, Y: y})
 		minX, maxX, minY, maxY = math.Min(minX, x), math.Max(maxX, x), math.Min(minY, y), math.Max(maxY, y)
 	}
 	// The picture is as big as its agents: room for each circle, and beside it for a name
 	// longer than the circle is wide.
-	var t Team
 	if n > 0 {
 		dx, dy := teamMarginX+nodeRadius-minX, teamMarginY+nodeRadius-minY
 		t.Width, t.Height = maxX-minX+2*(nodeRadius+teamMarginX), maxY-minY+2*(nodeRadius+teamMarginY)
-		for _, name := range names {
-			p := at[name]
-			at[name] = [2]float64{p[0] + dx, p[1] + dy}
+		for i := range t.Nodes {
+			t.Nodes[i].X, t.Nodes[i].Y = t.Nodes[i].X+dx, t.Nodes[i].Y+dy
 		}
 	}
-	for _, name := range names {
-		p := at[name]
-		t.Nodes = append(t.Nodes, Node{Name: name, X: p[0], Y: p[1], Steps: steps[name], Entry: name == entry,
-			Current: run.Status.CurrentAgent == name && !run.Status.Phase.Terminal()})
+	return t
+}
+
+// drawEdges draws an arrow for every handoff allowed or taken between the placed agents,
+// labelled with how often the run took it.
+func drawEdges(nodes []Node, allowed map[[2]string]bool, taken map[[2]string]int) []Edge {
+	at := map[string][2]float64{}
+	for _, n := range nodes {
+		at[n.Name] = [2]float64{n.X, n.Y}
 	}
 	pairs := map[[2]string]bool{}
 	for k := range allowed {
@@ -128,6 +144,7 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []transcrip
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
+	var edges []Edge
 	for _, k := range keys {
 		a, b := at[k[0]], at[k[1]]
 		if k[0] == k[1] {
@@ -148,7 +165,7 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []transcrip
 		// The count sits beside its arrow, on the side the arrow was moved to, so the counts of
 		// two arrows between the same agents are on either side.
 		e.LX, e.LY = (e.X1+e.X2)/2-uy*12, (e.Y1+e.Y2)/2+ux*12
-		t.Edges = append(t.Edges, e)
+		edges = append(edges, e)
 	}
-	return t
+	return edges
 }
