@@ -54,6 +54,13 @@ func (c cluster) kubectl(t *testing.T, stdin string, args ...string) string {
 	return out
 }
 
+func (c cluster) helm(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := run(t, c.env, nil, helmBin(t), args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
 // crdDir runs one of the hack/ scripts that print a directory of CRDs from a Go module.
 func crdDir(t *testing.T, script string) string {
 	t.Helper()
@@ -86,6 +93,16 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 		"-f", filepath.Join(prom, "monitoring.coreos.com_prometheusrules.yaml"))
 	c.kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 	c.kubectl(t, "", "create", "namespace", namespace)
+	// And the namespaces variants put objects in (secretNamespaces' Roles), which must exist.
+	made := map[string]bool{namespace: true}
+	for _, v := range variants {
+		for _, obj := range mustTemplate(t, v.values) {
+			if ns := str(obj, "metadata", "namespace"); ns != "" && !made[ns] {
+				c.kubectl(t, "", "create", "namespace", ns)
+				made[ns] = true
+			}
+		}
+	}
 
 	for _, v := range variants {
 		t.Run("server-side dry run with "+v.name, func(t *testing.T) {
@@ -95,8 +112,10 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 			}
 			objs := parse(t, out)
 			applied := c.kubectl(t, out, "apply", "--dry-run=server", "-f", "-")
+			// kubectl names no namespace: the Roles secretNamespaces makes share one line.
 			lines := map[string]bool{}
-			for _, l := range strings.Split(strings.TrimSpace(applied), "\n") {
+			reported := strings.Split(strings.TrimSpace(applied), "\n")
+			for _, l := range reported {
 				lines[l] = true
 			}
 			for _, obj := range objs {
@@ -105,11 +124,50 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 					t.Errorf("%s is not reported created or configured (server dry run)", r)
 				}
 			}
-			if len(lines) != len(objs) {
+			if len(reported) != len(objs) {
 				t.Errorf("%d objects rendered, kubectl reports:\n%s", len(objs), applied)
 			}
 		})
 	}
+
+	// What the API server's authorizer lets the manager's ServiceAccount do with Secrets, as
+	// installed: everywhere by default, only in the listed namespaces with secretNamespaces.
+	t.Run("the manager may list Secrets where secretNamespaces says", func(t *testing.T) {
+		c.kubectl(t, "", "create", "namespace", "team-c")
+		sa := "--as=system:serviceaccount:" + namespace + ":baton-controller-manager"
+		canI := func(args ...string) bool {
+			t.Helper()
+			out, err := run(t, c.env, nil, "kubectl", append([]string{"auth", "can-i", sa}, args...)...)
+			answer := strings.TrimSpace(out)
+			if answer != "yes" && answer != "no" {
+				t.Fatalf("kubectl auth can-i %s: %q, %v", strings.Join(args, " "), answer, err)
+			}
+			return answer == "yes"
+		}
+		for _, tc := range []struct {
+			values string
+			want   map[string]bool // by namespace; "" is every namespace at once (-A)
+		}{
+			{"", map[string]bool{"": true, "team-a": true, "team-c": true}},
+			{"secretNamespaces: [team-a, team-b]", map[string]bool{"": false, "team-a": true, "team-b": true, "team-c": false, namespace: false}},
+		} {
+			func() {
+				c.helm(t, "install", release, chart, "--namespace", namespace, "-f", valuesFile(t, tc.values))
+				defer c.helm(t, "uninstall", release, "--namespace", namespace)
+				for ns, want := range tc.want {
+					where := []string{"-n", ns}
+					if ns == "" {
+						where = []string{"-A"}
+					}
+					for _, verb := range []string{"list", "watch"} {
+						if got := canI(append([]string{verb, "secrets"}, where...)...); got != want {
+							t.Errorf("installed with %q, may the manager %s Secrets %s? %t, want %t", tc.values, verb, strings.Join(where, " "), got, want)
+						}
+					}
+				}
+			}()
+		}
+	})
 
 	// An upgrade renders the self-signed certificate again: it must find the Secret the install
 	// made and keep it, with the CA the webhook trusts.
@@ -117,9 +175,7 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 		values := valuesFile(t, "webhook: {certificate: {source: self-signed}}")
 		helm := func(args ...string) {
 			t.Helper()
-			if out, err := run(t, c.env, nil, helmBin(t), args...); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			c.helm(t, args...)
 		}
 		secret := func() map[string]any {
 			t.Helper()

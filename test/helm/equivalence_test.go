@@ -263,6 +263,12 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 			"set transcript.postgres.passwordSecret.name"},
 		{"an unknown transcript store", "transcript: {store: mysql}", "transcript.store must be sqlite or postgres"},
 		{"an unknown certificate source", "webhook: {certificate: {source: vault}}", "webhook.certificate.source must be cert-manager or self-signed"},
+		{"two addresses in one egress item", "egress: {allow: ['10.0.0.0/8,192.168.0.0/16']}",
+			`egress.allow: "10.0.0.0/8,192.168.0.0/16" is not one address`},
+		{"a space in an egress item", "egress: {deny: ['10.0.0.0/8 10.96.0.0/12']}", "egress.deny: \"10.0.0.0/8 10.96.0.0/12\" is not one address"},
+		{"a namespace name that is not one", "secretNamespaces: [Team_A]", `secretNamespaces: "Team_A" is not a namespace name`},
+		{"the client CA from a Secret and a ConfigMap", "webhook: {clientCA: {secretName: a, configMapName: b}}", "set secretName or configMapName, not both"},
+		{"a NetworkPolicy with no port for the API server", "networkPolicy: {enabled: true, apiServer: {ports: []}}", "networkPolicy.apiServer.ports is empty"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := template(t, c.values)

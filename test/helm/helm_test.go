@@ -3,7 +3,8 @@
 // `kubectl kustomize config/default` renders (the same objects, names, rules, webhook, pods and
 // Services), that its values do what they say, and that a real API server accepts every object
 // it renders (a server-side dry run, with cert-manager's and the Prometheus Operator's CRDs
-// installed).
+// installed) and grants the operator what they say once installed. It also checks that every
+// flag the chart passes is one the manager has, and that docs/operations.md lists every value.
 package helm
 
 import (
@@ -43,7 +44,7 @@ type variant struct {
 }
 
 var variants = []variant{
-	{name: "the default values"},
+	{name: "the default values", check: checkDefaults},
 	{name: "a self-signed webhook certificate", values: `
 webhook:
   certificate:
@@ -98,6 +99,31 @@ transcript:
     size: 20Gi
     storageClass: fast-ssd
 `, check: checkScheduling},
+	{name: "Secrets read in two namespaces only", values: `
+secretNamespaces: [team-a, team-b]
+`, check: checkSecretNamespaces},
+	{name: "an egress policy with allowed and denied addresses", values: `
+egress:
+  allow: [10.96.12.7/32, ollama.models.svc.cluster.local, "*.models.example.com"]
+  deny: [10.244.0.0/16, 10.96.0.0/12]
+`, check: checkEgressFlags},
+	{name: "the webhook's client CA from a Secret", values: `
+webhook:
+  clientCA:
+    secretName: apiserver-client-ca
+`, check: checkClientCA("secret", "apiserver-client-ca", "ca.crt")},
+	{name: "the webhook's client CA from a ConfigMap", values: `
+webhook:
+  clientCA:
+    configMapName: kube-root-ca
+    key: bundle.pem
+`, check: checkClientCA("configMap", "kube-root-ca", "bundle.pem")},
+	{name: "the NetworkPolicy with its defaults", values: `
+networkPolicy:
+  enabled: true
+`, check: checkNetworkPolicyDefaults},
+	{name: "the NetworkPolicy with the API server's address, peers and more egress", values: networkPolicyValues,
+		check: checkNetworkPolicyPeers},
 }
 
 // helmBin is the helm binary: make test-helm builds it once (hack/tool.sh helm).
@@ -156,10 +182,14 @@ func mustTemplate(t *testing.T, values string, flags ...string) objects {
 	return parse(t, out)
 }
 
-// objects are rendered objects by "Kind/name".
+// objects are rendered objects by "Kind/name", or "Kind/namespace/name" for those outside the
+// release namespace (the Roles secretNamespaces makes, one per namespace with one name).
 type objects map[string]map[string]any
 
 func key(obj map[string]any) string {
+	if ns := str(obj, "metadata", "namespace"); ns != "" && ns != namespace {
+		return str(obj, "kind") + "/" + ns + "/" + str(obj, "metadata", "name")
+	}
 	return str(obj, "kind") + "/" + str(obj, "metadata", "name")
 }
 
@@ -364,8 +394,8 @@ func checkMonitoring(t *testing.T, objs objects) {
 	}
 	config := parse(t, rendered)
 	for configName, chartName := range map[string]string{
-		"ServiceMonitor/controller-manager-metrics-monitor": "ServiceMonitor/baton-controller-manager-metrics-monitor",
-		"PrometheusRule/rules":                              "PrometheusRule/baton-rules",
+		"ServiceMonitor/system/controller-manager-metrics-monitor": "ServiceMonitor/baton-controller-manager-metrics-monitor",
+		"PrometheusRule/rules": "PrometheusRule/baton-rules",
 	} {
 		want, got := config[configName], objs[chartName]
 		if want == nil || got == nil {
@@ -437,5 +467,66 @@ func checkScheduling(t *testing.T, objs objects) {
 	pvc := objs["PersistentVolumeClaim/baton-controller-data"]
 	if str(pvc, "spec", "storageClassName") != "fast-ssd" || str(pvc, "spec", "resources", "requests", "storage") != "20Gi" {
 		t.Errorf("PersistentVolumeClaim: %v", pvc["spec"])
+	}
+}
+
+// Every value values.yaml documents (a "# --" comment above it) is in docs/operations.md's
+// table of values. A row names values in backquotes; after `a.b.c`, `.d` is `a.b.d` and `.x.d`
+// is `a.x.d`.
+func TestEveryValueIsInTheOperationsGuide(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyLine := regexp.MustCompile(`^(\s*)([A-Za-z][\w.-]*):`)
+	var path []string // the keys open at each depth of two spaces
+	var documented []string
+	lines := strings.Split(string(raw), "\n")
+	for i, line := range lines {
+		m := keyLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		depth := len(m[1]) / 2
+		path = append(path[:min(depth, len(path))], m[2])
+		if i > 0 && strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#") {
+			// The comment above may run over several lines: find its first.
+			j := i - 1
+			for j > 0 && strings.HasPrefix(strings.TrimSpace(lines[j-1]), "#") {
+				j--
+			}
+			if strings.HasPrefix(strings.TrimSpace(lines[j]), "# --") {
+				documented = append(documented, strings.Join(path, "."))
+			}
+		}
+	}
+
+	guide, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(guide), "| value | default | what it does |")
+	table, _, _ = strings.Cut(table, "\n\n")
+	listed := map[string]bool{}
+	for _, row := range strings.Split(table, "\n") {
+		first, _, _ := strings.Cut(strings.TrimPrefix(row, "|"), "|")
+		last := ""
+		for _, name := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+			full := name[1]
+			if strings.HasPrefix(full, ".") && last != "" {
+				prev := strings.Split(last, ".")
+				full = strings.Join(prev[:max(len(prev)-strings.Count(full, "."), 0)], ".") + full
+			}
+			listed[full] = true
+			last = full
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("docs/operations.md has no table of values")
+	}
+	for _, v := range documented {
+		if !listed[v] {
+			t.Errorf("values.yaml documents %s, and docs/operations.md's table of values does not list it", v)
+		}
 	}
 }

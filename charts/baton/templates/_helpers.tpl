@@ -92,6 +92,101 @@ Every template that depends on these values includes it.
 {{- if not (has .Values.webhook.certificate.source (list "cert-manager" "self-signed")) }}
 {{- fail (printf "webhook.certificate.source must be cert-manager or self-signed, not %q" (toString .Values.webhook.certificate.source)) }}
 {{- end }}
+{{- range $list := list "allow" "deny" }}
+{{- range (get $.Values.egress $list) }}
+{{- if or (not (kindIs "string" .)) (regexMatch "[,\\s]" .) (eq . "") }}
+{{- fail (printf "egress.%s: %q is not one address: give each CIDR, IP address or host name as its own list item" $list (toString .)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range .Values.secretNamespaces }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (toString .)) }}
+{{- fail (printf "secretNamespaces: %q is not a namespace name" (toString .)) }}
+{{- end }}
+{{- end }}
+{{- with .Values.webhook.clientCA }}
+{{- if and .secretName .configMapName }}
+{{- fail "webhook.clientCA: set secretName or configMapName, not both" }}
+{{- end }}
+{{- if and (or .secretName .configMapName) (not .key) }}
+{{- fail "webhook.clientCA.key is empty: set it to the CA bundle's key in the Secret or ConfigMap" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServer.ports) }}
+{{- fail "networkPolicy.apiServer.ports is empty: the operator could not reach the API server" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The webhook's client CA bundle, as a file name in the certificate directory
+(--webhook-client-ca-name), when webhook.clientCA names a Secret or a ConfigMap. The serving
+certificate's Secret has a ca.crt of its own, so the bundle gets another name.
+*/}}
+{{- define "baton.webhookClientCAFile" -}}
+{{- if or .Values.webhook.clientCA.secretName .Values.webhook.clientCA.configMapName }}client-ca.crt{{ end }}
+{{- end }}
+
+{{/*
+The webhook's certificate directory, for both Deployments: the serving certificate's Secret,
+and with webhook.clientCA the CA bundle beside it.
+*/}}
+{{- define "baton.certVolume" -}}
+- name: cert
+{{- $ca := .Values.webhook.clientCA }}
+{{- if include "baton.webhookClientCAFile" . }}
+  projected:
+    sources:
+    - secret:
+        name: {{ include "baton.webhookCertSecretName" . }}
+    {{- if $ca.secretName }}
+    - secret:
+        name: {{ $ca.secretName | quote }}
+        items:
+        - key: {{ $ca.key | quote }}
+          path: {{ include "baton.webhookClientCAFile" . }}
+    {{- else }}
+    - configMap:
+        name: {{ $ca.configMapName | quote }}
+        items:
+        - key: {{ $ca.key | quote }}
+          path: {{ include "baton.webhookClientCAFile" . }}
+    {{- end }}
+{{- else }}
+  secret:
+    secretName: {{ include "baton.webhookCertSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The manager's ClusterRole rules, controller-gen's (config/rbac/role.yaml, copied to files/ by
+hack/chart-sync.sh), so that they follow the code; as YAML {cluster: [...], secrets: [...]}.
+With secretNamespaces set, the rules for Secrets move from cluster to secrets, for a Role in
+each of those namespaces.
+*/}}
+{{- define "baton.managerRules" -}}
+{{- $role := .Files.Get "files/manager-role.yaml" | fromYaml }}
+{{- if not $role.rules }}
+{{- fail "files/manager-role.yaml has no rules: run hack/chart-sync.sh" }}
+{{- end }}
+{{- $cluster := list }}
+{{- $secrets := list }}
+{{- range $rule := $role.rules }}
+{{- if and $.Values.secretNamespaces (has "" $rule.apiGroups) (has "secrets" $rule.resources) }}
+{{- if ne (len $rule.apiGroups) 1 }}
+{{- fail "files/manager-role.yaml has a rule for Secrets that names more API groups than the core one: the chart cannot move it into per-namespace Roles" }}
+{{- end }}
+{{- $secrets = append $secrets (merge (dict "resources" (list "secrets")) $rule) }}
+{{- with without $rule.resources "secrets" }}
+{{- $cluster = append $cluster (merge (dict "resources" .) $rule) }}
+{{- end }}
+{{- else }}
+{{- $cluster = append $cluster $rule }}
+{{- end }}
+{{- end }}
+{{- if and .Values.secretNamespaces (not $secrets) }}
+{{- fail "secretNamespaces is set, but files/manager-role.yaml has no rule for Secrets to move into its Roles" }}
+{{- end }}
+{{- toYaml (dict "cluster" $cluster "secrets" $secrets) }}
 {{- end }}
 
 {{/*
