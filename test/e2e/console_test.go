@@ -347,6 +347,105 @@ spec: {configRef: {name: filer}, input: "file the refund"}
 		waitText(ctx, "Succeeded")
 		Expect(jsonpath("agentrun", "filer", ns, `{range .status.approvals[*]}{.decision} {.gate} {.by}{"\n"}{end}`)).To(Equal("Rejected tool/crm/file alice\n"))
 	})
+
+	// A run started again from the step before a gate re-opens that gate, whatever became of
+	// the earlier run there, for its own approvers: whoever pressed retry is its creator.
+	// waitingAt starts a run of the pipeline as someone (a kubeconfig) and waits until it waits
+	// at its plan gate.
+	waitingAt := func(who, namespace, name string) {
+		out, err := kubectlAs(who, "apply", "-n", namespace, "-f", manifest(namespace+"-"+name+".yaml", fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata: {name: %s}
+spec: {configRef: {name: vendor-review}, input: "Review vendor %s"}
+`, name, name)))
+		Expect(err).NotTo(HaveOccurred(), out)
+		kubectl("wait", "-n", namespace, "--for=jsonpath={.status.pendingApproval.gate}=plan", "--timeout=60s", "agentrun/"+name)
+	}
+	// retryAfterPlan presses retry from after step 1, the planner's, on a run's page, and
+	// returns the new run's name once its page is shown.
+	retryAfterPlan := func(ctx context.Context, ui *consoleUI, namespace, name string) string {
+		run(ctx, chromedp.Navigate(origin(ui)+"/runs/"+namespace+"/"+name), chromedp.WaitVisible(chromedp.CSS(`#retry-step`)),
+			chromedp.SetValue(chromedp.CSS(`#retry-step`), "1"), chromedp.Click(chromedp.CSS(`#retry-run`)))
+		waitText(ctx, fmt.Sprintf("Started from where %s was after step 1.", name))
+		retried := strings.TrimPrefix(strings.Split(location(ctx), "?")[0], origin(ui)+"/runs/"+namespace+"/")
+		Expect(retried).To(HavePrefix(name+"-retry-"), location(ctx))
+		Expect(jsonpath("agentrun", retried, namespace, "{.spec.from.run} {.spec.from.step}")).To(Equal(name + " 1"))
+		Expect(pageText(ctx)).To(MatchRegexp(`From\s+` + name + ` after step 1`))
+		return retried
+	}
+	// heldAtPlan checks that a run waits at its plan gate after the planner's step, with the
+	// plan to judge and no approval of it.
+	heldAtPlan := func(ctx context.Context, namespace, name string) {
+		waitText(ctx, "Waiting at gate plan")
+		Expect(pageText(ctx)).To(And(ContainSubstring("0 of 1 approvals"), ContainSubstring("Plan: 1) gmail: invoice emails from Acme")))
+		Expect(jsonpath("agentrun", name, namespace, "{.status.phase} {.status.pendingApproval.gate} {.status.stepCount} {.status.approvals}")).
+			To(Equal("AwaitingApproval plan 1 "), "the run went past the gate")
+	}
+
+	It("starts a run waiting at a gate again from the step before it, and the new run waits at that gate too", func() {
+		waitingAt(kubeconfig, ns, "globex")
+		ctx := tab(alice)
+		retried := retryAfterPlan(ctx, alice, ns, "globex")
+		heldAtPlan(ctx, ns, retried)
+		shoot(ctx, "retried-waiting")
+		Expect(jsonpath("agentrun", "globex", ns, "{.status.phase} {.status.pendingApproval.gate}")).To(Equal("AwaitingApproval plan"),
+			"the earlier run is not changed")
+	})
+
+	It("starts a run rejected at a gate again from the step before it, and the new run waits at that gate", func() {
+		waitingAt(kubeconfig, ns, "hooli")
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/"+ns+"/hooli"), chromedp.WaitVisible(chromedp.CSS(`form.reject button`)),
+			chromedp.SendKeys(chromedp.CSS(`form.reject textarea[name=feedback]`), "not this vendor"),
+			chromedp.Click(chromedp.CSS(`form.reject button`)))
+		waitText(ctx, "Your rejection of gate plan was sent")
+		waitText(ctx, "Rejected plan by alice: “not this vendor”")
+		waitText(ctx, "hooli Failed")
+		Expect(jsonpath("agentrun", "hooli", ns, "{.status.terminationReason}")).To(Equal("Rejected"))
+
+		retried := retryAfterPlan(ctx, alice, ns, "hooli")
+		heldAtPlan(ctx, ns, retried)
+		shoot(ctx, "retried-rejected")
+	})
+
+	It("does not let whoever started a run again approve its re-opened gate that needs someone else, and lets another", func() {
+		// bob starts the run, so alice may approve its plan; she starts it again instead, and the
+		// new run is hers.
+		waitingAt(filepath.Join(stateDir, "kubeconfig-bob"), sod, "umbrella")
+		Expect(jsonpath("agentrun", "umbrella", sod, `{.metadata.annotations.agents\.baton\.dev/created-by}`)).To(Equal("bob"))
+		ctx := tab(alice)
+		run(ctx, chromedp.Navigate(origin(alice)+"/runs/"+sod+"/umbrella"))
+		waitText(ctx, "Waiting at gate plan")
+		Expect(pageText(ctx)).NotTo(ContainSubstring("You created this run"))
+
+		retried := retryAfterPlan(ctx, alice, sod, "umbrella")
+		heldAtPlan(ctx, sod, retried)
+		Expect(jsonpath("agentrun", retried, sod, `{.metadata.annotations.agents\.baton\.dev/created-by}`)).To(Equal("alice"))
+		Expect(pageText(ctx)).To(ContainSubstring("You created this run, and gate plan needs an approver other than the run's creator (allowSelfApproval: false)."))
+
+		// Her inbox offers bob's run, not hers; if she approves hers anyway, the operator refuses
+		// and the page says why.
+		inbox := tab(alice)
+		run(inbox, chromedp.Navigate(origin(alice)+"/inbox"))
+		waitText(inbox, "umbrella")
+		Expect(pageText(inbox)).NotTo(ContainSubstring(retried))
+		run(ctx, chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(ctx, "Decision refused (SelfApprovalNotAllowed)")
+		waitText(ctx, "alice created this run, and gate plan needs an approver other than the run's creator (allowSelfApproval: false)")
+		Expect(jsonpath("agentrun", retried, sod, "{.status.phase} {.status.pendingApproval.gate} {.status.approvals}")).To(Equal("AwaitingApproval plan "))
+		shoot(ctx, "retried-self-approval-refused")
+
+		other := tab(bob)
+		run(other, chromedp.Navigate(origin(bob)+"/runs/"+sod+"/"+retried), chromedp.WaitVisible(chromedp.CSS(`form.approve button`)))
+		Expect(pageText(other)).NotTo(ContainSubstring("You created this run"))
+		run(other, chromedp.Click(chromedp.CSS(`form.approve button`)))
+		waitText(other, "Your approval of gate plan was sent")
+		// alice's page follows: the gate passed on bob's approval.
+		waitText(ctx, "Approved plan by bob")
+		waitText(ctx, "Waiting at gate final")
+		Expect(jsonpath("agentrun", "umbrella", sod, "{.status.phase} {.status.pendingApproval.gate}")).To(Equal("AwaitingApproval plan"),
+			"the earlier run is not changed")
+	})
 })
 
 // consoleUI is a running kubectl baton ui.
