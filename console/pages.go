@@ -71,17 +71,21 @@ func phaseOf(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
 
 type runView struct {
 	page
-	Run      *v1alpha1.AgentRun
-	Phase    v1alpha1.RunPhase
-	Creator  string
+	Run     *v1alpha1.AgentRun
+	Phase   v1alpha1.RunPhase
+	Creator string
+	// Timeline is the run's latest Tail steps, with the decisions between them; LeftOut says
+	// what comes before them.
 	Timeline []transcriptapi.Entry
+	Tail     int
+	LeftOut  leftOut
 	Team     Team
 	Gate     *gateView
 	Input    *v1alpha1.PendingInput
 	Decision *metav1.Condition
 	// Agents are who a rejection can send the run back to.
 	Agents []string
-	// Steps are the steps a retry can start after.
+	// Steps are the steps shown that a retry can start after.
 	Steps    []int32
 	Duration time.Duration
 	Terminal bool
@@ -118,7 +122,17 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runView(r *http.Request, namespace, name string) (runView, int) {
 	ctx := r.Context()
-	v := runView{page: s.page(r, name, "runs")}
+	v := runView{page: s.page(r, name, "runs"), Tail: defaultTail}
+	status := http.StatusOK
+	if raw := r.URL.Query().Get("tail"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 0 {
+			v.Errors = append(v.Errors, "tail: must be a whole number from 0 (0 shows every step)")
+			status = http.StatusBadRequest
+		} else {
+			v.Tail = n
+		}
+	}
 	run := &v1alpha1.AgentRun{}
 	if err := s.opts.Kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, run); err != nil {
 		v.Errors = append(v.Errors, apiMessage(err))
@@ -130,8 +144,9 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	tr := s.transcriptOf(r, run, 0)
 	v.Transcript = tr.unread
 	cfg := s.config(ctx, run)
-	v.Timeline = tr.timeline
-	v.Team = team(cfg, run, v.Timeline)
+	// The team counts every handoff the run took; the timeline shows the latest steps.
+	v.Team = team(cfg, run, tr.timeline)
+	v.Timeline, v.LeftOut = latest(tr.timeline, v.Tail)
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
@@ -155,7 +170,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 		}
 		v.Duration = max(end.Sub(st.Time), 0).Round(time.Second)
 	}
-	return v, http.StatusOK
+	return v, status
 }
 
 // gateView is the run's pending gate, with what the user may do at it. tr is the run's
