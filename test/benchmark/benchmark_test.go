@@ -155,6 +155,7 @@ func BenchmarkLiveRuns(b *testing.B) {
 	}
 	fmt.Print(liveReport(f))
 	b.ReportMetric(float64(f.peakRSS)/(1<<20), "peak-RSS-MB")
+	b.ReportMetric(perRun(f.peakRSS, f.idleRSS, f.runs), "RSS-KiB/run")
 	b.ReportMetric(f.cpu, "cpu-s")
 	b.ReportMetric(float64(f.goroutines), "goroutines")
 }

@@ -12,8 +12,10 @@ type liveFigures struct {
 	// pickup is the time from the first create until every run was started, had its step in
 	// flight, and Baton's queue was empty.
 	pickup time.Duration
-	// peakRSS, heap, stacks and goroutines are this process's once every run was picked up.
+	// peakRSS, heap, stacks and goroutines are this process's once every run was picked up;
+	// idleRSS and idleHeap (heap and stacks) before the first run was created.
 	peakRSS, heap, stacks uint64
+	idleRSS, idleHeap     uint64
 	goroutines            int
 	// cpu is this process's CPU seconds, apiCPU the API server's, from the first create until
 	// every run was picked up.
@@ -63,7 +65,7 @@ func (e *env) measureLive(ctx context.Context, n int, wait time.Duration) (liveF
 	all := diffRequests(before.api, after.api, "apiserver_request_total", s.group(), nil)
 	self := controlPlaneWrites(all, diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil))
 	f.controller = all.minus(requests{"POST " + s.resource(): all["POST "+s.resource()]}).minus(self)
-	f.peakRSS = after.peakRSS
+	f.peakRSS, f.idleRSS, f.idleHeap = after.peakRSS, before.rss, before.heap+before.stacks
 	f.heap, f.stacks, f.goroutines = after.heap, after.stacks, after.goroutines
 	if err := writeHeapProfile("baton-live"); err != nil {
 		fmt.Printf("could not write a heap profile: %v\n", err)
@@ -102,11 +104,20 @@ func (e *env) waitHeld(ctx context.Context, n int, began time.Time, limit time.D
 	}
 }
 
+// perRun is what each of n runs adds to a figure over its idle value, in KiB.
+func perRun(after, idle uint64, n int) float64 {
+	if after < idle || n == 0 {
+		return 0
+	}
+	return float64(after-idle) / 1024 / float64(n)
+}
+
 // liveReport prints the live runs' figures.
 func liveReport(f liveFigures) string {
 	return fmt.Sprintf("\n### live: %d runs held, each waiting on a slow agent (Baton only)\n\n"+
-		"| runs | pickup s | peak RSS MB | Go heap in use MB | goroutine stacks MB | goroutines | process CPU s | apiserver CPU s | mutating req/run |\n"+
-		"|---|---|---|---|---|---|---|---|---|\n| %d | %.1f | %.0f | %.0f | %.0f | %d | %.2f | %.2f | %.3f |\n\nMutating requests per run: %s\n",
-		f.runs, f.runs, f.pickup.Seconds(), float64(f.peakRSS)/(1<<20), float64(f.heap)/(1<<20), float64(f.stacks)/(1<<20), f.goroutines, f.cpu, f.apiCPU,
+		"| runs | pickup s | idle RSS MB | peak RSS MB | RSS per run KiB | Go heap in use MB | goroutine stacks MB | heap and stacks per run KiB | goroutines | process CPU s | apiserver CPU s | mutating req/run |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|\n| %d | %.1f | %.0f | %.0f | %.1f | %.0f | %.0f | %.1f | %d | %.2f | %.2f | %.3f |\n\nMutating requests per run: %s\n",
+		f.runs, f.runs, f.pickup.Seconds(), float64(f.idleRSS)/(1<<20), float64(f.peakRSS)/(1<<20), perRun(f.peakRSS, f.idleRSS, f.runs),
+		float64(f.heap)/(1<<20), float64(f.stacks)/(1<<20), perRun(f.heap+f.stacks, f.idleHeap, f.runs), f.goroutines, f.cpu, f.apiCPU,
 		f.controller.total()/float64(f.runs), f.controller.format(float64(f.runs), "%.3f"))
 }

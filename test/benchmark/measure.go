@@ -51,9 +51,9 @@ type probe struct {
 	api, etcd, local metricSet
 	cpu              float64
 	// peakRSS, heap (the Go heap in use after a collection), stacks (goroutine stacks in use)
-	// and goroutines are read after a measurement.
-	peakRSS, heap, stacks uint64
-	goroutines            int
+	// and goroutines are read after a measurement; rss, heap and stacks before it too, idle.
+	peakRSS, rss, heap, stacks uint64
+	goroutines                 int
 }
 
 // before reads the metrics, then starts the peak RSS count and reads this process's CPU time,
@@ -71,6 +71,11 @@ func (e *env) before(ctx context.Context) (probe, error) {
 	if err := resetPeakRSS(); err != nil {
 		return p, fmt.Errorf("resetting the peak RSS: %w", err)
 	}
+	// Just reset, the peak is the resident memory now: the idle figure the runs add to.
+	if p.rss, err = peakRSS(); err != nil {
+		return p, err
+	}
+	p.heap, p.stacks = memInUse()
 	p.cpu = cpuSeconds()
 	return p, nil
 }
@@ -299,22 +304,38 @@ func (e *env) startProfiles(ctx context.Context, name string) (*profiles, error)
 	return p, nil
 }
 
-// writeHeapProfile writes this process's heap profile under profileDir.
+// writeHeapProfile writes this process's heap profile under profileDir, and its goroutines'
+// stacks beside it (as text, grouped by stack).
 func writeHeapProfile(name string) error {
+	for _, p := range []struct{ kind, file string }{{"heap", ".heap.pprof"}, {"goroutine", ".goroutines.txt"}} {
+		if err := writeProfile(p.kind, name+p.file); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeProfile writes one of this process's runtime profiles under profileDir: binary, or
+// for goroutines as text.
+func writeProfile(kind, file string) error {
 	if err := os.MkdirAll(profileDir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(profileDir, name+".heap.pprof")
+	path := filepath.Join(profileDir, file)
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	debug := 0
+	if kind == "goroutine" {
+		debug = 1
+	}
+	if err := pprof.Lookup(kind).WriteTo(f, debug); err != nil {
 		_ = f.Close()
 		return err
 	}
 	abs, _ := filepath.Abs(path)
-	fmt.Printf("heap profile: %s\n", abs)
+	fmt.Printf("%s profile: %s\n", kind, abs)
 	return f.Close()
 }
 
