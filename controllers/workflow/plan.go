@@ -59,6 +59,21 @@ type EffectiveLimits struct {
 
 // Plan is a run's pinned config, checked and indexed for the core.
 type Plan struct {
+	// shared is what every run of the config shares, read only once NewPlan has built it: each
+	// run's plan holds a pointer to it and its own few fields below, so a run's plan is small.
+	*shared
+
+	runName, runNamespace string
+	skipGates             bool
+	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
+	creator string
+	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
+	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
+	alsoNotApprovedBy string
+}
+
+// shared is a checked config and its indexes.
+type shared struct {
 	Spec   v1alpha1.AgentConfigSpec
 	Limits EffectiveLimits
 	Loops  LoopSettings
@@ -67,28 +82,20 @@ type Plan struct {
 	signals     map[string]v1alpha1.Signal
 	states      map[string]v1alpha1.State
 	terminators int
-
-	runName, runNamespace string
-	skipGates             bool
-	schemas               map[string]*jsonschema.Schema
-	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
-	creator string
-	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
-	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
-	alsoNotApprovedBy string
+	schemas     map[string]*jsonschema.Schema
 }
 
 // NewPlan checks a pinned config and a run's overrides and indexes them. The API server refuses
 // most bad configs; these checks hold the core's own assumptions whatever was stored.
 func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) (*Plan, field.ErrorList) {
-	p := &Plan{
+	p := &Plan{shared: &shared{
 		Spec:    spec,
 		Limits:  mergeLimits(spec.Limits, overrides),
 		Loops:   loopSettings(spec.LoopDetection),
 		agents:  make(map[string]*v1alpha1.Agent, len(spec.Agents)),
 		signals: make(map[string]v1alpha1.Signal, len(spec.Signals)),
 		states:  make(map[string]v1alpha1.State, len(spec.States)),
-	}
+	}}
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
 
