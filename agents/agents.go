@@ -59,7 +59,7 @@ type Request struct {
 // did so far, and, through the function it returns, once the model answered or failed. Traces
 // hang here, outside the providers and the core.
 type ModelCalls interface {
-	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(Reply, error))
+	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(*Reply, error))
 }
 
 // ContextKind says what a context entry is.
@@ -143,9 +143,15 @@ type Result struct {
 	Trip *ToolTrip
 }
 
-// Agent takes steps. Step must return when ctx is done.
+// Agent takes steps. Step must return when ctx is done, and must not change req: the caller
+// records it as the request the agent was sent. A step that fails returns why, and with it, if
+// it used tokens or made tool calls before it failed, a result that says so (else nil).
+//
+// Requests and results pass by pointer: a step's goroutine waits on its agent through every
+// frame between it and the provider's call, for as long as the agent takes, and a copy of
+// either in each frame would make every waiting step's stack a size larger.
 type Agent interface {
-	Step(ctx context.Context, req Request) (Result, error)
+	Step(ctx context.Context, req *Request) (*Result, error)
 }
 
 // Dependencies are what providers may use.
@@ -184,7 +190,7 @@ func NewProviders(deps Dependencies, factories map[v1alpha1.ModelProvider]Factor
 	deps.HTTPClient = RetryingClient(deps.HTTPClient, deps.Clock)
 	p := &Providers{agents: make(map[v1alpha1.ModelProvider]Agent, len(factories))}
 	for name, f := range factories {
-		p.agents[name] = checked{next: f(deps), secrets: deps.Secrets}
+		p.agents[name] = &checked{next: f(deps), secrets: deps.Secrets}
 	}
 	return p
 }

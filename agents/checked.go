@@ -46,17 +46,28 @@ type checked struct {
 	secrets SecretReader
 }
 
-func (c checked) Step(ctx context.Context, req Request) (Result, error) {
+func (c *checked) Step(ctx context.Context, req *Request) (*Result, error) {
 	res, err := c.next.Step(ctx, req)
+	if res == nil {
+		res = &Result{}
+	}
+	return res, c.check(ctx, req, res, err)
+}
+
+// check is what Step does with the provider's answer, in place, apart from Step so that the
+// frame a waiting step keeps on its stack holds none of it.
+func (c *checked) check(ctx context.Context, req *Request, res *Result, err error) error {
 	keys := c.keysOf(ctx, req)
 	if err != nil {
 		// A step that failed after some of its requests still used their tokens, and made its
 		// tool calls.
-		res = boundUsage(res)
-		return Result{Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
-			ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls}, redactError(err, keys)
+		used := boundUsage(*res)
+		*res = Result{Tokens: used.Tokens, CountedTokens: used.CountedTokens, InputTokens: used.InputTokens, CountedInputTokens: used.CountedInputTokens,
+			ToolCalls: used.ToolCalls, CountedToolCalls: used.CountedToolCalls}
+		return redactError(err, keys)
 	}
-	return checkAnswer(res, keys)
+	*res, err = checkAnswer(*res, keys)
+	return err
 }
 
 // boundUsage keeps a step's reported usage sane: tokens within [0, maxStepTokens], and each part
@@ -70,7 +81,7 @@ func boundUsage(res Result) Result {
 }
 
 // keysOf is the agent's API key, when it has one: the value to redact.
-func (c checked) keysOf(ctx context.Context, req Request) []string {
+func (c *checked) keysOf(ctx context.Context, req *Request) []string {
 	ref := req.Agent.Model.APIKeySecretRef
 	if ref == nil || c.secrets == nil || req.Agent.Model.Provider == v1alpha1.ProviderScripted {
 		return nil

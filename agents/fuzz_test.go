@@ -76,9 +76,12 @@ func FuzzProviderAnswers(f *testing.F) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
-			res.Result, err = a.Step(ctx, agents.Request{Namespace: "ns", Run: "r", RunUID: "u", Step: step.Number,
+			answer, err := a.Step(ctx, &agents.Request{Namespace: "ns", Run: "r", RunUID: "u", Step: step.Number,
 				Agent: *plan.Agent(step.Agent), Input: step.Input, Children: []agents.Peer{{Name: "b"}}})
 			cancel()
+			if answer != nil {
+				res.Result = *answer
+			}
 			if err != nil {
 				res.Error = err.Error()
 			}

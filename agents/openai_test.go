@@ -56,7 +56,11 @@ func step(t *testing.T, a agents.Agent, req agents.Request, timeout time.Duratio
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return a.Step(ctx, req)
+	res, err := a.Step(ctx, &req)
+	if res == nil {
+		return agents.Result{}, err
+	}
+	return *res, err
 }
 
 func TestOpenAIToolCallsBecomeHandoffsSignalsAndRoutes(t *testing.T) {

@@ -138,8 +138,10 @@ type Reply struct {
 }
 
 // Ask asks the model once: the step's messages, then the exchanges so far. offered is nil when
-// the model must answer without tools.
-type Ask func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (Reply, error)
+// the model must answer without tools. The reply is returned by pointer (nil with an error):
+// a step's goroutine waits for it in this call, and a value would take room on its stack in
+// every frame between the wait and the step.
+type Ask func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (*Reply, error)
 
 // DefaultMaxToolCalls is an agent's tool calls per step when its spec says nothing.
 const DefaultMaxToolCalls = 10
@@ -147,20 +149,46 @@ const DefaultMaxToolCalls = 10
 // Converse runs a step's tool loop: it asks the model, makes the calls it asks for, and asks
 // again with the results, until the model answers. After the agent's maxToolCalls, the model
 // is asked once more without tools, for its answer. A step without a Toolbox asks once.
-func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
+func Converse(ctx context.Context, req *Request, ask Ask) (*Result, error) {
+	if req.Tools == nil {
+		return askOnce(ctx, req.ModelCalls, ask)
+	}
 	if req.ModelCalls != nil {
 		ask = observed(ask, req.ModelCalls)
 	}
-	box := req.Tools
-	if box == nil {
-		reply, err := ask(ctx, nil, nil)
-		res := reply.Final
-		res.Tokens, res.InputTokens = reply.Tokens, reply.InputTokens
-		return res, err
+	return converseTools(ctx, req, ask)
+}
+
+// askOnce asks the model of a step without tools once, telling calls: its answer is the
+// step's. A step's goroutine waits here for the model, so this frame and those above it hold
+// little.
+func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*Result, error) {
+	var done func(*Reply, error)
+	if calls != nil {
+		ctx, done = calls.Call(ctx, nil)
 	}
+	reply, err := ask(ctx, nil, nil)
+	if reply == nil {
+		reply = &Reply{}
+	}
+	if done != nil {
+		done(reply, err)
+	}
+	return reply.answer(), err
+}
+
+// answer is the step's answer in a reply that asks for no calls, with the reply's usage.
+func (r *Reply) answer() *Result {
+	r.Final.Tokens, r.Final.InputTokens = r.Tokens, r.InputTokens
+	return &r.Final
+}
+
+// converseTools is Converse's tool loop.
+func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) {
+	box := req.Tools
 	offered, err := box.Offered(ctx)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	progress := box.Progress()
 	exchanges := append([]Exchange(nil), progress.Exchanges...)
@@ -178,7 +206,7 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 			}
 		}
 	}
-	usage := func(res Result) Result {
+	usage := func(res *Result) *Result {
 		res.Tokens += tokens
 		res.InputTokens += inputTokens
 		res.CountedTokens, res.CountedInputTokens = progress.CountedTokens, progress.CountedInputTokens
@@ -192,11 +220,11 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 				var trip *ToolTrip
 				switch {
 				case errors.As(err, &held):
-					return usage(Result{Held: held}), nil
+					return usage(&Result{Held: held}), nil
 				case errors.As(err, &trip):
-					return usage(Result{Trip: trip}), nil
+					return usage(&Result{Trip: trip}), nil
 				}
-				return usage(Result{}), err
+				return usage(&Result{}), err
 			}
 		}
 		// offer is nil only when the model must answer without tools; an agent whose servers
@@ -210,19 +238,20 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {
-			return usage(Result{}), err
+			return usage(&Result{}), err
+		}
+		if reply == nil {
+			reply = &Reply{}
 		}
 		if len(reply.Calls) == 0 || offer == nil {
-			res := reply.Final
-			res.Tokens, res.InputTokens = reply.Tokens, reply.InputTokens
-			return usage(res), nil
+			return usage(reply.answer()), nil
 		}
 		reply.Tokens = max(reply.Tokens, 0)
 		reply.InputTokens = min(max(reply.InputTokens, 0), reply.Tokens)
 		tokens, inputTokens = tokens+reply.Tokens, inputTokens+reply.InputTokens
 		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens, InputTokens: reply.InputTokens}
 		if err := box.Asked(ctx, &turn); err != nil {
-			return usage(Result{}), err
+			return usage(&Result{}), err
 		}
 		exchanges = append(exchanges, Exchange{Turn: turn})
 	}
@@ -230,9 +259,12 @@ func Converse(ctx context.Context, req Request, ask Ask) (Result, error) {
 
 // observed is ask, with each call told to calls.
 func observed(ask Ask, calls ModelCalls) Ask {
-	return func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (Reply, error) {
+	return func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (*Reply, error) {
 		ctx, done := calls.Call(ctx, exchanges)
 		reply, err := ask(ctx, exchanges, offered)
+		if reply == nil {
+			reply = &Reply{}
+		}
 		done(reply, err)
 		return reply, err
 	}

@@ -86,13 +86,13 @@ type model struct {
 	bare  []bool
 }
 
-func (m *model) ask(_ context.Context, ex []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
+func (m *model) ask(_ context.Context, ex []agents.Exchange, offered []agents.OfferedTool) (*agents.Reply, error) {
 	m.asked = append(m.asked, ex)
 	m.bare = append(m.bare, offered == nil)
 	if n := len(m.asked) - 1; n < len(m.turns) && offered != nil {
-		return agents.Reply{Text: fmt.Sprintf("turn %d", n+1), Calls: m.turns[n], Tokens: 10}, nil
+		return &agents.Reply{Text: fmt.Sprintf("turn %d", n+1), Calls: m.turns[n], Tokens: 10}, nil
 	}
-	return agents.Reply{Final: agents.Result{Output: "answer", Handoff: "next"}, Tokens: 7}, nil
+	return &agents.Reply{Final: agents.Result{Output: "answer", Handoff: "next"}, Tokens: 7}, nil
 }
 
 func call(tool, args string) agents.ToolCall {
@@ -102,7 +102,7 @@ func call(tool, args string) agents.ToolCall {
 func TestTheToolLoopGoesOnUntilTheModelAnswers(t *testing.T) {
 	b := &box{}
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `{"a":1}`), call("echo", `{"a":2}`)}, {call("echo", `{"a":3}`)}}}
-	res, err := agents.Converse(context.Background(), agents.Request{Tools: b}, m.ask)
+	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b}, m.ask)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestTheToolLoopGoesOnUntilTheModelAnswers(t *testing.T) {
 func TestAfterMaxToolCallsTheModelIsAskedWithoutTools(t *testing.T) {
 	b := &box{limit: 2}
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}, {call("echo", `4`)}}}
-	res, err := agents.Converse(context.Background(), agents.Request{Tools: b, Agent: v1alpha1.Agent{MaxToolCalls: ptr.To[int32](2)}}, m.ask)
+	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b, Agent: v1alpha1.Agent{MaxToolCalls: ptr.To[int32](2)}}, m.ask)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestAfterMaxToolCallsTheModelIsAskedWithoutTools(t *testing.T) {
 func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 	b := &box{}
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`)}, {call("gated", `2`)}}}
-	res, err := agents.Converse(context.Background(), agents.Request{Tools: b}, m.ask)
+	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b}, m.ask)
 	if err != nil || res.Held == nil || res.Held.Call.Index != 2 || res.Tokens != 20 || res.ToolCalls != 1 {
 		t.Fatalf("held %+v, %v", res, err)
 	}
@@ -144,7 +144,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 		{Turn: agents.Turn{Number: 2, Tokens: 10, Calls: []agents.ToolCall{{Index: 2, Server: "s", Tool: "echo", Arguments: json.RawMessage(`2`)}}}},
 	}}}
 	again := &model{}
-	res, err = agents.Converse(context.Background(), agents.Request{Tools: approved}, again.ask)
+	res, err = agents.Converse(context.Background(), &agents.Request{Tools: approved}, again.ask)
 	if err != nil || len(again.asked) != 1 || res.Output != "answer" {
 		t.Fatalf("resumed: %+v %v, asked %d times", res, err, len(again.asked))
 	}
@@ -155,7 +155,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 
 func TestAGuardStopsTheStep(t *testing.T) {
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("stop", `2`), call("echo", `3`)}}}
-	res, err := agents.Converse(context.Background(), agents.Request{Tools: &box{}}, m.ask)
+	res, err := agents.Converse(context.Background(), &agents.Request{Tools: &box{}}, m.ask)
 	if err != nil || res.Trip == nil || res.ToolCalls != 1 || len(m.asked) != 1 {
 		t.Fatalf("result %+v %v", res, err)
 	}
@@ -163,7 +163,7 @@ func TestAGuardStopsTheStep(t *testing.T) {
 
 func TestAStepWithoutToolsAsksOnce(t *testing.T) {
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`)}}}
-	res, err := agents.Converse(context.Background(), agents.Request{}, m.ask)
+	res, err := agents.Converse(context.Background(), &agents.Request{}, m.ask)
 	if err != nil || len(m.asked) != 1 || !m.bare[0] || res.Tokens != 7 {
 		t.Fatalf("result %+v %v asked %d", res, err, len(m.asked))
 	}
@@ -256,7 +256,7 @@ func TestScriptedCallsAreMadeForReal(t *testing.T) {
 	turn := v1alpha1.ScriptTurn{Output: "filed", Handoff: "b", Tokens: 9, ToolCalls: []v1alpha1.ScriptToolCall{
 		{Server: "s", Tool: "echo", Arguments: &apiextensionsv1.JSON{Raw: []byte(`{"n":1}`)}}, {Server: "s", Tool: "echo"}}}
 	for _, b := range []*box{{}, {unlisted: true}} {
-		res, err := a.Step(context.Background(), agents.Request{Agent: v1alpha1.Agent{Name: "a", Script: []v1alpha1.ScriptTurn{turn}}, Tools: b})
+		res, err := a.Step(context.Background(), &agents.Request{Agent: v1alpha1.Agent{Name: "a", Script: []v1alpha1.ScriptTurn{turn}}, Tools: b})
 		if err != nil || res.Output != "filed" || res.Handoff != "b" || res.Tokens != 9 || res.ToolCalls != 2 {
 			t.Fatalf("unlisted %t: %+v %v", b.unlisted, res, err)
 		}
@@ -274,7 +274,7 @@ func TestTheCallsOfOneTurnAreSentTogether(t *testing.T) {
 	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := agents.Converse(ctx, agents.Request{Tools: b}, m.ask)
+	res, err := agents.Converse(ctx, &agents.Request{Tools: b}, m.ask)
 	if err != nil || res.ToolCalls != 3 {
 		t.Fatalf("the calls were not all in flight at once: %+v %v", res, err)
 	}

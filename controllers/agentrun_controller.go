@@ -37,8 +37,18 @@ import (
 // errPlanInvalid means a running run's pinned config cannot run in this operator build.
 var errPlanInvalid = errors.New("invalid plan")
 
-// configRefIndex indexes AgentRuns by the AgentConfig they name.
-const configRefIndex = "spec.configRef.name"
+// pendingIndex indexes the AgentRuns not yet started by the AgentConfig they name, so that a
+// config that appears or changes starts the runs that wait for it. A started run is not in it:
+// the index costs nothing per run at work.
+const pendingIndex = "baton.pendingOnConfig"
+
+func pendingOnConfig(o client.Object) []string {
+	run, ok := o.(*v1alpha1.AgentRun)
+	if !ok || run.Status.Phase.Started() {
+		return nil
+	}
+	return []string{run.Spec.ConfigRef.Name}
+}
 
 // Options tune the AgentRun controller.
 type Options struct {
@@ -412,8 +422,7 @@ func (r *AgentRunReconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha
 // SetupWithManager registers the controller: it watches AgentRuns, the AgentConfigs that
 // Pending runs wait for, and the ends of steps.
 func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, configRefIndex,
-		func(o client.Object) []string { return []string{o.(*v1alpha1.AgentRun).Spec.ConfigRef.Name} }); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, pendingIndex, pendingOnConfig); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, waitingIndex, waitingAtGate); err != nil {
@@ -431,7 +440,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // runsWaitingFor maps an AgentConfig to the runs that wait for it to start.
 func (r *AgentRunReconciler) runsWaitingFor(ctx context.Context, cfg client.Object) []reconcile.Request {
 	runs := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, runs, client.InNamespace(cfg.GetNamespace()), client.MatchingFields{configRefIndex: cfg.GetName()}); err != nil {
+	if err := r.List(ctx, runs, client.InNamespace(cfg.GetNamespace()), client.MatchingFields{pendingIndex: cfg.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "Listing runs of an AgentConfig", "agentConfig", klog.KObj(cfg))
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -17,109 +18,149 @@ import (
 	"github.com/baton-dev/baton/transcript"
 )
 
-// stepWork is the work of one step, done in the step's goroutine (runs.go): read what the agent
+// stepCall is the work of one step, done in the step's goroutine (runs.go): read what the agent
 // sees of the run's earlier steps from the transcript, ask the agent's provider, and make the
 // record of its answer, with what the answer adds to later agents' context.
 //
-// A step may wait in line for a slot a long time, so what it keeps until it starts is small: the
-// run's identity, its input and the status it started from. The request is made when the step
-// runs.
-func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
-	spec := plan.Agent(step.Agent)
-	rid := runID{uid: string(run.UID), namespace: run.Namespace, name: run.Name}
-	id := rid.object()
-	task := run.Spec.Input
-	// The status the step started from: Apply decides from it what the step adds to the context.
-	from := *run.Status.DeepCopy()
-	provider, config := spec.Model.Provider, run.Spec.ConfigRef.Name
-	traced := runOf(id, config)
-	// sent is the request as the agent got it, for the record; the call may outlive its deadline.
-	var mu sync.Mutex
-	var sent *agents.Request
-	var box *toolbox
+// A step may wait in line for a slot a long time, and on its agent longer, so what it keeps is
+// small and in one object: the run's identity, its input and the status it started from. The
+// request is made when the step runs, once, and the agent is handed a pointer to it.
+type stepCall struct {
+	r    *AgentRunReconciler
+	plan *workflow.Plan
+	spec *v1alpha1.Agent
+	step workflow.Step
+	rid  runID
+	// task is the run's input, config the name of its AgentConfig.
+	task, config string
+	// from is the status the step started from: Apply decides from it what the step adds to
+	// the context.
+	from v1alpha1.AgentRunStatus
 
-	call := func(ctx context.Context) (res workflow.StepResult) {
-		res = workflow.StepResult{Agent: step.Agent, Input: step.Input}
-		req := r.stepRequest(plan, rid, task, &from, step)
-		ctx, span := startStep(ctx, traced, step.Number, spec)
-		defer func() { endStep(span, req, res.Result, res.Error, res.TimedOut, r.options.TraceContent) }()
-		if err := r.fromTranscript(ctx, plan, step, &req); err != nil {
-			res.Error = err.Error()
-			return res
-		}
-		if len(spec.Tools) > 0 {
-			b, err := r.newToolbox(ctx, plan, id, config, step, &from)
-			if err != nil {
-				res.Error = err.Error()
-				return res
-			}
-			req.Tools = b
-			mu.Lock()
-			box = b
-			mu.Unlock()
-		}
-		req.ModelCalls = chatCalls{run: traced, agent: spec, req: req, content: r.options.TraceContent}
-		mu.Lock()
-		sent = &req
-		mu.Unlock()
-		agent, err := r.Providers.For(provider)
-		if err == nil {
-			res.Result, err = agent.Step(ctx, req)
-		}
-		result := "ok"
-		switch {
-		case err == nil:
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			res.Error, res.TimedOut, result = fmt.Sprintf("timed out after %s", step.Timeout), true, "timeout"
-		default:
-			res.Error, result = err.Error(), "error"
-		}
-		stepsTotal.WithLabelValues(id.Namespace, config, step.Agent, string(provider), result).Inc()
-		// A continuation joins the pieces: providers return only the new text.
-		if step.Continues && res.Error == "" {
-			res.Output = req.Continuation + res.Output
-		}
-		return res
+	// sent is the request as the agent got it, and box the step's toolbox, for the record; the
+	// call may outlive its deadline.
+	mu   sync.Mutex
+	sent *agents.Request
+	box  *toolbox
+}
+
+func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
+	c := &stepCall{r: r, plan: plan, spec: plan.Agent(step.Agent), step: step,
+		rid:  runID{uid: string(run.UID), namespace: run.Namespace, name: run.Name},
+		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
+	return c
+}
+
+func (c *stepCall) provider() string { return string(c.spec.Model.Provider) }
+
+// call makes the step's request and asks the agent's provider, in the step's span. The step's
+// goroutine waits on the agent below this frame: what it keeps for the step is in c.
+func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
+	ctx, span := startStep(ctx, c.rid.traced(c.config), c.step.Number, c.spec)
+	req, err := c.request(ctx, span != noSpan)
+	var res *workflow.StepResult
+	if err != nil {
+		res = &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Error: err.Error()}
+	} else {
+		res = c.ask(ctx, req)
 	}
-	record := func(res workflow.StepResult, started, ended time.Time) transcript.Record {
-		mu.Lock()
-		req, b := sent, box
-		mu.Unlock()
-		if req == nil {
-			// The step ended before it sent anything.
-			built := r.stepRequest(plan, rid, task, &from, step)
-			req = &built
-		}
-		// What the status counts of the step is counted here, once, for the answer the step
-		// ends with (an answer that came after the deadline is not).
-		countTokens(rid.namespace, config, spec, res.Result)
-		if res.Held != nil {
-			return heldRecord(rid, step.Number, res, ended)
-		}
-		var unavailable []string
-		var toolBytes int64
-		if b != nil {
-			// A step cut short at its deadline may still be calling: the next step counts the
-			// run's calls from the transcript instead.
-			uses := b.uses
-			if res.Error != "" {
-				uses = nil
-			}
-			unavailable, toolBytes = b.unavailable, b.bytes.Load()
-			r.runs.setToolUses(id, uses, step.Number+1)
-		}
-		d := workflow.Apply(plan, from, res, ended)
-		rec := stepRecord(id, step, spec, req, res, d.Context, unavailable, previous(from, step.Number), started, ended, toolBytes)
-		if len(rec.Body) <= transcript.MaxBody {
-			return rec
-		}
-		// A record the store cannot take fails its step now, saying so, rather than be tried
-		// again until the run's timeout: the failure is what is recorded, without the messages.
-		res = tooLarge(res, len(rec.Body))
-		d = workflow.Apply(plan, from, res, ended)
-		return stepRecord(id, step, spec, nil, res, d.Context, unavailable, previous(from, step.Number), started, ended, toolBytes)
+	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.options.TraceContent)
+	return res
+}
+
+// request is what the step's agent is asked: what the run's status says, what the transcript
+// adds, and the step's toolbox; traced, each of its model calls gets a span. The request is
+// whole only without an error.
+func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, error) {
+	req := c.r.stepRequest(c.plan, c.rid, c.task, &c.from, c.step)
+	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
+		return req, err
 	}
-	return stepWork{call: call, record: record, provider: string(provider)}
+	if len(c.spec.Tools) > 0 {
+		b, err := c.r.newToolbox(ctx, c.plan, c.rid, c.config, c.step, &c.from)
+		if err != nil {
+			return req, err
+		}
+		req.Tools = b
+		c.mu.Lock()
+		c.box = b
+		c.mu.Unlock()
+	}
+	if traced {
+		req.ModelCalls = chatCalls{run: c.rid.traced(c.config), agent: c.spec, req: req, content: c.r.options.TraceContent}
+	}
+	c.mu.Lock()
+	c.sent = req
+	c.mu.Unlock()
+	return req, nil
+}
+
+// ask asks the agent's provider, and says what it answered or why it did not.
+func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepResult {
+	agent, err := c.r.Providers.For(c.spec.Model.Provider)
+	var answer *agents.Result
+	if err == nil {
+		answer, err = agent.Step(ctx, req)
+	}
+	res := &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input}
+	if answer != nil {
+		res.Result = *answer
+	}
+	result := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		res.Error, res.TimedOut, result = fmt.Sprintf("timed out after %s", c.step.Timeout), true, "timeout"
+	default:
+		res.Error, result = err.Error(), "error"
+	}
+	stepsTotal.WithLabelValues(c.rid.namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
+	// A continuation joins the pieces: providers return only the new text.
+	if c.step.Continues && res.Error == "" {
+		res.Output = req.Continuation + res.Output
+	}
+	return res
+}
+
+// record is the transcript record of the step's answer.
+func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time) transcript.Record {
+	res := *answer
+	c.mu.Lock()
+	req, b := c.sent, c.box
+	c.mu.Unlock()
+	if req == nil {
+		// The step ended before it sent anything.
+		req = c.r.stepRequest(c.plan, c.rid, c.task, &c.from, c.step)
+	}
+	// What the status counts of the step is counted here, once, for the answer the step
+	// ends with (an answer that came after the deadline is not).
+	countTokens(c.rid.namespace, c.config, c.spec, res.Result)
+	if res.Held != nil {
+		return heldRecord(c.rid, c.step.Number, res, ended)
+	}
+	var unavailable []string
+	var toolBytes int64
+	if b != nil {
+		// A step cut short at its deadline may still be calling: the next step counts the
+		// run's calls from the transcript instead.
+		uses := b.uses
+		if res.Error != "" {
+			uses = nil
+		}
+		unavailable, toolBytes = b.unavailable, b.bytes.Load()
+		c.r.runs.setToolUses(c.rid.key(), types.UID(c.rid.uid), uses, c.step.Number+1)
+	}
+	prev := previous(c.from, c.step.Number)
+	d := workflow.Apply(c.plan, c.from, res, ended)
+	rec := stepRecord(c.rid, c.step, c.spec, req, res, d.Context, unavailable, prev, started, ended, toolBytes)
+	if len(rec.Body) <= transcript.MaxBody {
+		return rec
+	}
+	// A record the store cannot take fails its step now, saying so, rather than be tried
+	// again until the run's timeout: the failure is what is recorded, without the messages.
+	res = tooLarge(res, len(rec.Body))
+	d = workflow.Apply(c.plan, c.from, res, ended)
+	return stepRecord(c.rid, c.step, c.spec, nil, res, d.Context, unavailable, prev, started, ended, toolBytes)
 }
 
 // tooLarge is a step whose record would take size bytes, more than the transcript takes: it
@@ -134,9 +175,9 @@ func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
 }
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
-func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid runID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) agents.Request {
+func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid runID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
 	spec := plan.Agent(step.Agent)
-	req := agents.Request{
+	req := &agents.Request{
 		Namespace: rid.namespace,
 		Run:       rid.name,
 		RunUID:    rid.uid,

@@ -60,7 +60,7 @@ type stepBody struct {
 
 // stepRecord is the transcript record of a step that ended.
 // Without req, the record holds no messages. toolBytes is what the step's tool records take.
-func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
+func stepRecord(run runID, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
 	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
 	body := stepBody{Previous: previous,
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
@@ -73,12 +73,7 @@ func stepRecord(run *v1alpha1.AgentRun, step workflow.Step, spec *v1alpha1.Agent
 		body.Messages = agents.Messages(*req)
 	}
 	body.ToolRecordBytes = toolBytes
-	data := transcript.Body(body)
-	return transcript.Record{
-		Key:    transcript.Key{Kind: transcript.KindStep, Step: step.Number},
-		RunUID: string(run.UID), Namespace: run.Namespace, Run: run.Name,
-		Time: ended.UTC(), Body: data,
-	}
+	return run.record(transcript.Key{Kind: transcript.KindStep, Step: step.Number}, ended, transcript.Body(body))
 }
 
 // storedEntry is a context entry as a step's record keeps it: one that repeats the step's

@@ -254,9 +254,9 @@ func (t *runTable) looked(run *v1alpha1.AgentRun) {
 }
 
 // toolUses is a copy of the run's tool call counts before the step, if held.
-func (t *runTable) toolUses(run *v1alpha1.AgentRun, step int32) *workflow.ToolUses {
+func (t *runTable) toolUses(key types.NamespacedName, uid types.UID, step int32) *workflow.ToolUses {
 	var u *workflow.ToolUses
-	t.with(run, func(s *runState) {
+	t.existing(key, uid, func(s *runState) {
 		if s.toolUses != nil && s.toolUsesBefore == step {
 			u = s.toolUses.Clone()
 		}
@@ -265,8 +265,8 @@ func (t *runTable) toolUses(run *v1alpha1.AgentRun, step int32) *workflow.ToolUs
 }
 
 // setToolUses keeps the run's tool call counts before the step (nil: count them again).
-func (t *runTable) setToolUses(run *v1alpha1.AgentRun, uses *workflow.ToolUses, step int32) {
-	t.existing(client.ObjectKeyFromObject(run), run.UID, func(s *runState) { s.toolUses, s.toolUsesBefore = uses, step })
+func (t *runTable) setToolUses(key types.NamespacedName, uid types.UID, uses *workflow.ToolUses, step int32) {
+	t.existing(key, uid, func(s *runState) { s.toolUses, s.toolUsesBefore = uses, step })
 }
 
 // forget drops everything held for the run, cancelling its step in flight.

@@ -34,33 +34,28 @@ type stepRunner struct {
 }
 
 // slots bounds the steps running at once. A step that finds no slot waits in line, first come
-// first served, and is started when a slot frees.
+// first served, and is launched when a slot frees.
 type slots struct {
-	mu    sync.Mutex
-	free  int
-	queue []waiting
+	mu     sync.Mutex
+	free   int
+	queue  []*flight
+	launch func(*flight)
 }
 
-// waiting is a step in line for a slot.
-type waiting struct {
-	ctx    context.Context
-	launch func()
-}
-
-// take starts launch now if a slot is free, else when one frees, unless ctx ends first.
-func (s *slots) take(ctx context.Context, launch func()) {
+// take launches f now if a slot is free, else when one frees, unless it is given up first.
+func (s *slots) take(f *flight) {
 	s.mu.Lock()
 	if s.free > 0 {
 		s.free--
 		s.mu.Unlock()
-		launch()
+		s.launch(f)
 		return
 	}
 	if len(s.queue) >= 1024 && len(s.queue)%1024 == 0 {
 		// Steps given up while they waited (their runs ended) leave the line.
 		kept := s.queue[:0]
 		for _, w := range s.queue {
-			if w.ctx.Err() == nil {
+			if !w.givenUp() {
 				kept = append(kept, w)
 			} else {
 				stepsInFlight.Dec()
@@ -69,7 +64,7 @@ func (s *slots) take(ctx context.Context, launch func()) {
 		clear(s.queue[len(kept):])
 		s.queue = kept
 	}
-	s.queue = append(s.queue, waiting{ctx: ctx, launch: launch})
+	s.queue = append(s.queue, f)
 	s.mu.Unlock()
 }
 
@@ -77,12 +72,12 @@ func (s *slots) take(ctx context.Context, launch func()) {
 func (s *slots) release() {
 	s.mu.Lock()
 	for len(s.queue) > 0 {
-		w := s.queue[0]
-		s.queue[0] = waiting{}
+		f := s.queue[0]
+		s.queue[0] = nil
 		s.queue = s.queue[1:]
-		if w.ctx.Err() == nil {
+		if !f.givenUp() {
 			s.mu.Unlock()
-			w.launch()
+			s.launch(f)
 			return
 		}
 		stepsInFlight.Dec() // a step given up while it waited
@@ -91,31 +86,93 @@ func (s *slots) release() {
 	s.mu.Unlock()
 }
 
-// flight is one step in flight, or ended and waiting to be applied.
+// flight is one step in flight, or ended and waiting to be applied. It is what the runner keeps
+// of a step: one waiting for a slot holds this and its work, one waiting on its agent also its
+// context and its goroutine.
 type flight struct {
-	number int32
-	agent  string
-	cancel context.CancelFunc
+	step workflow.Step
+	work stepWork
+	// key and uid name the run, for a step that outlives it.
+	key types.NamespacedName
+	uid types.UID
+
+	// mu guards stopped and stop: cancel may come before the step has a context, while it
+	// runs, or while its record is written. stop ends the context of what the step does now.
+	mu      sync.Mutex
+	stopped bool
+	stop    context.CancelFunc
+
+	// done and result are the runTable's, under its lock.
 	done   bool
-	result workflow.StepResult
+	result *workflow.StepResult
+}
+
+// cancel gives the step up: one waiting for a slot never starts, a running one's context ends.
+func (f *flight) cancel() {
+	f.mu.Lock()
+	f.stopped = true
+	stop := f.stop
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (f *flight) givenUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}
+
+// begin gives the step, which has a slot now, the context of its call, with the step's
+// deadline; false if the step was given up meanwhile.
+func (f *flight) begin() (context.Context, bool) {
+	return f.next(func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), f.step.Timeout)
+	})
+}
+
+// recording ends the step's call and gives the writing of its record a context of its own,
+// without the step's deadline: a step that ran out of time is recorded too. false if the step
+// was given up.
+func (f *flight) recording() (context.Context, bool) {
+	return f.next(func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) })
+}
+
+// next ends the step's context, if it has one, and gives it another, unless it was given up.
+// The two contexts have no parent in common: a step keeps one, not a chain.
+func (f *flight) next(newContext func() (context.Context, context.CancelFunc)) (context.Context, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stop != nil {
+		f.stop()
+		f.stop = nil
+	}
+	if f.stopped {
+		return nil, false
+	}
+	var ctx context.Context
+	ctx, f.stop = newContext()
+	return ctx, true
 }
 
 // stepWork is a step's work: call the agent, and say what to record of its answer.
-type stepWork struct {
+type stepWork interface {
 	// provider is the agent's provider, for the step's metrics.
-	provider string
-	call     func(ctx context.Context) workflow.StepResult
-	record   func(res workflow.StepResult, started, ended time.Time) transcript.Record
+	provider() string
+	call(ctx context.Context) *workflow.StepResult
+	record(res *workflow.StepResult, started, ended time.Time) transcript.Record
 }
 
 func newStepRunner(runs *runTable, store transcript.Store, log logr.Logger, maxInFlight int) *stepRunner {
-	return &stepRunner{
+	s := &stepRunner{
 		runs:  runs,
 		store: store,
 		log:   log,
 		wake:  make(chan event.GenericEvent, 1024),
-		slots: &slots{free: max(maxInFlight, 1)},
 	}
+	s.slots = &slots{free: max(maxInFlight, 1), launch: s.launch}
+	return s
 }
 
 // flightState says where the run's next step is.
@@ -135,12 +192,12 @@ func (s *stepRunner) lookup(run *v1alpha1.AgentRun, step workflow.Step) (state f
 		switch {
 		case f == nil:
 			state = notStarted
-		case f.number != step.Number || f.agent != step.Agent:
+		case f.step.Number != step.Number || f.step.Agent != step.Agent:
 			f.cancel()
 			r.flight = nil
 			state = notStarted
 		case f.done:
-			state, res = ended, f.result
+			state, res = ended, *f.result
 		default:
 			state = running
 		}
@@ -152,16 +209,14 @@ func (s *stepRunner) lookup(run *v1alpha1.AgentRun, step workflow.Step) (state f
 // run's ended flight.
 func (s *stepRunner) adopt(run *v1alpha1.AgentRun, step workflow.Step, res workflow.StepResult) {
 	s.runs.with(run, func(r *runState) {
-		r.flight = &flight{number: step.Number, agent: step.Agent, cancel: func() {}, done: true, result: res}
+		r.flight = &flight{step: step, done: true, result: &res}
 	})
 }
 
-// start runs the step in its own goroutine, with the step's deadline: it calls the agent,
-// records the answer in the transcript, and wakes the run.
+// start runs the step in its own goroutine once it has a slot, with the step's deadline: it
+// calls the agent, records the answer in the transcript, and wakes the run.
 func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work stepWork) {
-	key, uid := client.ObjectKeyFromObject(run), run.UID
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &flight{number: step.Number, agent: step.Agent, cancel: cancel}
+	f := &flight{step: step, work: work, key: client.ObjectKeyFromObject(run), uid: run.UID}
 	s.runs.with(run, func(r *runState) {
 		if r.flight != nil {
 			r.flight.cancel()
@@ -169,39 +224,55 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work step
 		r.flight = f
 	})
 	stepsInFlight.Inc()
-	s.slots.take(ctx, func() { go s.run(ctx, key, uid, f, step, work) })
+	s.slots.take(f)
 }
 
-// run is a step's goroutine, started once the step has a slot.
-func (s *stepRunner) run(ctx context.Context, key types.NamespacedName, uid types.UID, f *flight, step workflow.Step, work stepWork) {
-	stepCtx, stop := context.WithTimeout(ctx, step.Timeout)
-	began := time.Now()
-	callStep(stepCtx, step, work.call, func(res workflow.StepResult) {
-		defer stepsInFlight.Dec()
-		stepDuration.WithLabelValues(work.provider).Observe(time.Since(began).Seconds())
-		stop()
+// launch starts a step that has its slot, in a goroutine of its own.
+func (s *stepRunner) launch(f *flight) {
+	ctx, ok := f.begin()
+	if !ok {
+		// Given up between the line and its slot.
+		stepsInFlight.Dec()
 		s.slots.release()
-		s.finish(ctx, key, uid, f, step, work.record(res, began, time.Now()))
+		return
+	}
+	go s.run(ctx, f)
+}
+
+// run is a step's goroutine. While the agent works, this goroutine waits in the provider's
+// call: what it holds on its stack is held as long, so the frames below the provider's are
+// small and hold pointers.
+func (s *stepRunner) run(ctx context.Context, f *flight) {
+	began := time.Now()
+	callStep(ctx, &f.step, f.work, func(res *workflow.StepResult) {
+		defer stepsInFlight.Dec()
+		stepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
+		s.slots.release()
+		s.finish(f, f.work.record(res, began, time.Now()))
 	})
 }
 
 // finish makes a step's record durable, keeps its result in the run's flight and wakes the run.
-func (s *stepRunner) finish(ctx context.Context, key types.NamespacedName, uid types.UID, f *flight, step workflow.Step, rec transcript.Record) {
-	res, ok := s.persist(ctx, key, step.Agent, rec)
+func (s *stepRunner) finish(f *flight, rec transcript.Record) {
+	ctx, ok := f.recording()
+	if !ok {
+		return
+	}
+	res, ok := s.persist(ctx, f.key, f.step.Agent, rec)
 	if !ok {
 		return
 	}
 	current := false
-	s.runs.existing(key, uid, func(r *runState) {
+	s.runs.existing(f.key, f.uid, func(r *runState) {
 		if current = r.flight == f; current {
-			f.done, f.result = true, res
+			f.done, f.result = true, &res
 		}
 	})
 	if !current {
 		return
 	}
 	obj := &v1alpha1.AgentRun{}
-	obj.Name, obj.Namespace = key.Name, key.Namespace
+	obj.Name, obj.Namespace = f.key.Name, f.key.Namespace
 	select {
 	case s.wake <- event.GenericEvent{Object: obj}:
 	case <-ctx.Done():
@@ -251,20 +322,25 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 // still taken.
 const lateAnswer = time.Second
 
-// callStep calls do in this goroutine and hands its result to done, once. A provider that
+// caller is what callStep calls: a step's work.
+type caller interface {
+	call(ctx context.Context) *workflow.StepResult
+}
+
+// callStep calls work in this goroutine and hands its result to done, once. A provider that
 // ignores its context loses its answer, not the slot: lateAnswer after ctx ends, done is given
-// a timeout result from a timer, and do's answer, should it ever come, is dropped. So a
+// a timeout result from a timer, and work's answer, should it ever come, is dropped. So a
 // running step costs one goroutine, not two.
-func callStep(ctx context.Context, step workflow.Step, do func(context.Context) workflow.StepResult, done func(workflow.StepResult)) {
+func callStep(ctx context.Context, step *workflow.Step, work caller, done func(*workflow.StepResult)) {
 	var once sync.Once
-	finish := func(res workflow.StepResult) { once.Do(func() { done(res) }) }
+	finish := func(res *workflow.StepResult) { once.Do(func() { done(res) }) }
 	unwatch := context.AfterFunc(ctx, func() {
 		time.AfterFunc(lateAnswer, func() {
-			finish(workflow.StepResult{Agent: step.Agent, Input: step.Input, TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded),
+			finish(&workflow.StepResult{Agent: step.Agent, Input: step.Input, TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded),
 				Error: fmt.Sprintf("timed out after %s", step.Timeout)})
 		})
 	})
-	res := do(ctx)
+	res := work.call(ctx)
 	unwatch()
 	finish(res)
 }
@@ -272,7 +348,7 @@ func callStep(ctx context.Context, step workflow.Step, do func(context.Context) 
 // consumed drops the run's step once its result is written, if it is still that step.
 func (s *stepRunner) consumed(run *v1alpha1.AgentRun, number int32) {
 	s.runs.with(run, func(r *runState) {
-		if f := r.flight; f != nil && f.number == number && f.done {
+		if f := r.flight; f != nil && f.step.Number == number && f.done {
 			r.flight = nil
 		}
 	})

@@ -14,29 +14,28 @@ import (
 // TestSlotsStartStepsInTheirTurn checks that steps beyond the bound wait in line, start in the
 // order they came as slots free, and that a step given up while it waited never starts.
 func TestSlotsStartStepsInTheirTurn(t *testing.T) {
-	s := &slots{free: 2}
-	var started []int
-	launch := func(n int) func() { return func() { started = append(started, n) } }
-	ctx := context.Background()
-	gone, giveUp := context.WithCancel(ctx)
-	s.take(ctx, launch(1))
-	s.take(ctx, launch(2))
-	s.take(ctx, launch(3))
-	s.take(gone, launch(4))
-	s.take(ctx, launch(5))
-	if !slices.Equal(started, []int{1, 2}) {
+	var started []int32
+	s := &slots{free: 2, launch: func(f *flight) { started = append(started, f.step.Number) }}
+	step := func(n int32) *flight { return &flight{step: workflow.Step{Number: n}} }
+	gone := step(4)
+	s.take(step(1))
+	s.take(step(2))
+	s.take(step(3))
+	s.take(gone)
+	s.take(step(5))
+	if !slices.Equal(started, []int32{1, 2}) {
 		t.Fatalf("started %v with two slots", started)
 	}
-	giveUp()
+	gone.cancel()
 	s.release()
 	s.release()
-	if !slices.Equal(started, []int{1, 2, 3, 5}) {
+	if !slices.Equal(started, []int32{1, 2, 3, 5}) {
 		t.Fatalf("started %v: want 3 then 5, and never 4, whose run was given up", started)
 	}
 	s.release()
 	s.release()
-	s.take(ctx, launch(6))
-	if !slices.Equal(started, []int{1, 2, 3, 5, 6}) || s.free != 1 || len(s.queue) != 0 {
+	s.take(step(6))
+	if !slices.Equal(started, []int32{1, 2, 3, 5, 6}) || s.free != 1 || len(s.queue) != 0 {
 		t.Fatalf("started %v, %d free, %d waiting", started, s.free, len(s.queue))
 	}
 }
@@ -49,9 +48,9 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 
 	t.Run("an answer in time", func(t *testing.T) {
 		var got []workflow.StepResult
-		callStep(context.Background(), step, func(context.Context) workflow.StepResult {
-			return workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "done"}}
-		}, func(res workflow.StepResult) { got = append(got, res) })
+		callStep(context.Background(), &step, callFunc(func(context.Context) *workflow.StepResult {
+			return &workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "done"}}
+		}), func(res *workflow.StepResult) { got = append(got, *res) })
 		if len(got) != 1 || got[0].Output != "done" || got[0].TimedOut {
 			t.Fatalf("handed on %+v, want the one answer", got)
 		}
@@ -67,12 +66,12 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 		returned := make(chan struct{})
 		go func() {
 			defer close(returned)
-			callStep(ctx, step, func(context.Context) workflow.StepResult {
+			callStep(ctx, &step, callFunc(func(context.Context) *workflow.StepResult {
 				<-release // long past the deadline
-				return workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "too late"}}
-			}, func(res workflow.StepResult) {
+				return &workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "too late"}}
+			}), func(res *workflow.StepResult) {
 				mu.Lock()
-				got = append(got, res)
+				got = append(got, *res)
 				mu.Unlock()
 				handed <- struct{}{}
 			})
@@ -91,3 +90,8 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 		}
 	})
 }
+
+// callFunc is a function as a step's work.
+type callFunc func(context.Context) *workflow.StepResult
+
+func (f callFunc) call(ctx context.Context) *workflow.StepResult { return f(ctx) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -347,20 +348,20 @@ func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
 
 // newToolbox makes the toolbox of a step of an agent with tools, from the run's status when the
 // step started and what the transcript holds of the run's calls.
-func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id *v1alpha1.AgentRun, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
+func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id runID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
 	if r.options.Tools == nil {
 		return nil, errors.New("this operator was started without tool clients")
 	}
-	uses := r.runs.toolUses(id, step.Number)
+	uses := r.runs.toolUses(id.key(), types.UID(id.uid), step.Number)
 	if uses == nil {
 		var err error
-		if uses, err = runToolUses(ctx, r.transcript, string(id.UID), step.Number); err != nil {
+		if uses, err = runToolUses(ctx, r.transcript, id.uid, step.Number); err != nil {
 			return nil, err
 		}
 	}
 	b := &toolbox{
 		plan:        plan,
-		run:         runID{uid: string(id.UID), namespace: id.Namespace, name: id.Name},
+		run:         id,
 		config:      config,
 		content:     r.options.TraceContent,
 		step:        step.Number,
@@ -368,7 +369,7 @@ func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan
 		clients:     r.options.Tools,
 		headers:     r.secretData,
 		store:       r.transcript,
-		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KObj(id), "step", step.Number),
+		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KRef(id.namespace, id.name), "step", step.Number),
 		statusCalls: from.ToolCalls,
 		approvals:   from.Approvals,
 		uses:        uses,

@@ -7,12 +7,12 @@ import (
 	"sort"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/telemetry"
 	"github.com/baton-dev/baton/transcript"
 )
 
@@ -94,9 +94,14 @@ type runID struct {
 	uid, namespace, name string
 }
 
-// object is a run object that holds only the run's identity.
-func (r runID) object() *v1alpha1.AgentRun {
-	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, UID: types.UID(r.uid)}}
+// key is the run's namespace and name.
+func (r runID) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: r.namespace, Name: r.name}
+}
+
+// traced is what the run's spans say about it.
+func (r runID) traced(config string) telemetry.Run {
+	return telemetry.Run{UID: r.uid, Name: r.name, Namespace: r.namespace, Config: config}
 }
 
 func (r runID) record(key transcript.Key, at time.Time, body []byte) transcript.Record {

@@ -22,13 +22,24 @@ func runOf(id *v1alpha1.AgentRun, config string) telemetry.Run {
 	return telemetry.Run{UID: string(id.UID), Name: id.Name, Namespace: id.Namespace, Config: config}
 }
 
-// startStep starts a step's invoke_agent span, a child of its run's span.
+// startStep starts a step's invoke_agent span, a child of its run's span. A span that neither
+// records nor has an identity of its own (no tracer provider is installed) is not kept: the step
+// goes on in its run's trace context, which is all it would send on to model servers, agents
+// and tools, and holds no span while it waits.
 func startStep(ctx context.Context, run telemetry.Run, step int32, a *v1alpha1.Agent) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(telemetry.RunContext(ctx, run.UID), telemetry.AgentName(a.Name), telemetry.AgentSpan(run, step, a)...)
+	parent := telemetry.RunContext(ctx, run.UID)
+	stepCtx, span := telemetry.Tracer().Start(parent, telemetry.AgentName(a.Name), telemetry.AgentSpan(run, step, a)...)
+	if !span.IsRecording() && span.SpanContext().Equal(trace.SpanContextFromContext(parent)) {
+		return parent, noSpan
+	}
+	return stepCtx, span
 }
 
+// noSpan is a span that records nothing and takes no memory.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // endStep ends a step's span with what the step used and how it ended.
-func endStep(span trace.Span, req agents.Request, res agents.Result, failure string, timedOut, content bool) {
+func endStep(span trace.Span, req *agents.Request, res *agents.Result, failure string, timedOut, content bool) {
 	telemetry.Usage(span, res.Tokens-res.CountedTokens, res.InputTokens-res.CountedInputTokens)
 	switch {
 	case timedOut:
@@ -37,7 +48,7 @@ func endStep(span trace.Span, req agents.Request, res agents.Result, failure str
 		telemetry.Fail(span, "error", failure)
 	}
 	if content {
-		telemetry.Content(span, messagesOf(agents.Messages(req)), []telemetry.Message{telemetry.Text("assistant", res.Output)})
+		telemetry.Content(span, messagesOf(agents.Messages(*req)), []telemetry.Message{telemetry.Text("assistant", res.Output)})
 	}
 	span.End()
 }
@@ -46,15 +57,15 @@ func endStep(span trace.Span, req agents.Request, res agents.Result, failure str
 type chatCalls struct {
 	run     telemetry.Run
 	agent   *v1alpha1.Agent
-	req     agents.Request
+	req     *agents.Request
 	content bool
 }
 
 var _ agents.ModelCalls = chatCalls{}
 
-func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (context.Context, func(agents.Reply, error)) {
+func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (context.Context, func(*agents.Reply, error)) {
 	ctx, span := telemetry.Tracer().Start(ctx, telemetry.ChatName(c.agent), telemetry.ChatSpan(c.run, c.agent)...)
-	return ctx, func(reply agents.Reply, err error) {
+	return ctx, func(reply *agents.Reply, err error) {
 		telemetry.Usage(span, reply.Tokens, reply.InputTokens)
 		if err != nil {
 			kind := "error"
@@ -71,7 +82,7 @@ func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (conte
 			span.SetAttributes(telemetry.FinishReasons(finish))
 		}
 		if c.content {
-			input := messagesOf(agents.Messages(c.req))
+			input := messagesOf(agents.Messages(*c.req))
 			for _, ex := range exchanges {
 				input = append(input, turnMessage(ex.Turn))
 				for i, o := range ex.Outcomes {

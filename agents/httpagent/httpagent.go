@@ -82,7 +82,7 @@ func IdempotencyKey(runUID string, step int32) string {
 // maxResponseBody bounds what Baton reads of an HTTP agent's answer.
 const maxResponseBody = 1 << 20
 
-func (h *httpAgent) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
+func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
 	body := HTTPStepRequest{
 		Run:     HTTPRun{Namespace: req.Namespace, Name: req.Run, UID: req.RunUID},
 		Step:    req.Step,
@@ -97,47 +97,47 @@ func (h *httpAgent) Step(ctx context.Context, req agents.Request) (agents.Result
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return agents.Result{}, err
+		return nil, err
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.Agent.Model.Endpoint, bytes.NewReader(data))
 	if err != nil {
-		return agents.Result{}, fmt.Errorf("the HTTP agent's endpoint: %w", err)
+		return nil, fmt.Errorf("the HTTP agent's endpoint: %w", err)
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Idempotency-Key", IdempotencyKey(req.RunUID, req.Step))
 	key := ""
 	if ref := req.Agent.Model.APIKeySecretRef; ref != nil {
 		if h.deps.Secrets == nil {
-			return agents.Result{}, errors.New("no Secret reader is configured")
+			return nil, errors.New("no Secret reader is configured")
 		}
 		if key, err = h.deps.Secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key); err != nil {
-			return agents.Result{}, err
+			return nil, err
 		}
 		httpReq.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := h.deps.HTTPClient.Do(httpReq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return agents.Result{}, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return agents.Result{}, fmt.Errorf("calling the HTTP agent: %s", agents.Scrub(err.Error(), key))
+		return nil, fmt.Errorf("calling the HTTP agent: %s", agents.Scrub(err.Error(), key))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
-		return agents.Result{}, fmt.Errorf("reading the HTTP agent's answer: %w", err)
+		return nil, fmt.Errorf("reading the HTTP agent's answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return agents.Result{}, fmt.Errorf("the HTTP agent answered %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode),
+		return nil, fmt.Errorf("the HTTP agent answered %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode),
 			agents.Scrub(strings.TrimSpace(string(raw)), key))
 	}
 	var out HTTPStepResponse
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return agents.Result{}, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %v", err)
+		return nil, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %v", err)
 	}
 	if out.FinishReason == "" {
 		out.FinishReason = v1alpha1.FinishStop
 	}
-	return agents.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
+	return &agents.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
 		Tokens: out.Tokens, InputTokens: out.InputTokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
 }

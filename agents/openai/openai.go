@@ -49,11 +49,11 @@ const lastRequest = "You have made all the tool calls this step allows. Answer n
 // maxContinuationTokens caps the larger token limit a continuation asks for.
 const maxContinuationTokens = 32768
 
-func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
+func (o *openAI) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
 	m := req.Agent.Model
 	key, err := o.apiKey(ctx, req)
 	if err != nil {
-		return agents.Result{}, err
+		return nil, err
 	}
 	opts := []option.RequestOption{
 		option.WithHTTPClient(o.deps.HTTPClient),
@@ -64,9 +64,9 @@ func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, e
 		opts = append(opts, option.WithBaseURL(m.Endpoint))
 	}
 	client := openai.NewClient(opts...)
-	base := chatMessages(agents.Messages(req))
+	base := chatMessages(agents.Messages(*req))
 	control := tools(req)
-	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
+	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (*agents.Reply, error) {
 		params := openai.ChatCompletionNewParams{Model: m.Name, Messages: append(append([]openai.ChatCompletionMessageParamUnion(nil), base...), exchangeMessages(exchanges)...)}
 		if offered == nil && len(exchanges) > 0 {
 			params.Messages = append(params.Messages, openai.UserMessage(lastRequest))
@@ -92,19 +92,20 @@ func (o *openAI) Step(ctx context.Context, req agents.Request) (agents.Result, e
 		}
 		resp, err := client.Chat.Completions.New(ctx, params)
 		if err != nil {
-			return agents.Reply{}, describeError(err, key)
+			return nil, describeError(err, key)
 		}
 		if resp == nil || len(resp.Choices) == 0 {
-			return agents.Reply{}, errors.New("the model server answered with no choices")
+			return nil, errors.New("the model server answered with no choices")
 		}
-		return reply(req, resp, offered), nil
+		r := reply(req, resp, offered)
+		return &r, nil
 	})
 }
 
 // reply reads a model's answer: the calls of offered tools it asks for, or else the step's
 // answer, with its handoff, signal or routing. Calls of offered tools come first: a handoff in
 // the same answer is dropped, and the model hands off once it has the results.
-func reply(req agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
+func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
 	choice := resp.Choices[0]
 	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens, InputTokens: resp.Usage.PromptTokens}
 	byName := make(map[string]agents.OfferedTool, len(offered))
@@ -185,7 +186,7 @@ func offeredTools(offered []agents.OfferedTool) []openai.ChatCompletionToolUnion
 }
 
 // apiKey reads the agent's API key from its Secret, if it names one.
-func (o *openAI) apiKey(ctx context.Context, req agents.Request) (string, error) {
+func (o *openAI) apiKey(ctx context.Context, req *agents.Request) (string, error) {
 	ref := req.Agent.Model.APIKeySecretRef
 	if ref == nil {
 		return "none", nil // servers such as vLLM or Ollama need no key
@@ -228,7 +229,7 @@ func chatMessages(msgs []agents.Message) []openai.ChatCompletionMessageParamUnio
 }
 
 // tools offers the agent's handoffs, the declared signals and, for a supervisor, routing.
-func tools(req agents.Request) []openai.ChatCompletionToolUnionParam {
+func tools(req *agents.Request) []openai.ChatCompletionToolUnionParam {
 	var out []openai.ChatCompletionToolUnionParam
 	for _, p := range req.Peers {
 		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{

@@ -16,7 +16,7 @@ type toolCall struct {
 
 // applyToolCalls turns a model's tool calls into the step's handoff, signal or routing. The
 // first call Baton knows wins; the others are named in Result.Ignored.
-func applyToolCalls(res *agents.Result, req agents.Request, calls []toolCall) {
+func applyToolCalls(res *agents.Result, req *agents.Request, calls []toolCall) {
 	used := false
 	for _, c := range calls {
 		if used || !known(c.name) {
@@ -49,7 +49,7 @@ func known(name string) bool {
 }
 
 // handoffTarget maps a tool's agent back to its name (tools write dashes as underscores).
-func handoffTarget(req agents.Request, tool string) string {
+func handoffTarget(req *agents.Request, tool string) string {
 	for _, p := range req.Peers {
 		if toolName(p.Name) == toolTransferPrefix+tool {
 			return p.Name

@@ -24,50 +24,59 @@ type scripted struct {
 }
 
 // New is the Scripted provider.
-func New(deps agents.Dependencies) agents.Agent { return scripted{clock: deps.Clock} }
+func New(deps agents.Dependencies) agents.Agent { return &scripted{clock: deps.Clock} }
 
 // ErrNoTurn is returned when no turn of the script fits the step's input.
 var ErrNoTurn = errors.New("no script turn matches the step's input")
 
-func (s scripted) Step(ctx context.Context, req agents.Request) (agents.Result, error) {
+func (s *scripted) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
 	turn, err := pickTurn(req.Agent.Script, req.Turn, req.Input)
 	if err != nil {
-		return agents.Result{}, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
+		return nil, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
+	}
+	// The turn's tool calls are asked for first, all at once, and made for real; then, after
+	// the turn's delay, it answers (or fails). The turn's tokens go with its answer.
+	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (*agents.Reply, error) {
+		if len(exchanges) == 0 && offered != nil && len(turn.ToolCalls) > 0 {
+			return &agents.Reply{Calls: calls(turn)}, nil
+		}
+		if err := s.wait(ctx, turn.Delay.OrZero()); err != nil {
+			return nil, err
+		}
+		return answer(turn)
+	})
+}
+
+// calls are the tool calls a turn asks for.
+func calls(turn *v1alpha1.ScriptTurn) []agents.ToolCall {
+	out := make([]agents.ToolCall, len(turn.ToolCalls))
+	for i, c := range turn.ToolCalls {
+		out[i] = agents.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
+	}
+	return out
+}
+
+// answer is a turn's answer, or its error.
+func answer(turn *v1alpha1.ScriptTurn) (*agents.Reply, error) {
+	if turn.Error != "" {
+		return nil, errors.New(turn.Error)
 	}
 	finish := turn.FinishReason
 	if finish == "" {
 		finish = v1alpha1.FinishStop
 	}
-	answer := agents.Result{
+	return &agents.Reply{Tokens: turn.Tokens, Final: agents.Result{
 		Output:       turn.Output,
 		Handoff:      turn.Handoff,
 		Reason:       turn.Reason,
 		Signal:       turn.Signal,
 		FinishReason: finish,
 		Routing:      turn.Routing.DeepCopy(),
-	}
-	// The turn's tool calls are asked for first, all at once, and made for real; then, after
-	// the turn's delay, it answers (or fails). The turn's tokens go with its answer.
-	return agents.Converse(ctx, req, func(ctx context.Context, exchanges []agents.Exchange, offered []agents.OfferedTool) (agents.Reply, error) {
-		if len(exchanges) == 0 && offered != nil && len(turn.ToolCalls) > 0 {
-			calls := make([]agents.ToolCall, len(turn.ToolCalls))
-			for i, c := range turn.ToolCalls {
-				calls[i] = agents.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
-			}
-			return agents.Reply{Calls: calls}, nil
-		}
-		if err := s.wait(ctx, turn.Delay.OrZero()); err != nil {
-			return agents.Reply{}, err
-		}
-		if turn.Error != "" {
-			return agents.Reply{}, errors.New(turn.Error)
-		}
-		return agents.Reply{Final: answer, Tokens: turn.Tokens}, nil
-	})
+	}}, nil
 }
 
 // wait is the turn's simulated latency.
-func (s scripted) wait(ctx context.Context, delay time.Duration) error {
+func (s *scripted) wait(ctx context.Context, delay time.Duration) error {
 	if delay > 0 {
 		t := s.clock.NewTimer(delay)
 		defer t.Stop()
@@ -91,16 +100,17 @@ func arguments(c v1alpha1.ScriptToolCall) json.RawMessage {
 // pickTurn chooses the turn for an agent's turn-th step (from 0). Turns are consumed in order
 // and the last one repeats: the agent starts at position min(turn, last) and takes the first
 // turn from there whose when is empty or found in the input, wrapping around to the start.
-func pickTurn(script []v1alpha1.ScriptTurn, turn int32, input string) (v1alpha1.ScriptTurn, error) {
+// The turn is the script's own, read only.
+func pickTurn(script []v1alpha1.ScriptTurn, turn int32, input string) (*v1alpha1.ScriptTurn, error) {
 	if len(script) == 0 {
-		return v1alpha1.ScriptTurn{}, errors.New("the agent has no script")
+		return nil, errors.New("the agent has no script")
 	}
 	start := min(int(turn), len(script)-1)
 	for i := range script {
-		t := script[(start+i)%len(script)]
+		t := &script[(start+i)%len(script)]
 		if t.When == "" || strings.Contains(input, t.When) {
 			return t, nil
 		}
 	}
-	return v1alpha1.ScriptTurn{}, ErrNoTurn
+	return nil, ErrNoTurn
 }

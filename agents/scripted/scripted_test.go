@@ -67,16 +67,16 @@ func TestScriptedStepReportsEverythingTheTurnSays(t *testing.T) {
 	s := New(agents.Dependencies{Clock: clocktesting.NewFakeClock(time.Now())})
 	ctx := context.Background()
 
-	got, err := s.Step(ctx, agents.Request{Agent: agent, Turn: 0})
+	got, err := s.Step(ctx, &agents.Request{Agent: agent, Turn: 0})
 	want := agents.Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
 		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"}}
-	if err != nil || !cmp.Equal(want, got) {
-		t.Fatalf("turn 0: %v, %s", err, cmp.Diff(want, got))
+	if err != nil || !cmp.Equal(&want, got) {
+		t.Fatalf("turn 0: %v, %s", err, cmp.Diff(&want, got))
 	}
-	if got, _ := s.Step(ctx, agents.Request{Agent: agent, Turn: 1}); got.FinishReason != v1alpha1.FinishLength {
+	if got, _ := s.Step(ctx, &agents.Request{Agent: agent, Turn: 1}); got.FinishReason != v1alpha1.FinishLength {
 		t.Fatalf("turn 1: finish reason %q", got.FinishReason)
 	}
-	if _, err := s.Step(ctx, agents.Request{Agent: agent, Turn: 2}); err == nil || err.Error() != "backend down" {
+	if _, err := s.Step(ctx, &agents.Request{Agent: agent, Turn: 2}); err == nil || err.Error() != "backend down" {
 		t.Fatalf("turn 2: want the scripted error, got %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestScriptedDelayHonoursTheStepDeadline(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := s.Step(ctx, agents.Request{Agent: agent}); done <- err }()
+	go func() { _, err := s.Step(ctx, &agents.Request{Agent: agent}); done <- err }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
@@ -98,8 +98,8 @@ func TestScriptedDelayHonoursTheStepDeadline(t *testing.T) {
 	}
 
 	go func() {
-		r, err := s.Step(context.Background(), agents.Request{Agent: agent})
-		done <- errors.Join(err, check(r.Output == "late"))
+		r, err := s.Step(context.Background(), &agents.Request{Agent: agent})
+		done <- errors.Join(err, check(r != nil && r.Output == "late"))
 	}()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)

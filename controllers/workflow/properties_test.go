@@ -242,12 +242,14 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 		}
 		step := Next(plan, &st)
 		res := StepResult{Agent: step.Agent, Input: step.Input}
-		r, err := scripted.Step(context.Background(), agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
+		r, err := scripted.Step(context.Background(), &agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
 		if err != nil {
 			res.Error = err.Error()
 		}
-		res.Result = r
-		out.maxStep = max(out.maxStep, r.Tokens)
+		if r != nil {
+			res.Result = *r
+		}
+		out.maxStep = max(out.maxStep, res.Tokens)
 		now = now.Add(time.Duration(tl.at(tl.stepSeconds, i)) * time.Second)
 		if n := len(st.HandoffSequence); n > 0 {
 			out.seen = append(out.seen, st.HandoffSequence[n-1])
