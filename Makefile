@@ -66,7 +66,7 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), and promtool on config/prometheus.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./internal/... ./telemetry/... ./tools/... ./cmd/... ./transcript/... ./test/toolservers/... ./test/prometheus/...
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./internal/... ./telemetry/... ./tools/... ./cmd/... ./console/... ./transcript/... ./transcriptapi/... ./test/toolservers/... ./test/prometheus/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).
