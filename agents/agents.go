@@ -1,5 +1,5 @@
 // Package agents is what a step is: the Agent interface the AgentRun controller asks to take a
-// step, with the Request and Result, the messages a model is given, and the checks and the retry
+// step, with the Request (what it answers, workflow.Result, is the core's), the messages a model is given, and the checks and the retry
 // policy every provider's answers go through. Each provider is a package of its own (scripted,
 // openai, httpagent), listed in one table in package providers.
 package agents
@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // Request is one step for one agent.
@@ -36,7 +37,7 @@ type Request struct {
 	// Reason is why the agent has control.
 	Reason string
 	// Context is the window of earlier outputs, feedback and replies, oldest first.
-	Context []ContextEntry
+	Context []workflow.ContextEntry
 	// Continuation is the agent's own truncated answer, to continue from.
 	Continuation string
 	// Repair asks the agent to fix an answer that failed its outputSchema.
@@ -48,7 +49,7 @@ type Request struct {
 	// Children, for a supervisor, are the agents its routing decision may name.
 	Children []Peer
 	// Left is what remains of the run's limits.
-	Left Left
+	Left workflow.Left
 	// Tools makes the step's tool calls; nil when the agent has no tools.
 	Tools Toolbox
 	// ModelCalls, when set, is told of each call of the model the step makes.
@@ -62,85 +63,16 @@ type ModelCalls interface {
 	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(*Reply, error))
 }
 
-// ContextKind says what a context entry is.
-type ContextKind string
-
-// Context entry kinds.
-const (
-	ContextOutput    ContextKind = "Output"
-	ContextTruncated ContextKind = "Truncated"
-	ContextInvalid   ContextKind = "Invalid"
-	ContextFailed    ContextKind = "Failed"
-	ContextFeedback  ContextKind = "Feedback"
-	ContextReply     ContextKind = "Reply"
-)
-
-// ContextEntry is one thing an agent sees from earlier in the run.
-type ContextEntry struct {
-	// Step is the step it came from, or the step after which a person said it.
-	Step int32 `json:"step"`
-	// From is the agent that said it, or the person.
-	From string `json:"from"`
-	// Kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
-	// the errors), Failed, Feedback or Reply.
-	Kind ContextKind `json:"kind"`
-	// Text is what was said, in full.
-	Text string `json:"text,omitempty"`
-}
-
 // Repair is an answer that failed its outputSchema, and the validation errors.
 type Repair struct {
 	Output string `json:"output"`
 	Errors string `json:"errors"`
 }
 
-// Left is what remains of a run's limits before a step.
-type Left struct {
-	Steps    int32 `json:"steps"`
-	Handoffs int32 `json:"handoffs"`
-	Tokens   int64 `json:"tokens"`
-	// Seconds is the time left before the run's timeout, if it has started counting.
-	Seconds int64 `json:"seconds,omitempty"`
-}
-
 // Peer is an agent the stepping agent may hand off to.
 type Peer struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-}
-
-// Result is what a step produced.
-type Result struct {
-	// Output is the agent's answer.
-	Output string
-	// Handoff is the agent it asks to hand control to.
-	Handoff string
-	// Reason is why it hands off.
-	Reason string
-	// Signal is a signal it emits.
-	Signal string
-	// Tokens is the usage the step reports, and CountedTokens the part of it already added to
-	// the run's status while the step was held at gates. InputTokens and CountedInputTokens are
-	// the parts of them that were prompts (0 when the provider does not say); the rest was
-	// output.
-	Tokens             int64
-	CountedTokens      int64
-	InputTokens        int64
-	CountedInputTokens int64
-	// FinishReason says why the model stopped.
-	FinishReason v1alpha1.FinishReason
-	// Routing is a supervisor's routing decision.
-	Routing *v1alpha1.RoutingDecision
-	// Ignored names the further tool calls of a model that called several; the first won.
-	Ignored []string
-	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them
-	// already added to the run's status while the step was held at gates.
-	ToolCalls        int32
-	CountedToolCalls int32
-	// Held is set when the step stopped at a tool call that waits for approval.
-	Held *Held
-	// Trip is set when a guard stopped the run before a tool call.
-	Trip *ToolTrip
 }
 
 // Agent takes steps. Step must return when ctx is done, and must not change req: the caller
@@ -151,7 +83,7 @@ type Result struct {
 // frame between it and the provider's call, for as long as the agent takes, and a copy of
 // either in each frame would make every waiting step's stack a size larger.
 type Agent interface {
-	Step(ctx context.Context, req *Request) (*Result, error)
+	Step(ctx context.Context, req *Request) (*workflow.Result, error)
 }
 
 // Dependencies are what providers may use.

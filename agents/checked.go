@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // Bounds of what a provider's answer may carry into the core. The core bounds what it keeps in
@@ -46,23 +47,23 @@ type checked struct {
 	secrets SecretReader
 }
 
-func (c *checked) Step(ctx context.Context, req *Request) (*Result, error) {
+func (c *checked) Step(ctx context.Context, req *Request) (*workflow.Result, error) {
 	res, err := c.next.Step(ctx, req)
 	if res == nil {
-		res = &Result{}
+		res = &workflow.Result{}
 	}
 	return res, c.check(ctx, req, res, err)
 }
 
 // check is what Step does with the provider's answer, in place, apart from Step so that the
 // frame a waiting step keeps on its stack holds none of it.
-func (c *checked) check(ctx context.Context, req *Request, res *Result, err error) error {
+func (c *checked) check(ctx context.Context, req *Request, res *workflow.Result, err error) error {
 	keys := c.keysOf(ctx, req)
 	if err != nil {
 		// A step that failed after some of its requests still used their tokens, and made its
 		// tool calls.
 		used := boundUsage(*res)
-		*res = Result{Tokens: used.Tokens, CountedTokens: used.CountedTokens, InputTokens: used.InputTokens, CountedInputTokens: used.CountedInputTokens,
+		*res = workflow.Result{Tokens: used.Tokens, CountedTokens: used.CountedTokens, InputTokens: used.InputTokens, CountedInputTokens: used.CountedInputTokens,
 			ToolCalls: used.ToolCalls, CountedToolCalls: used.CountedToolCalls}
 		return redactError(err, keys)
 	}
@@ -72,7 +73,7 @@ func (c *checked) check(ctx context.Context, req *Request, res *Result, err erro
 
 // boundUsage keeps a step's reported usage sane: tokens within [0, maxStepTokens], and each part
 // (counted, input, counted input) within the whole it is part of.
-func boundUsage(res Result) Result {
+func boundUsage(res workflow.Result) workflow.Result {
 	res.Tokens = min(max(res.Tokens, 0), maxStepTokens)
 	res.CountedTokens = min(max(res.CountedTokens, 0), res.Tokens)
 	res.InputTokens = min(max(res.InputTokens, 0), res.Tokens)
@@ -94,7 +95,7 @@ func (c *checked) keysOf(ctx context.Context, req *Request) []string {
 }
 
 // checkAnswer cleans a provider's answer, or says why it cannot be used.
-func checkAnswer(res Result, keys []string) (Result, error) {
+func checkAnswer(res workflow.Result, keys []string) (workflow.Result, error) {
 	clean := func(s string, n int) string { return BoundBytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n) }
 	res.Output = BoundStored(redact(strings.ToValidUTF8(res.Output, "\uFFFD"), keys), maxAnswerBytes)
 	res.Handoff = clean(res.Handoff, maxNameBytes)
@@ -115,7 +116,7 @@ func checkAnswer(res Result, keys []string) (Result, error) {
 		r.Fallback = clean(r.Fallback, maxNameBytes)
 		r.Reason = clean(r.Reason, maxReasonBytes)
 		if c := r.Confidence; c != nil && (math.IsNaN(*c) || *c < 0 || *c > 1) {
-			return Result{}, fmt.Errorf("%w: routing confidence %g is outside [0, 1]", ErrInvalidAnswer, *c)
+			return workflow.Result{}, fmt.Errorf("%w: routing confidence %g is outside [0, 1]", ErrInvalidAnswer, *c)
 		}
 	}
 	return res, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )
 
@@ -32,12 +33,12 @@ func keyedOpenAIAgent(t *testing.T, server *fakes.OpenAI) (agents.Agent, agents.
 func TestAnswersAreCheckedAtTheProviderBoundary(t *testing.T) {
 	cases := map[string]struct {
 		reply   fakes.Reply
-		check   func(t *testing.T, res agents.Result)
+		check   func(t *testing.T, res workflow.Result)
 		wantErr string
 	}{
 		"negative token usage counts as none": {
 			reply: fakes.Reply{Content: "fine", Tokens: -2_000_000},
-			check: func(t *testing.T, res agents.Result) {
+			check: func(t *testing.T, res workflow.Result) {
 				if res.Tokens != 0 {
 					t.Fatalf("tokens %d", res.Tokens)
 				}
@@ -54,7 +55,7 @@ func TestAnswersAreCheckedAtTheProviderBoundary(t *testing.T) {
 		"a key the server quotes is redacted from the answer": {
 			reply: fakes.Reply{Content: "your key is " + key + ", keep it safe", ToolCalls: []fakes.ToolCall{
 				{Name: "route", Args: `{"target":"billing","confidence":0.9,"reason":"key ` + key + `"}`}}},
-			check: func(t *testing.T, res agents.Result) {
+			check: func(t *testing.T, res workflow.Result) {
 				if strings.Contains(res.Output, key) || strings.Contains(res.Routing.Reason, key) {
 					t.Fatalf("the key is in the result: %+v %+v", res, res.Routing)
 				}
@@ -69,7 +70,7 @@ func TestAnswersAreCheckedAtTheProviderBoundary(t *testing.T) {
 		},
 		"invalid UTF-8 is replaced": {
 			reply: fakes.Reply{Raw: `{"id":"x","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"a` + "\xff" + `b"}}],"usage":{"total_tokens":3}}`},
-			check: func(t *testing.T, res agents.Result) {
+			check: func(t *testing.T, res workflow.Result) {
 				if res.Output != "a\uFFFDb" {
 					t.Fatalf("output %q", res.Output)
 				}

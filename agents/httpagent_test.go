@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/agents/httpagent"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )
 
@@ -27,9 +28,9 @@ func httpAgent(t *testing.T, server *fakes.HTTPAgent) (agents.Agent, agents.Requ
 			Provider: v1alpha1.ProviderHTTP, Endpoint: server.URL + "/step",
 			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "agent-token", Key: "token"}}},
 		Task: "survey LLM loop detection", Input: "find 3 papers", Reason: "planner asked",
-		Context: []agents.ContextEntry{{Step: 2, From: "planner", Kind: agents.ContextOutput, Text: "plan"}},
+		Context: []workflow.ContextEntry{{Step: 2, From: "planner", Kind: workflow.ContextOutput, Text: "plan"}},
 		Peers:   []agents.Peer{{Name: "writer", Description: "writes"}},
-		Left:    agents.Left{Steps: 10, Handoffs: 5, Tokens: 9000, Seconds: 120},
+		Left:    workflow.Left{Steps: 10, Handoffs: 5, Tokens: 9000, Seconds: 120},
 	}
 }
 
@@ -43,7 +44,7 @@ func TestHTTPAgentSpeaksTheDocumentedJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agents.Result{Output: "3 papers found", Handoff: "writer", Reason: "ready to write", Tokens: 812, FinishReason: v1alpha1.FinishStop}
+	want := workflow.Result{Output: "3 papers found", Handoff: "writer", Reason: "ready to write", Tokens: 812, FinishReason: v1alpha1.FinishStop}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)
 	}
@@ -93,9 +94,9 @@ func TestMessagesSayWhatAnAgentSees(t *testing.T) {
 	req := agents.Request{
 		Agent: v1alpha1.Agent{Name: "crm", Description: "account history", Instructions: "Use the CRM."},
 		Task:  "Review vendor Acme", Input: "Rejected at gate final by alice. Feedback: check disputes", Reason: "revision",
-		Context: []agents.ContextEntry{
-			{Step: 4, From: "crm", Kind: agents.ContextOutput, Text: "2 disputes"},
-			{Step: 5, From: "alice", Kind: agents.ContextFeedback, Text: "check disputes"},
+		Context: []workflow.ContextEntry{
+			{Step: 4, From: "crm", Kind: workflow.ContextOutput, Text: "2 disputes"},
+			{Step: 5, From: "alice", Kind: workflow.ContextFeedback, Text: "check disputes"},
 		},
 		Peers:   []agents.Peer{{Name: "analysis", Description: "compiles"}},
 		Signals: []v1alpha1.Signal{{Name: "DONE", Description: "finished"}},

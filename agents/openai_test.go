@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )
 
@@ -52,13 +53,13 @@ func openAIAgent(t *testing.T, server *fakes.OpenAI) (agents.Agent, agents.Reque
 	return a, req
 }
 
-func step(t *testing.T, a agents.Agent, req agents.Request, timeout time.Duration) (agents.Result, error) {
+func step(t *testing.T, a agents.Agent, req agents.Request, timeout time.Duration) (workflow.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res, err := a.Step(ctx, &req)
 	if res == nil {
-		return agents.Result{}, err
+		return workflow.Result{}, err
 	}
 	return *res, err
 }
@@ -77,7 +78,7 @@ func TestOpenAIToolCallsBecomeHandoffsSignalsAndRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agents.Result{Output: "sending to network", Handoff: "network-team", Reason: "VPN issue", Tokens: 321, InputTokens: 160,
+	want := workflow.Result{Output: "sending to network", Handoff: "network-team", Reason: "VPN issue", Tokens: 321, InputTokens: 160,
 		FinishReason: v1alpha1.FinishStop, Ignored: []string{"emit_signal", "transfer_to_billing"}}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // Message is one chat message of a model step.
@@ -57,17 +58,17 @@ func Messages(req Request) []Message {
 	return msgs
 }
 
-func describeContext(c ContextEntry) string {
+func describeContext(c workflow.ContextEntry) string {
 	switch c.Kind {
-	case ContextFeedback:
+	case workflow.ContextFeedback:
 		return "feedback from " + c.From + ": "
-	case ContextReply:
+	case workflow.ContextReply:
 		return "reply from " + c.From + ": "
-	case ContextFailed:
+	case workflow.ContextFailed:
 		return c.From + " failed: "
-	case ContextTruncated:
+	case workflow.ContextTruncated:
 		return c.From + " (cut off): "
-	case ContextInvalid:
+	case workflow.ContextInvalid:
 		return c.From + "'s answer did not match its schema: "
 	}
 	return c.From + ": "

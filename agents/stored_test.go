@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // stored is s as the transcript writes it: JSON, HTML characters as they are.
@@ -55,7 +57,7 @@ func TestPropertyBoundStoredFitsItsBound(t *testing.T) {
 
 func TestAnHTMLAnswerIsBoundedByItsStoredSize(t *testing.T) {
 	html := strings.Repeat("<div>\x01</div>", 200000) // 2.6 MB of text, 3.8 MB as JSON
-	res, err := checkAnswer(Result{Output: html}, nil)
+	res, err := checkAnswer(workflow.Result{Output: html}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"sync"
 
-	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // Tools inside a step. A step is one agent's turn, and a turn can use tools: the model asks for
@@ -30,17 +29,6 @@ type OfferedTool struct {
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
-// ToolCall is a call a model asks for.
-type ToolCall struct {
-	// Index is the call's number within its step, from 1; the Toolbox numbers calls.
-	Index int32 `json:"index"`
-	// ID is the model's id for the call.
-	ID        string          `json:"id"`
-	Server    string          `json:"server"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
 // ToolOutcome is a call's result as the model is given it.
 type ToolOutcome struct {
 	Content string `json:"content"`
@@ -55,8 +43,8 @@ type Turn struct {
 	// Number counts the step's turns, from 1; the Toolbox numbers turns.
 	Number int32 `json:"number"`
 	// Text is what the model said with the calls.
-	Text  string     `json:"text,omitempty"`
-	Calls []ToolCall `json:"calls"`
+	Text  string              `json:"text,omitempty"`
+	Calls []workflow.ToolCall `json:"calls"`
 	// Tokens is the usage the model reported for the turn, InputTokens the part of it that was
 	// the prompt.
 	Tokens      int64 `json:"tokens,omitempty"`
@@ -91,10 +79,10 @@ type Toolbox interface {
 	Asked(ctx context.Context, turn *Turn) error
 	// Prepare checks one call, in the order of the turn, and readies it: Send makes a call
 	// that is to be sent (the calls of one turn are sent together), else Outcome is the call's
-	// outcome without sending it (refused, rejected, past a limit). The error is a *Held (the
-	// call waits at its gate), a *ToolTrip (a limit or the loop detector stops the run) or a
+	// outcome without sending it (refused, rejected, past a limit). The error is a *workflow.Held (the
+	// call waits at its gate), a *workflow.ToolTrip (a limit or the loop detector stops the run) or a
 	// failure of the step itself; a tool that fails is an outcome with IsError, not an error.
-	Prepare(ctx context.Context, call ToolCall) (Prepared, error)
+	Prepare(ctx context.Context, call workflow.ToolCall) (Prepared, error)
 }
 
 // Prepared is a call checked and ready: Send sends it and records its outcome, or, when Send
@@ -104,37 +92,16 @@ type Prepared struct {
 	Send    func(ctx context.Context) (ToolOutcome, error)
 }
 
-// Held is a call that waits for people at its gate: the step stops here and goes on once the
-// gate is decided.
-type Held struct {
-	Gate string
-	Call ToolCall
-}
-
-func (h *Held) Error() string {
-	return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate)
-}
-
-// ToolTrip is a guard that stops the run before a call: the run's tool call limit or the
-// repeated-call detector.
-type ToolTrip struct {
-	Reason  v1alpha1.TerminationReason `json:"reason"`
-	Message string                     `json:"message"`
-	Loop    *v1alpha1.LoopStatus       `json:"loop,omitempty"`
-}
-
-func (t *ToolTrip) Error() string { return t.Message }
-
 // Reply is one answer of the model: calls it asks for, or the step's answer.
 type Reply struct {
 	Text  string
-	Calls []ToolCall
+	Calls []workflow.ToolCall
 	// Tokens is the usage the model reported, InputTokens the part of it that was the prompt
 	// (0 when the provider does not say).
 	Tokens      int64
 	InputTokens int64
 	// Final is the step's answer, when the reply asks for no calls.
-	Final Result
+	Final workflow.Result
 }
 
 // Ask asks the model once: the step's messages, then the exchanges so far. offered is nil when
@@ -149,7 +116,7 @@ const DefaultMaxToolCalls = 10
 // Converse runs a step's tool loop: it asks the model, makes the calls it asks for, and asks
 // again with the results, until the model answers. After the agent's maxToolCalls, the model
 // is asked once more without tools, for its answer. A step without a Toolbox asks once.
-func Converse(ctx context.Context, req *Request, ask Ask) (*Result, error) {
+func Converse(ctx context.Context, req *Request, ask Ask) (*workflow.Result, error) {
 	if req.Tools == nil {
 		return askOnce(ctx, req.ModelCalls, ask)
 	}
@@ -162,7 +129,7 @@ func Converse(ctx context.Context, req *Request, ask Ask) (*Result, error) {
 // askOnce asks the model of a step without tools once, telling calls: its answer is the
 // step's. A step's goroutine waits here for the model, so this frame and those above it hold
 // little.
-func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*Result, error) {
+func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, error) {
 	var done func(*Reply, error)
 	if calls != nil {
 		ctx, done = calls.Call(ctx, nil)
@@ -178,13 +145,13 @@ func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*Result, error) {
 }
 
 // answer is the step's answer in a reply that asks for no calls, with the reply's usage.
-func (r *Reply) answer() *Result {
+func (r *Reply) answer() *workflow.Result {
 	r.Final.Tokens, r.Final.InputTokens = r.Tokens, r.InputTokens
 	return &r.Final
 }
 
 // converseTools is Converse's tool loop.
-func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) {
+func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result, error) {
 	box := req.Tools
 	offered, err := box.Offered(ctx)
 	if err != nil {
@@ -206,7 +173,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) 
 			}
 		}
 	}
-	usage := func(res *Result) *Result {
+	usage := func(res *workflow.Result) *workflow.Result {
 		res.Tokens += tokens
 		res.InputTokens += inputTokens
 		res.CountedTokens, res.CountedInputTokens = progress.CountedTokens, progress.CountedInputTokens
@@ -216,15 +183,15 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) 
 	for {
 		if n := len(exchanges); n > 0 {
 			if err := finishTurn(ctx, box, &exchanges[n-1], &made); err != nil {
-				var held *Held
-				var trip *ToolTrip
+				var held *workflow.Held
+				var trip *workflow.ToolTrip
 				switch {
 				case errors.As(err, &held):
-					return usage(&Result{Held: held}), nil
+					return usage(&workflow.Result{Held: held}), nil
 				case errors.As(err, &trip):
-					return usage(&Result{Trip: trip}), nil
+					return usage(&workflow.Result{Trip: trip}), nil
 				}
-				return usage(&Result{}), err
+				return usage(&workflow.Result{}), err
 			}
 		}
 		// offer is nil only when the model must answer without tools; an agent whose servers
@@ -238,7 +205,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) 
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {
-			return usage(&Result{}), err
+			return usage(&workflow.Result{}), err
 		}
 		if reply == nil {
 			reply = &Reply{}
@@ -251,7 +218,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*Result, error) 
 		tokens, inputTokens = tokens+reply.Tokens, inputTokens+reply.InputTokens
 		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens, InputTokens: reply.InputTokens}
 		if err := box.Asked(ctx, &turn); err != nil {
-			return usage(&Result{}), err
+			return usage(&workflow.Result{}), err
 		}
 		exchanges = append(exchanges, Exchange{Turn: turn})
 	}

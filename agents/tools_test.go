@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )
 
@@ -24,7 +25,7 @@ import (
 type box struct {
 	progress agents.Progress
 	turns    []agents.Turn
-	calls    []agents.ToolCall
+	calls    []workflow.ToolCall
 	limit    int32
 	made     int32
 	// unlisted makes Offered list nothing, as when the servers cannot be reached.
@@ -52,12 +53,12 @@ func (b *box) Asked(_ context.Context, t *agents.Turn) error {
 	return nil
 }
 
-func (b *box) Prepare(_ context.Context, c agents.ToolCall) (agents.Prepared, error) {
+func (b *box) Prepare(_ context.Context, c workflow.ToolCall) (agents.Prepared, error) {
 	switch {
 	case c.Tool == "gated":
-		return agents.Prepared{}, &agents.Held{Gate: "tool/s/gated", Call: c}
+		return agents.Prepared{}, &workflow.Held{Gate: "tool/s/gated", Call: c}
 	case c.Tool == "stop":
-		return agents.Prepared{}, &agents.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: "limit"}
+		return agents.Prepared{}, &workflow.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: "limit"}
 	case b.limit > 0 && b.made >= b.limit:
 		return agents.Prepared{Outcome: agents.ToolOutcome{IsError: true, Content: "not made"}}, nil
 	}
@@ -81,7 +82,7 @@ func (b *box) Prepare(_ context.Context, c agents.ToolCall) (agents.Prepared, er
 // model answers with the calls of its script, one turn per request, then with final; it
 // remembers what it was given each time.
 type model struct {
-	turns [][]agents.ToolCall
+	turns [][]workflow.ToolCall
 	asked [][]agents.Exchange
 	bare  []bool
 }
@@ -92,16 +93,16 @@ func (m *model) ask(_ context.Context, ex []agents.Exchange, offered []agents.Of
 	if n := len(m.asked) - 1; n < len(m.turns) && offered != nil {
 		return &agents.Reply{Text: fmt.Sprintf("turn %d", n+1), Calls: m.turns[n], Tokens: 10}, nil
 	}
-	return &agents.Reply{Final: agents.Result{Output: "answer", Handoff: "next"}, Tokens: 7}, nil
+	return &agents.Reply{Final: workflow.Result{Output: "answer", Handoff: "next"}, Tokens: 7}, nil
 }
 
-func call(tool, args string) agents.ToolCall {
-	return agents.ToolCall{ID: tool + args, Server: "s", Tool: tool, Arguments: json.RawMessage(args)}
+func call(tool, args string) workflow.ToolCall {
+	return workflow.ToolCall{ID: tool + args, Server: "s", Tool: tool, Arguments: json.RawMessage(args)}
 }
 
 func TestTheToolLoopGoesOnUntilTheModelAnswers(t *testing.T) {
 	b := &box{}
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `{"a":1}`), call("echo", `{"a":2}`)}, {call("echo", `{"a":3}`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `{"a":1}`), call("echo", `{"a":2}`)}, {call("echo", `{"a":3}`)}}}
 	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b}, m.ask)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestTheToolLoopGoesOnUntilTheModelAnswers(t *testing.T) {
 
 func TestAfterMaxToolCallsTheModelIsAskedWithoutTools(t *testing.T) {
 	b := &box{limit: 2}
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}, {call("echo", `4`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}, {call("echo", `4`)}}}
 	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b, Agent: v1alpha1.Agent{MaxToolCalls: ptr.To[int32](2)}}, m.ask)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestAfterMaxToolCallsTheModelIsAskedWithoutTools(t *testing.T) {
 
 func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 	b := &box{}
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`)}, {call("gated", `2`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `1`)}, {call("gated", `2`)}}}
 	res, err := agents.Converse(context.Background(), &agents.Request{Tools: b}, m.ask)
 	if err != nil || res.Held == nil || res.Held.Call.Index != 2 || res.Tokens != 20 || res.ToolCalls != 1 {
 		t.Fatalf("held %+v, %v", res, err)
@@ -141,7 +142,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 	// The step goes on: its turns come from the records, and the model is not asked them again.
 	approved := &box{progress: agents.Progress{CountedTokens: 20, CountedCalls: 1, Exchanges: []agents.Exchange{
 		{Turn: b.turns[0], Outcomes: []agents.ToolOutcome{{Made: true, Content: "echo 1"}}},
-		{Turn: agents.Turn{Number: 2, Tokens: 10, Calls: []agents.ToolCall{{Index: 2, Server: "s", Tool: "echo", Arguments: json.RawMessage(`2`)}}}},
+		{Turn: agents.Turn{Number: 2, Tokens: 10, Calls: []workflow.ToolCall{{Index: 2, Server: "s", Tool: "echo", Arguments: json.RawMessage(`2`)}}}},
 	}}}
 	again := &model{}
 	res, err = agents.Converse(context.Background(), &agents.Request{Tools: approved}, again.ask)
@@ -154,7 +155,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 }
 
 func TestAGuardStopsTheStep(t *testing.T) {
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("stop", `2`), call("echo", `3`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `1`), call("stop", `2`), call("echo", `3`)}}}
 	res, err := agents.Converse(context.Background(), &agents.Request{Tools: &box{}}, m.ask)
 	if err != nil || res.Trip == nil || res.ToolCalls != 1 || len(m.asked) != 1 {
 		t.Fatalf("result %+v %v", res, err)
@@ -162,7 +163,7 @@ func TestAGuardStopsTheStep(t *testing.T) {
 }
 
 func TestAStepWithoutToolsAsksOnce(t *testing.T) {
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `1`)}}}
 	res, err := agents.Converse(context.Background(), &agents.Request{}, m.ask)
 	if err != nil || len(m.asked) != 1 || !m.bare[0] || res.Tokens != 7 {
 		t.Fatalf("result %+v %v asked %d", res, err, len(m.asked))
@@ -271,7 +272,7 @@ func TestTheCallsOfOneTurnAreSentTogether(t *testing.T) {
 	together := &sync.WaitGroup{}
 	together.Add(3)
 	b := &box{together: together}
-	m := &model{turns: [][]agents.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}}}
+	m := &model{turns: [][]workflow.ToolCall{{call("echo", `1`), call("echo", `2`), call("echo", `3`)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := agents.Converse(ctx, &agents.Request{Tools: b}, m.ask)

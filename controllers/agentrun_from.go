@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/transcript"
@@ -211,7 +210,7 @@ func decidedIn(rec transcript.Record) []workflow.Decided {
 	}
 	var out []workflow.Decided
 	for _, c := range body.Context {
-		if c.Kind == agents.ContextReply {
+		if c.Kind == workflow.ContextReply {
 			out = append(out, workflow.Decided{ApprovalRecord: v1alpha1.ApprovalRecord{Decision: v1alpha1.RecordReplied, By: c.From}, Reply: c.Text})
 		}
 	}

@@ -98,7 +98,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 // ask asks the agent's provider, and says what it answered or why it did not.
 func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepResult {
 	agent, err := c.r.Providers.For(c.spec.Model.Provider)
-	var answer *agents.Result
+	var answer *workflow.Result
 	if err == nil {
 		answer, err = agent.Step(ctx, req)
 	}
@@ -245,7 +245,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
 		}
-		var entries []agents.ContextEntry
+		var entries []workflow.ContextEntry
 		for _, rec := range recs {
 			entries = append(entries, contextOf(rec)...)
 		}
@@ -268,7 +268,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 	}
 	req.Repair = &agents.Repair{Output: body.Output}
 	for _, c := range body.Context {
-		if c.Kind == agents.ContextInvalid {
+		if c.Kind == workflow.ContextInvalid {
 			req.Repair.Errors = c.Text
 		}
 	}
@@ -278,7 +278,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 // window keeps the newest entries: at most maxMessages, and at most maxChars characters in
 // all. The newest entry is cut to fit when it alone is longer; older ones are kept whole or not
 // at all.
-func window(entries []agents.ContextEntry, maxMessages, maxChars int) []agents.ContextEntry {
+func window(entries []workflow.ContextEntry, maxMessages, maxChars int) []workflow.ContextEntry {
 	if over := len(entries) - maxMessages; over > 0 {
 		entries = entries[over:]
 	}

@@ -6,23 +6,23 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 func TestWindowKeepsTheNewestEntriesWithinTheBudget(t *testing.T) {
-	entry := func(step int32, text string) agents.ContextEntry {
-		return agents.ContextEntry{Step: step, From: "a", Kind: agents.ContextOutput, Text: text}
+	entry := func(step int32, text string) workflow.ContextEntry {
+		return workflow.ContextEntry{Step: step, From: "a", Kind: workflow.ContextOutput, Text: text}
 	}
-	steps := func(es []agents.ContextEntry) []int32 {
+	steps := func(es []workflow.ContextEntry) []int32 {
 		out := []int32{}
 		for _, e := range es {
 			out = append(out, e.Step)
 		}
 		return out
 	}
-	five := []agents.ContextEntry{entry(1, "aaaa"), entry(2, "bbbb"), entry(3, "cccc"), entry(4, "dddd"), entry(5, "eeee")}
+	five := []workflow.ContextEntry{entry(1, "aaaa"), entry(2, "bbbb"), entry(3, "cccc"), entry(4, "dddd"), entry(5, "eeee")}
 	cases := map[string]struct {
-		entries         []agents.ContextEntry
+		entries         []workflow.ContextEntry
 		messages, chars int
 		want            []int32
 	}{
@@ -31,12 +31,12 @@ func TestWindowKeepsTheNewestEntriesWithinTheBudget(t *testing.T) {
 		"older entries drop out whole":     {five, 12, 10, []int32{4, 5}},
 		"exactly the budget":               {five, 12, 12, []int32{3, 4, 5}},
 		"no window":                        {five, 0, 1000, []int32{}},
-		"the newest alone is cut to fit":   {[]agents.ContextEntry{entry(1, "x"), entry(2, strings.Repeat("y", 50))}, 12, 10, []int32{2}},
-		"characters, not bytes, are count": {[]agents.ContextEntry{entry(1, "🙂🙂"), entry(2, "éé")}, 12, 4, []int32{1, 2}},
+		"the newest alone is cut to fit":   {[]workflow.ContextEntry{entry(1, "x"), entry(2, strings.Repeat("y", 50))}, 12, 10, []int32{2}},
+		"characters, not bytes, are count": {[]workflow.ContextEntry{entry(1, "🙂🙂"), entry(2, "éé")}, 12, 4, []int32{1, 2}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := window(append([]agents.ContextEntry(nil), tc.entries...), tc.messages, tc.chars)
+			got := window(append([]workflow.ContextEntry(nil), tc.entries...), tc.messages, tc.chars)
 			if diff := cmp.Diff(tc.want, steps(got)); diff != "" {
 				t.Fatalf("steps (-want +got):\n%s", diff)
 			}

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // Metrics have bounded labels: namespace, config, agent, model, provider, reason, guard,
@@ -131,7 +131,7 @@ func modelLabel(a *v1alpha1.Agent) string {
 
 // countTokens counts what a step adds to its run's tokens, as the status counts it: its usage,
 // less what was counted while it was held at gates.
-func countTokens(namespace, config string, a *v1alpha1.Agent, res agents.Result) {
+func countTokens(namespace, config string, a *v1alpha1.Agent, res workflow.Result) {
 	total := max(res.Tokens-res.CountedTokens, 0)
 	input := min(max(res.InputTokens-res.CountedInputTokens, 0), total)
 	if total == 0 {

@@ -42,8 +42,8 @@ func TestToolCallsAreCountedByTheNamesTheConfigDeclares(t *testing.T) {
 	}
 }
 
-func agentsCall(server, tool string) agents.ToolCall {
-	return agents.ToolCall{Server: server, Tool: tool}
+func agentsCall(server, tool string) workflow.ToolCall {
+	return workflow.ToolCall{Server: server, Tool: tool}
 }
 
 func made() agents.ToolOutcome { return agents.ToolOutcome{Made: true} }

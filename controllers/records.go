@@ -38,11 +38,11 @@ type stepBody struct {
 	TimedOut    bool     `json:"timedOut,omitempty"`
 	// ToolCalls is the step's tool calls (each has records of its own), CountedToolCalls
 	// those counted while the step was held at gates.
-	CountedTokens      int64            `json:"countedTokens,omitempty"`
-	CountedInputTokens int64            `json:"countedInputTokens,omitempty"`
-	ToolCalls          int32            `json:"toolCalls,omitempty"`
-	CountedToolCalls   int32            `json:"countedToolCalls,omitempty"`
-	Trip               *agents.ToolTrip `json:"trip,omitempty"`
+	CountedTokens      int64              `json:"countedTokens,omitempty"`
+	CountedInputTokens int64              `json:"countedInputTokens,omitempty"`
+	ToolCalls          int32              `json:"toolCalls,omitempty"`
+	CountedToolCalls   int32              `json:"countedToolCalls,omitempty"`
+	Trip               *workflow.ToolTrip `json:"trip,omitempty"`
 	// UnavailableTools names the tool servers that could not be listed for the step.
 	UnavailableTools []string `json:"unavailableTools,omitempty"`
 	// Context is what the step adds to what later agents see; the entry that is the step's
@@ -61,7 +61,7 @@ type stepBody struct {
 // stepRecord is the transcript record of a step that ended.
 // Without req, the record holds no messages. toolBytes is what the step's tool records take.
 func stepRecord(run runID, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
-	res workflow.StepResult, context []agents.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
+	res workflow.StepResult, context []workflow.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
 	body := stepBody{Previous: previous,
 		Agent: res.Agent, Provider: spec.Model.Provider, Model: spec.Model.Name, Input: res.Input,
 		Output: res.Output, Handoff: res.Handoff, Reason: res.Reason, Signal: res.Signal, Routing: res.Routing,
@@ -79,12 +79,12 @@ func stepRecord(run runID, step workflow.Step, spec *v1alpha1.Agent, req *agents
 // storedEntry is a context entry as a step's record keeps it: one that repeats the step's
 // output (OfOutput) has no text of its own.
 type storedEntry struct {
-	agents.ContextEntry
+	workflow.ContextEntry
 	OfOutput bool `json:"ofOutput,omitempty"`
 }
 
 // storedContext is a step's context entries as its record keeps them.
-func storedContext(entries []agents.ContextEntry, output string) []storedEntry {
+func storedContext(entries []workflow.ContextEntry, output string) []storedEntry {
 	out := make([]storedEntry, len(entries))
 	for i, e := range entries {
 		out[i].ContextEntry = e
@@ -96,8 +96,8 @@ func storedContext(entries []agents.ContextEntry, output string) []storedEntry {
 }
 
 // context is what the step adds to later agents' context, whole.
-func (b stepBody) context() []agents.ContextEntry {
-	out := make([]agents.ContextEntry, len(b.Context))
+func (b stepBody) context() []workflow.ContextEntry {
+	out := make([]workflow.ContextEntry, len(b.Context))
 	for i, e := range b.Context {
 		out[i] = e.ContextEntry
 		if e.OfOutput {
@@ -133,7 +133,7 @@ func stepResultOf(rec transcript.Record) (workflow.StepResult, error) {
 func (b stepBody) result() workflow.StepResult {
 	return workflow.StepResult{
 		Agent: b.Agent, Input: b.Input, Error: b.Error, TimedOut: b.TimedOut,
-		Result: agents.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
+		Result: workflow.Result{Output: b.Output, Handoff: b.Handoff, Reason: b.Reason, Signal: b.Signal, Tokens: b.Tokens,
 			FinishReason: b.FinishReason, Routing: b.Routing, Ignored: b.Ignored,
 			InputTokens: b.InputTokens, CountedTokens: b.CountedTokens, CountedInputTokens: b.CountedInputTokens,
 			ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls, Trip: b.Trip},
@@ -147,7 +147,7 @@ func scripted(a *v1alpha1.Agent) bool {
 }
 
 // contextOf is what a step's or a decision's record adds to later agents' context.
-func contextOf(rec transcript.Record) []agents.ContextEntry {
+func contextOf(rec transcript.Record) []workflow.ContextEntry {
 	if rec.Kind == transcript.KindStep {
 		var body stepBody
 		if json.Unmarshal(rec.Body, &body) != nil {
@@ -167,8 +167,8 @@ func contextOf(rec transcript.Record) []agents.ContextEntry {
 // in full.
 type decisionBody struct {
 	// Decisions are the decisions applied, in order.
-	Decisions []workflow.Decided    `json:"decisions,omitempty"`
-	Context   []agents.ContextEntry `json:"context"`
+	Decisions []workflow.Decided      `json:"decisions,omitempty"`
+	Context   []workflow.ContextEntry `json:"context"`
 	// Input is the next agent's whole input as the decisions left it, when status holds only its
 	// beginning.
 	Input string `json:"input,omitempty"`

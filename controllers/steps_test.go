@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/controllers/workflow"
 )
 
@@ -49,7 +48,7 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 	t.Run("an answer in time", func(t *testing.T) {
 		var got []workflow.StepResult
 		callStep(context.Background(), &step, callFunc(func(context.Context) *workflow.StepResult {
-			return &workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "done"}}
+			return &workflow.StepResult{Agent: "slow", Result: workflow.Result{Output: "done"}}
 		}), func(res *workflow.StepResult) { got = append(got, *res) })
 		if len(got) != 1 || got[0].Output != "done" || got[0].TimedOut {
 			t.Fatalf("handed on %+v, want the one answer", got)
@@ -68,7 +67,7 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 			defer close(returned)
 			callStep(ctx, &step, callFunc(func(context.Context) *workflow.StepResult {
 				<-release // long past the deadline
-				return &workflow.StepResult{Agent: "slow", Result: agents.Result{Output: "too late"}}
+				return &workflow.StepResult{Agent: "slow", Result: workflow.Result{Output: "too late"}}
 			}), func(res *workflow.StepResult) {
 				mu.Lock()
 				got = append(got, *res)

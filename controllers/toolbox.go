@@ -176,7 +176,7 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 // Prepare readies one call: the agent's permissions and the step's limit first, then the run's
 // guards, then the call's gate, and for a tool with side effects the mark that it is sent. A
 // call that is sent comes back with its Send; the others with their outcome, recorded.
-func (b *toolbox) Prepare(ctx context.Context, call agents.ToolCall) (agents.Prepared, error) {
+func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepared, error) {
 	body := callBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
 	refuse := func(why string) (agents.Prepared, error) {
 		body.Refused = why
@@ -201,14 +201,14 @@ func (b *toolbox) Prepare(ctx context.Context, call agents.ToolCall) (agents.Pre
 	}
 	runMade := b.statusCalls - b.progress.CountedCalls + b.made
 	if trip, stop := workflow.CheckToolCall(b.plan, runMade, b.uses, use); stop {
-		return agents.Prepared{}, &agents.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
+		return agents.Prepared{}, &workflow.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
 	}
 	b.uses.Add(use)
 	if g, ok := b.plan.ToolGate(b.agent, call.Server, call.Tool); ok {
 		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
 		switch {
 		case !decided:
-			return agents.Prepared{}, &agents.Held{Gate: g.Name, Call: call}
+			return agents.Prepared{}, &workflow.Held{Gate: g.Name, Call: call}
 		case rec.Decision == v1alpha1.RecordRejected:
 			why := "rejected by " + rec.By
 			if rec.Feedback != "" {
@@ -249,7 +249,7 @@ func (b *toolbox) Prepare(ctx context.Context, call agents.ToolCall) (agents.Pre
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.
-func (b *toolbox) send(ctx context.Context, call agents.ToolCall, key string) (agents.ToolOutcome, json.RawMessage) {
+func (b *toolbox) send(ctx context.Context, call workflow.ToolCall, key string) (agents.ToolOutcome, json.RawMessage) {
 	client, err := b.client(ctx, call.Server)
 	if err != nil {
 		return agents.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
@@ -262,7 +262,7 @@ func (b *toolbox) send(ctx context.Context, call agents.ToolCall, key string) (a
 }
 
 // idempotencyKey is the same every time the call is sent: run UID, step, call.
-func (b *toolbox) idempotencyKey(call agents.ToolCall) string {
+func (b *toolbox) idempotencyKey(call workflow.ToolCall) string {
 	return fmt.Sprintf("%s/%d/%d", b.run.uid, b.step, call.Index)
 }
 

@@ -25,11 +25,11 @@ import (
 
 // turnBody is a tool-turn record.
 type turnBody struct {
-	Agent       string            `json:"agent"`
-	Text        string            `json:"text,omitempty"`
-	Tokens      int64             `json:"tokens,omitempty"`
-	InputTokens int64             `json:"inputTokens,omitempty"`
-	Calls       []agents.ToolCall `json:"calls"`
+	Agent       string              `json:"agent"`
+	Text        string              `json:"text,omitempty"`
+	Tokens      int64               `json:"tokens,omitempty"`
+	InputTokens int64               `json:"inputTokens,omitempty"`
+	Calls       []workflow.ToolCall `json:"calls"`
 }
 
 // startBody is a tool-start record.
@@ -42,7 +42,7 @@ type startBody struct {
 // callBody is a tool record: one call's outcome.
 type callBody struct {
 	Agent string `json:"agent"`
-	agents.ToolCall
+	workflow.ToolCall
 	agents.ToolOutcome
 	// Structured is the tool's structured result, when it gave one.
 	Structured json.RawMessage `json:"structured,omitempty"`
@@ -56,16 +56,16 @@ type callBody struct {
 
 // heldBody is a tool-gate record: the step held at a call, and what it used until then.
 type heldBody struct {
-	Agent              string          `json:"agent"`
-	Input              string          `json:"input"`
-	Gate               string          `json:"gate"`
-	Call               agents.ToolCall `json:"call"`
-	Tokens             int64           `json:"tokens"`
-	CountedTokens      int64           `json:"countedTokens"`
-	InputTokens        int64           `json:"inputTokens,omitempty"`
-	CountedInputTokens int64           `json:"countedInputTokens,omitempty"`
-	ToolCalls          int32           `json:"toolCalls"`
-	CountedToolCalls   int32           `json:"countedToolCalls"`
+	Agent              string            `json:"agent"`
+	Input              string            `json:"input"`
+	Gate               string            `json:"gate"`
+	Call               workflow.ToolCall `json:"call"`
+	Tokens             int64             `json:"tokens"`
+	CountedTokens      int64             `json:"countedTokens"`
+	InputTokens        int64             `json:"inputTokens,omitempty"`
+	CountedInputTokens int64             `json:"countedInputTokens,omitempty"`
+	ToolCalls          int32             `json:"toolCalls"`
+	CountedToolCalls   int32             `json:"countedToolCalls"`
 }
 
 // heldRecord is the record of a step held at a tool's gate.
@@ -82,10 +82,10 @@ func heldResultOf(rec transcript.Record) (workflow.StepResult, error) {
 	if err := json.Unmarshal(rec.Body, &b); err != nil {
 		return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d held at a gate cannot be read: %w", rec.Step, err)
 	}
-	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: agents.Result{
+	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: workflow.Result{
 		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
 		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
-		Held: &agents.Held{Gate: b.Gate, Call: b.Call},
+		Held: &workflow.Held{Gate: b.Gate, Call: b.Call},
 	}}, nil
 }
 
@@ -187,7 +187,7 @@ func runToolUses(ctx context.Context, store transcript.Store, runUID string, ste
 	return uses, nil
 }
 
-func useOf(step int32, c agents.ToolCall) workflow.ToolUse {
+func useOf(step int32, c workflow.ToolCall) workflow.ToolUse {
 	return workflow.ToolUse{Server: c.Server, Tool: c.Tool, Digest: agents.ArgumentsDigest(c.Arguments), Step: step}
 }
 

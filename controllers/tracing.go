@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/telemetry"
 )
 
@@ -39,7 +40,7 @@ func startStep(ctx context.Context, run telemetry.Run, step int32, a *v1alpha1.A
 var noSpan = trace.SpanFromContext(context.Background())
 
 // endStep ends a step's span with what the step used and how it ended.
-func endStep(span trace.Span, req *agents.Request, res *agents.Result, failure string, timedOut, content bool) {
+func endStep(span trace.Span, req *agents.Request, res *workflow.Result, failure string, timedOut, content bool) {
 	telemetry.Usage(span, res.Tokens-res.CountedTokens, res.InputTokens-res.CountedInputTokens)
 	switch {
 	case timedOut:
@@ -103,12 +104,12 @@ func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (conte
 }
 
 // startTool starts a tool call's execute_tool span, a child of its step's span.
-func startTool(ctx context.Context, call agents.ToolCall) (context.Context, trace.Span) {
+func startTool(ctx context.Context, call workflow.ToolCall) (context.Context, trace.Span) {
 	return telemetry.Tracer().Start(ctx, telemetry.ToolName(call.Tool), telemetry.ToolSpan(call.Server, call.Tool, call.ID)...)
 }
 
 // endTool ends a tool call's span.
-func endTool(span trace.Span, call agents.ToolCall, outcome agents.ToolOutcome, content bool) {
+func endTool(span trace.Span, call workflow.ToolCall, outcome agents.ToolOutcome, content bool) {
 	if outcome.IsError {
 		telemetry.Fail(span, "tool_error", fmt.Sprintf("%s/%s answered with an error", call.Server, call.Tool))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // TestSpansCarryContentOnlyWhenAsked checks that prompts, answers, tool arguments and results go
@@ -24,16 +25,16 @@ func TestSpansCarryContentOnlyWhenAsked(t *testing.T) {
 
 	agent := &v1alpha1.Agent{Name: "triage", Model: v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-4o-mini"}}
 	req := &agents.Request{Agent: *agent, Task: "the password is hunter2", Input: "look it up"}
-	call := agents.ToolCall{Index: 1, ID: "call-1", Server: "crm", Tool: "lookup", Arguments: json.RawMessage(`{"email":"a@example.com"}`)}
+	call := workflow.ToolCall{Index: 1, ID: "call-1", Server: "crm", Tool: "lookup", Arguments: json.RawMessage(`{"email":"a@example.com"}`)}
 	for _, content := range []bool{false, true} {
 		recorder.Reset()
 		run := runOf(&v1alpha1.AgentRun{}, "desk")
 		ctx, step := startStep(context.Background(), run, 1, agent)
 		_, done := chatCalls{run: run, agent: agent, req: req, content: content}.Call(ctx, nil)
-		done(&agents.Reply{Text: "", Calls: []agents.ToolCall{call}, Tokens: 30, InputTokens: 20}, nil)
+		done(&agents.Reply{Text: "", Calls: []workflow.ToolCall{call}, Tokens: 30, InputTokens: 20}, nil)
 		_, tool := startTool(ctx, call)
 		endTool(tool, call, agents.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)
-		endStep(step, req, &agents.Result{Output: "the plan is gold", Tokens: 30, InputTokens: 20}, "", false, content)
+		endStep(step, req, &workflow.Result{Output: "the plan is gold", Tokens: 30, InputTokens: 20}, "", false, content)
 
 		spans := recorder.Ended()
 		if len(spans) != 3 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // httpAgent runs a step by POSTing it to an agent served over HTTP, written in any framework.
@@ -30,21 +31,21 @@ func New(deps agents.Dependencies) agents.Agent { return &httpAgent{deps: deps} 
 
 // HTTPStepRequest is the body Baton posts to an HTTP agent.
 type HTTPStepRequest struct {
-	Run          HTTPRun               `json:"run"`
-	Step         int32                 `json:"step"`
-	Attempt      int                   `json:"attempt"`
-	Agent        HTTPAgentInfo         `json:"agent"`
-	Task         string                `json:"task"`
-	Input        string                `json:"input"`
-	Reason       string                `json:"reason,omitempty"`
-	Context      []agents.ContextEntry `json:"context,omitempty"`
-	Handoffs     []agents.Peer         `json:"handoffs,omitempty"`
-	Children     []agents.Peer         `json:"children,omitempty"`
-	Signals      []v1alpha1.Signal     `json:"signals,omitempty"`
-	Continuation string                `json:"continuation,omitempty"`
-	Repair       *agents.Repair        `json:"repair,omitempty"`
-	OutputSchema json.RawMessage       `json:"outputSchema,omitempty"`
-	LimitsLeft   agents.Left           `json:"limitsLeft"`
+	Run          HTTPRun                 `json:"run"`
+	Step         int32                   `json:"step"`
+	Attempt      int                     `json:"attempt"`
+	Agent        HTTPAgentInfo           `json:"agent"`
+	Task         string                  `json:"task"`
+	Input        string                  `json:"input"`
+	Reason       string                  `json:"reason,omitempty"`
+	Context      []workflow.ContextEntry `json:"context,omitempty"`
+	Handoffs     []agents.Peer           `json:"handoffs,omitempty"`
+	Children     []agents.Peer           `json:"children,omitempty"`
+	Signals      []v1alpha1.Signal       `json:"signals,omitempty"`
+	Continuation string                  `json:"continuation,omitempty"`
+	Repair       *agents.Repair          `json:"repair,omitempty"`
+	OutputSchema json.RawMessage         `json:"outputSchema,omitempty"`
+	LimitsLeft   workflow.Left           `json:"limitsLeft"`
 }
 
 // HTTPRun names the run a step belongs to.
@@ -82,7 +83,7 @@ func IdempotencyKey(runUID string, step int32) string {
 // maxResponseBody bounds what Baton reads of an HTTP agent's answer.
 const maxResponseBody = 1 << 20
 
-func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
+func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Result, error) {
 	body := HTTPStepRequest{
 		Run:     HTTPRun{Namespace: req.Namespace, Name: req.Run, UID: req.RunUID},
 		Step:    req.Step,
@@ -138,6 +139,6 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*agents.Resu
 	if out.FinishReason == "" {
 		out.FinishReason = v1alpha1.FinishStop
 	}
-	return &agents.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
+	return &workflow.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
 		Tokens: out.Tokens, InputTokens: out.InputTokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
 }

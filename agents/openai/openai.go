@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // openAI runs steps on an OpenAI-compatible chat completions endpoint (OpenAI, Azure OpenAI's
@@ -49,7 +50,7 @@ const lastRequest = "You have made all the tool calls this step allows. Answer n
 // maxContinuationTokens caps the larger token limit a continuation asks for.
 const maxContinuationTokens = 32768
 
-func (o *openAI) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
+func (o *openAI) Step(ctx context.Context, req *agents.Request) (*workflow.Result, error) {
 	m := req.Agent.Model
 	key, err := o.apiKey(ctx, req)
 	if err != nil {
@@ -119,7 +120,7 @@ func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.Of
 			if !json.Valid(args) {
 				args = json.RawMessage(`{}`)
 			}
-			out.Calls = append(out.Calls, agents.ToolCall{ID: c.ID, Server: t.Server, Tool: t.Tool, Arguments: args})
+			out.Calls = append(out.Calls, workflow.ToolCall{ID: c.ID, Server: t.Server, Tool: t.Tool, Arguments: args})
 			continue
 		}
 		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})
@@ -127,7 +128,7 @@ func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.Of
 	if len(out.Calls) > 0 {
 		return out
 	}
-	res := agents.Result{Output: choice.Message.Content, FinishReason: v1alpha1.FinishStop}
+	res := workflow.Result{Output: choice.Message.Content, FinishReason: v1alpha1.FinishStop}
 	if choice.FinishReason == "length" {
 		res.FinishReason = v1alpha1.FinishLength
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // toolCall is one tool call of a model's answer, as any provider reports it.
@@ -16,7 +17,7 @@ type toolCall struct {
 
 // applyToolCalls turns a model's tool calls into the step's handoff, signal or routing. The
 // first call Baton knows wins; the others are named in Result.Ignored.
-func applyToolCalls(res *agents.Result, req *agents.Request, calls []toolCall) {
+func applyToolCalls(res *workflow.Result, req *agents.Request, calls []toolCall) {
 	used := false
 	for _, c := range calls {
 		if used || !known(c.name) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 // scripted plays an agent's script: deterministic turns for offline demos, benchmarks and
@@ -29,7 +30,7 @@ func New(deps agents.Dependencies) agents.Agent { return &scripted{clock: deps.C
 // ErrNoTurn is returned when no turn of the script fits the step's input.
 var ErrNoTurn = errors.New("no script turn matches the step's input")
 
-func (s *scripted) Step(ctx context.Context, req *agents.Request) (*agents.Result, error) {
+func (s *scripted) Step(ctx context.Context, req *agents.Request) (*workflow.Result, error) {
 	turn, err := pickTurn(req.Agent.Script, req.Turn, req.Input)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", req.Agent.Name, err)
@@ -48,10 +49,10 @@ func (s *scripted) Step(ctx context.Context, req *agents.Request) (*agents.Resul
 }
 
 // calls are the tool calls a turn asks for.
-func calls(turn *v1alpha1.ScriptTurn) []agents.ToolCall {
-	out := make([]agents.ToolCall, len(turn.ToolCalls))
+func calls(turn *v1alpha1.ScriptTurn) []workflow.ToolCall {
+	out := make([]workflow.ToolCall, len(turn.ToolCalls))
 	for i, c := range turn.ToolCalls {
-		out[i] = agents.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
+		out[i] = workflow.ToolCall{ID: fmt.Sprintf("call_%d", i+1), Server: c.Server, Tool: c.Tool, Arguments: arguments(c)}
 	}
 	return out
 }
@@ -65,7 +66,7 @@ func answer(turn *v1alpha1.ScriptTurn) (*agents.Reply, error) {
 	if finish == "" {
 		finish = v1alpha1.FinishStop
 	}
-	return &agents.Reply{Tokens: turn.Tokens, Final: agents.Result{
+	return &agents.Reply{Tokens: turn.Tokens, Final: workflow.Result{
 		Output:       turn.Output,
 		Handoff:      turn.Handoff,
 		Reason:       turn.Reason,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 )
 
 func turn(output, when string) v1alpha1.ScriptTurn {
@@ -68,7 +69,7 @@ func TestScriptedStepReportsEverythingTheTurnSays(t *testing.T) {
 	ctx := context.Background()
 
 	got, err := s.Step(ctx, &agents.Request{Agent: agent, Turn: 0})
-	want := agents.Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
+	want := workflow.Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
 		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"}}
 	if err != nil || !cmp.Equal(&want, got) {
 		t.Fatalf("turn 0: %v, %s", err, cmp.Diff(&want, got))

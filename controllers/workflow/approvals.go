@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/decisions"
 )
@@ -277,10 +276,10 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 		record.Step, record.ToolCall = pa.ToolCall.Step, pa.ToolCall.Call
 	}
 	if q.Feedback != "" {
-		addContext(&d, by, agents.ContextFeedback, q.Feedback)
+		addContext(&d, by, ContextFeedback, q.Feedback)
 	}
 	if q.Action == decisions.Reply {
-		addContext(&d, by, agents.ContextReply, q.Reply)
+		addContext(&d, by, ContextReply, q.Reply)
 	}
 	applied := func(msg string) {
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)

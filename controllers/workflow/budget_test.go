@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"pgregory.net/rapid"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -108,7 +107,7 @@ func TestLongRunsOfEscapedOutputFitTheBudget(t *testing.T) {
 	for _, piece := range hostile {
 		st := Start(p, v1alpha1.AgentRunStatus{}, strings.Repeat(piece, 40000), "rev", t0).Status
 		for i := range 300 {
-			r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{
+			r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: Result{
 				Output: strings.Repeat(piece, 32768/len(piece)) + string(rune('a'+i%26)), Reason: strings.Repeat(piece, 300),
 				Handoff: map[string]string{"a": "b", "b": "a"}[st.CurrentAgent]}}
 			st = Apply(p, st, r, t0).Status

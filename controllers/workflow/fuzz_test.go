@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -92,7 +91,7 @@ func FuzzApply(f *testing.F) {
 				st = d.Status
 				break
 			}
-			res := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{
+			res := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: Result{
 				Output: fmt.Sprintf("out %d", in.upTo(3)),
 				Tokens: int64(in.next()),
 				Signal: signals[in.upTo(len(signals))],

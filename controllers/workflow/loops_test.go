@@ -7,13 +7,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
 // turn is one scripted step for drive: who acts is decided by the run, this says what it answers.
-type turn = agents.Result
+type turn = Result
 
 // drive applies answers to a started run, one per step, while it runs, and returns the status.
 func drive(t *testing.T, p *Plan, answers ...turn) v1alpha1.AgentRunStatus {

@@ -1,4 +1,4 @@
-package workflow
+package workflow_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/workflow"
 	"github.com/baton-dev/baton/decisions"
 )
 
@@ -24,31 +25,9 @@ import (
 
 var scriptedAgent = providers.New(agents.Dependencies{})
 
-// uniform draws an integer in [lo, hi] with every value equally likely. rapid's own integer
-// draws lean towards small values, which would make most generated runs end at their first
-// step; bits drawn as Bools are uniform, and shrink towards lo.
-func uniform(t *rapid.T, lo, hi int, label string) int {
-	span := hi - lo + 1
-	v := 0
-	for bit := 1; bit < span; bit <<= 1 {
-		v <<= 1
-		if rapid.Bool().Draw(t, label) {
-			v |= 1
-		}
-	}
-	return lo + v%span
-}
-
-// chance is true with probability percent/100.
-func chance(t *rapid.T, percent int, label string) bool { return uniform(t, 0, 99, label) < percent }
-
-func pick[T any](t *rapid.T, from []T, label string) T {
-	return from[uniform(t, 0, len(from)-1, label)]
-}
-
 // genConfig draws a config whose agents are Scripted with random turns.
 func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
-	n := uniform(t, 1, 5, "agents")
+	n := workflow.Uniform(t, 1, 5, "agents")
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("a%d", i)
@@ -66,32 +45,32 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 	targets = append(targets, "stranger")
 	spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm, Entrypoint: names[0], Signals: signals}
 	for _, name := range names {
-		a := v1alpha1.Agent{Name: name, Terminator: chance(t, 25, "terminator")}
+		a := v1alpha1.Agent{Name: name, Terminator: workflow.Chance(t, 25, "terminator")}
 		for _, h := range names {
-			if chance(t, 75, "handoff") {
+			if workflow.Chance(t, 75, "handoff") {
 				a.Handoffs = append(a.Handoffs, h)
 			}
 		}
-		if chance(t, 20, "agentMaxSteps") {
-			a.MaxSteps = ptr.To(int32(uniform(t, 1, 10, "maxSteps")))
+		if workflow.Chance(t, 20, "agentMaxSteps") {
+			a.MaxSteps = ptr.To(int32(workflow.Uniform(t, 1, 10, "maxSteps")))
 		}
-		for range uniform(t, 1, 6, "turns") {
+		for range workflow.Uniform(t, 1, 6, "turns") {
 			turn := v1alpha1.ScriptTurn{
-				Output: pick(t, []string{"same", "again", "progress"}, "output"),
-				Tokens: int64(uniform(t, 0, 500, "tokens")),
-				Signal: pick(t, emitted, "signal"),
+				Output: workflow.Pick(t, []string{"same", "again", "progress"}, "output"),
+				Tokens: int64(workflow.Uniform(t, 0, 500, "tokens")),
+				Signal: workflow.Pick(t, emitted, "signal"),
 			}
-			if chance(t, 60, "unique") {
-				turn.Output += fmt.Sprint(" ", uniform(t, 0, 1<<20, "suffix"))
+			if workflow.Chance(t, 60, "unique") {
+				turn.Output += fmt.Sprint(" ", workflow.Uniform(t, 0, 1<<20, "suffix"))
 			}
 			switch {
-			case !chance(t, 75, "handsOff"):
-			case len(a.Handoffs) > 0 && chance(t, 85, "allowedTarget"):
-				turn.Handoff = pick(t, a.Handoffs, "target")
+			case !workflow.Chance(t, 75, "handsOff"):
+			case len(a.Handoffs) > 0 && workflow.Chance(t, 85, "allowedTarget"):
+				turn.Handoff = workflow.Pick(t, a.Handoffs, "target")
 			default:
-				turn.Handoff = pick(t, targets, "anyTarget")
+				turn.Handoff = workflow.Pick(t, targets, "anyTarget")
 			}
-			switch uniform(t, 0, 19, "fault") {
+			switch workflow.Uniform(t, 0, 19, "fault") {
 			case 0:
 				turn.Error = "scripted failure"
 			case 1:
@@ -101,43 +80,43 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		}
 		spec.Agents = append(spec.Agents, a)
 	}
-	mode := uniform(t, 0, 2, "mode")
+	mode := workflow.Uniform(t, 0, 2, "mode")
 	if mode == 2 && n >= 2 {
 		spec.Mode = v1alpha1.ModeSupervisor
-		spec.Routing = &v1alpha1.Routing{Supervisor: names[0], MinConfidence: ptr.To(0.5), MaxReroutes: ptr.To(int32(uniform(t, 0, 3, "reroutes")))}
-		if chance(t, 50, "defaultAgent") {
+		spec.Routing = &v1alpha1.Routing{Supervisor: names[0], MinConfidence: ptr.To(0.5), MaxReroutes: ptr.To(int32(workflow.Uniform(t, 0, 3, "reroutes")))}
+		if workflow.Chance(t, 50, "defaultAgent") {
 			spec.Routing.DefaultAgent = names[n-1]
 		}
-		spec.Limits.MaxHandoffDepth = ptr.To(int32(uniform(t, 1, 3, "depth")))
+		spec.Limits.MaxHandoffDepth = ptr.To(int32(workflow.Uniform(t, 1, 3, "depth")))
 		for i := range spec.Agents[0].Script {
-			if chance(t, 70, "routes") {
+			if workflow.Chance(t, 70, "routes") {
 				spec.Agents[0].Script[i].Routing = &v1alpha1.RoutingDecision{
-					Target:     pick(t, append(slices.Clone(names), "nobody"), "routeTarget"),
-					Confidence: ptr.To(float64(uniform(t, 0, 10, "confidence")) / 10),
-					Fallback:   pick(t, append(slices.Clone(names), ""), "fallback"),
+					Target:     workflow.Pick(t, append(slices.Clone(names), "nobody"), "routeTarget"),
+					Confidence: ptr.To(float64(workflow.Uniform(t, 0, 10, "confidence")) / 10),
+					Fallback:   workflow.Pick(t, append(slices.Clone(names), ""), "fallback"),
 				}
 			}
 		}
 	}
 	if mode == 1 {
 		spec.Mode = v1alpha1.ModeStateMachine
-		k := uniform(t, 1, 6, "states")
+		k := workflow.Uniform(t, 1, 6, "states")
 		stateNames := make([]string, k)
 		for i := range stateNames {
 			stateNames[i] = fmt.Sprintf("S%d", i)
 		}
 		for i, sn := range stateNames {
 			st := v1alpha1.State{Name: sn}
-			if i == 0 || chance(t, 80, "hasAgent") {
-				st.Agent = pick(t, names, "stateAgent")
+			if i == 0 || workflow.Chance(t, 80, "hasAgent") {
+				st.Agent = workflow.Pick(t, names, "stateAgent")
 				st.Transitions = map[string]string{}
 				for _, sig := range []string{"END", "DONE", "NEXT", "OTHER"} {
-					if chance(t, 75, "transition") {
-						st.Transitions[sig] = pick(t, stateNames, "to")
+					if workflow.Chance(t, 75, "transition") {
+						st.Transitions[sig] = workflow.Pick(t, stateNames, "to")
 					}
 				}
-				if chance(t, 50, "onError") {
-					st.OnError = pick(t, stateNames, "onErrorTo")
+				if workflow.Chance(t, 50, "onError") {
+					st.OnError = workflow.Pick(t, stateNames, "onErrorTo")
 				}
 			}
 			spec.States = append(spec.States, st)
@@ -146,50 +125,50 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 	depth := spec.Limits.MaxHandoffDepth
 	spec.Limits = v1alpha1.Limits{
 		MaxHandoffDepth: depth,
-		MaxHandoffs:     ptr.To(int32(uniform(t, 1, 40, "maxHandoffs"))),
-		MaxSteps:        ptr.To(int32(uniform(t, 1, 50, "maxSteps"))),
-		MaxTokens:       ptr.To(int64(uniform(t, 1, 20000, "maxTokens"))),
-		MaxErrors:       ptr.To(int32(uniform(t, 1, 8, "maxErrors"))),
-		Timeout:         v1alpha1.NewDuration(time.Duration(uniform(t, 1, 600, "timeoutSeconds")) * time.Second),
+		MaxHandoffs:     ptr.To(int32(workflow.Uniform(t, 1, 40, "maxHandoffs"))),
+		MaxSteps:        ptr.To(int32(workflow.Uniform(t, 1, 50, "maxSteps"))),
+		MaxTokens:       ptr.To(int64(workflow.Uniform(t, 1, 20000, "maxTokens"))),
+		MaxErrors:       ptr.To(int32(workflow.Uniform(t, 1, 8, "maxErrors"))),
+		Timeout:         v1alpha1.NewDuration(time.Duration(workflow.Uniform(t, 1, 600, "timeoutSeconds")) * time.Second),
 	}
-	window := int32(uniform(t, 2, 8, "window"))
+	window := int32(workflow.Uniform(t, 2, 8, "window"))
 	spec.LoopDetection = v1alpha1.LoopDetection{
 		Window:             ptr.To(window),
-		MinUniqueAgents:    ptr.To(int32(uniform(t, 1, int(window), "minUnique"))),
-		MaxCycleRepeats:    ptr.To(int32(uniform(t, 2, 12, "cycleRepeats"))),
-		MaxRepeatedInputs:  ptr.To(int32(uniform(t, 2, 12, "repeatedInputs"))),
-		MaxRepeatedOutputs: ptr.To(int32(uniform(t, 2, 12, "repeatedOutputs"))),
+		MinUniqueAgents:    ptr.To(int32(workflow.Uniform(t, 1, int(window), "minUnique"))),
+		MaxCycleRepeats:    ptr.To(int32(workflow.Uniform(t, 2, 12, "cycleRepeats"))),
+		MaxRepeatedInputs:  ptr.To(int32(workflow.Uniform(t, 2, 12, "repeatedInputs"))),
+		MaxRepeatedOutputs: ptr.To(int32(workflow.Uniform(t, 2, 12, "repeatedOutputs"))),
 	}
 	for i, name := range names {
-		if chance(t, 25, "gateAfter") {
+		if workflow.Chance(t, 25, "gateAfter") {
 			spec.Approvals = append(spec.Approvals, v1alpha1.ApprovalGate{Name: fmt.Sprintf("after-%d", i), After: name,
-				Required: int32(uniform(t, 1, 2, "required")), OnTimeout: pick(t, []string{"Reject", "Approve"}, "onTimeout")})
+				Required: int32(workflow.Uniform(t, 1, 2, "required")), OnTimeout: workflow.Pick(t, []string{"Reject", "Approve"}, "onTimeout")})
 		}
 	}
-	if chance(t, 30, "gateComplete") {
+	if workflow.Chance(t, 30, "gateComplete") {
 		spec.Approvals = append(spec.Approvals, v1alpha1.ApprovalGate{Name: "final", Before: "Complete", Required: 1, OnTimeout: "Reject"})
 	}
 	for i := range spec.Approvals {
-		if chance(t, 30, "gateTimeout") {
-			spec.Approvals[i].Timeout = v1alpha1.NewDuration(time.Duration(uniform(t, 1, 30, "gateSeconds")) * time.Second)
+		if workflow.Chance(t, 30, "gateTimeout") {
+			spec.Approvals[i].Timeout = v1alpha1.NewDuration(time.Duration(workflow.Uniform(t, 1, 30, "gateSeconds")) * time.Second)
 		}
 	}
 	if n >= 2 && rapid.Bool().Draw(t, "allow") {
-		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: names[:2], MaxRepeats: int32(uniform(t, 1, 10, "allowRepeats"))}}
+		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: names[:2], MaxRepeats: int32(workflow.Uniform(t, 1, 10, "allowRepeats"))}}
 	}
 	return spec
 }
 
 // played is a run played to its end, with every status it went through.
 type played struct {
-	plan     *Plan
+	plan     *workflow.Plan
 	statuses []v1alpha1.AgentRunStatus
 	now      time.Time
 	maxStep  int64
 	// seen are the handoff records the steps started with (each step's transcript record
 	// carries the one before it), results each step's result by number.
 	seen    []v1alpha1.HandoffRecord
-	results map[int32]StepResult
+	results map[int32]workflow.StepResult
 }
 
 func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.statuses)-1] }
@@ -197,15 +176,15 @@ func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.status
 // play runs a config through the Scripted provider until the run ends, advancing a fake clock
 // by a random step duration each step. It stops after maxSteps+1 steps whatever happens.
 func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
-	plan, errs := NewPlan(spec, nil)
+	plan, errs := workflow.NewPlan(spec, nil)
 	if len(errs) > 0 {
 		t.Fatalf("generated an invalid config: %v", errs)
 	}
 	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
 	now := t0
 	plan = plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired, "")
-	out := played{plan: plan, results: map[int32]StepResult{}}
-	st := Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
+	out := played{plan: plan, results: map[int32]workflow.StepResult{}}
+	st := workflow.Start(plan, v1alpha1.AgentRunStatus{}, "the task", "rev", now).Status
 	out.statuses = append(out.statuses, st)
 	var seq int64
 	decided := 0
@@ -216,7 +195,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 		if st.Phase == v1alpha1.PhaseAwaitingApproval || st.Phase == v1alpha1.PhaseAwaitingInput {
 			// People decide: sometimes late (the gate may time out), sometimes wrongly.
 			now = now.Add(time.Duration(tl.at(tl.thinkSeconds, decided)) * time.Second)
-			if d, expired := CheckWaiting(plan, st, now); expired {
+			if d, expired := workflow.CheckWaiting(plan, st, now); expired {
 				st = d.Status
 				out.statuses = append(out.statuses, st)
 				continue
@@ -231,17 +210,17 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 					q.Action, q.Gate = decisions.Approve, st.PendingApproval.Gate
 				}
 			}
-			st = Decide(plan, st, q, now).Status
+			st = workflow.Decide(plan, st, q, now).Status
 			out.statuses = append(out.statuses, st)
 			continue
 		}
-		if d, tripped := Check(plan, st, now); tripped {
+		if d, tripped := workflow.Check(plan, st, now); tripped {
 			st = d.Status
 			out.statuses = append(out.statuses, st)
 			break
 		}
-		step := Next(plan, &st)
-		res := StepResult{Agent: step.Agent, Input: step.Input}
+		step := workflow.Next(plan, &st)
+		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
 		r, err := scripted.Step(context.Background(), &agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
 		if err != nil {
 			res.Error = err.Error()
@@ -255,7 +234,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 			out.seen = append(out.seen, st.HandoffSequence[n-1])
 		}
 		out.results[step.Number] = res
-		st = Apply(plan, st, res, now).Status
+		st = workflow.Apply(plan, st, res, now).Status
 		out.statuses = append(out.statuses, st)
 	}
 	out.now = now
@@ -264,7 +243,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 
 // decisionAt is what a person annotates as the run's seq-th decision: mostly the right one,
 // sometimes a wrong one.
-func decisionAt(tl timeline, p *Plan, st v1alpha1.AgentRunStatus, seq int64) decisions.Queued {
+func decisionAt(tl timeline, p *workflow.Plan, st v1alpha1.AgentRunStatus, seq int64) decisions.Queued {
 	i := int(seq)
 	q := decisions.Queued{Seq: seq, By: []string{"alice", "bob", "carol"}[tl.at(tl.by, i)]}
 	gate := "none"
@@ -303,16 +282,16 @@ func drawDurations(t *rapid.T) timeline {
 	draw := func(n, lo, hi int, label string) []int {
 		out := make([]int, n)
 		for i := range out {
-			out[i] = uniform(t, lo, hi, label)
+			out[i] = workflow.Uniform(t, lo, hi, label)
 		}
 		return out
 	}
 	return timeline{
-		stepSeconds:  draw(uniform(t, 1, 8, "durations"), 0, 5, "stepSeconds"),
-		thinkSeconds: draw(uniform(t, 1, 6, "thinks"), 0, 40, "thinkSeconds"),
-		choices:      draw(uniform(t, 1, 8, "choices"), 0, 9, "decision"),
-		revises:      draw(uniform(t, 1, 4, "revises"), 0, 3, "revise"),
-		by:           draw(uniform(t, 1, 4, "people"), 0, 2, "by"),
+		stepSeconds:  draw(workflow.Uniform(t, 1, 8, "durations"), 0, 5, "stepSeconds"),
+		thinkSeconds: draw(workflow.Uniform(t, 1, 6, "thinks"), 0, 40, "thinkSeconds"),
+		choices:      draw(workflow.Uniform(t, 1, 8, "choices"), 0, 9, "decision"),
+		revises:      draw(workflow.Uniform(t, 1, 4, "revises"), 0, 3, "revise"),
+		by:           draw(workflow.Uniform(t, 1, 4, "people"), 0, 2, "by"),
 	}
 }
 
@@ -348,7 +327,7 @@ func TestPropertyEveryRunEndsWithinItsLimits(t *testing.T) {
 				t.Fatalf("agent %s took %d steps, its limit is %d", name, n, *a.MaxSteps)
 			}
 		}
-		if len(st.HandoffSequence) > maxSequence {
+		if len(st.HandoffSequence) > workflow.HistoryLength {
 			t.Fatalf("the sequence holds %d records", len(st.HandoffSequence))
 		}
 	})
@@ -364,18 +343,18 @@ func TestPropertyTerminationIsSetOnceAndMatchesTheFirstGuard(t *testing.T) {
 			}
 		}
 		// Nothing changes an ended run.
-		again := Apply(run.plan, st, StepResult{Agent: st.CurrentAgent, Result: agents.Result{Output: "late", Signal: "DONE"}}, run.now.Add(time.Hour))
+		again := workflow.Apply(run.plan, st, workflow.StepResult{Agent: st.CurrentAgent, Result: workflow.Result{Output: "late", Signal: "DONE"}}, run.now.Add(time.Hour))
 		if diff := cmp.Diff(st, again.Status); diff != "" || len(again.Events) != 0 {
 			t.Fatalf("an ended run changed:\n%s", diff)
 		}
-		if _, ok := Check(run.plan, st, run.now.Add(time.Hour)); ok {
+		if _, ok := workflow.Check(run.plan, st, run.now.Add(time.Hour)); ok {
 			t.Fatalf("Check ended an ended run again")
 		}
 		// A run a guard ended ended with the first guard of the chain that trips.
 		if slices.Contains(guardReasons, st.TerminationReason) {
 			open := st.DeepCopy()
 			open.Phase = v1alpha1.PhaseRunning
-			trip, ok := check(run.plan, open, run.now)
+			trip, ok := workflow.FirstTrip(run.plan, open, run.now)
 			if !ok || trip.Reason != st.TerminationReason {
 				t.Fatalf("ended %s, but the first guard to trip is %q", st.TerminationReason, trip.Reason)
 			}
@@ -414,8 +393,8 @@ func TestPropertyRunsAreDeterministic(t *testing.T) {
 // repeated more than its own bound.
 func TestPropertyAllowedProgressingCyclesAreNotLoops(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		length := uniform(t, 2, 4, "cycleLength")
-		bound := int32(uniform(t, 1, 50/length-1, "maxRepeats"))
+		length := workflow.Uniform(t, 2, 4, "cycleLength")
+		bound := int32(workflow.Uniform(t, 1, 50/length-1, "maxRepeats"))
 		cycle := make([]string, length)
 		spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm}
 		for i := range cycle {
@@ -427,12 +406,12 @@ func TestPropertyAllowedProgressingCyclesAreNotLoops(t *testing.T) {
 		spec.Entrypoint = cycle[0]
 		spec.Limits = v1alpha1.Limits{MaxSteps: ptr.To[int32](200), MaxHandoffs: ptr.To[int32](200)}
 		spec.LoopDetection.Allow = []v1alpha1.AllowedCycle{{Cycle: cycle, MaxRepeats: bound}}
-		plan, _ := NewPlan(spec, nil)
-		st := Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
+		plan, _ := workflow.NewPlan(spec, nil)
+		st := workflow.Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
 		for i := 0; !st.Phase.Terminal(); i++ {
 			next := cycle[(slices.Index(cycle, st.CurrentAgent)+1)%length]
-			st = Apply(plan, st, StepResult{Agent: st.CurrentAgent, Input: st.Input,
-				Result: agents.Result{Output: fmt.Sprintf("revision %d", i), Handoff: next}}, t0).Status
+			st = workflow.Apply(plan, st, workflow.StepResult{Agent: st.CurrentAgent, Input: st.Input,
+				Result: workflow.Result{Output: fmt.Sprintf("revision %d", i), Handoff: next}}, t0).Status
 		}
 		if st.TerminationReason != v1alpha1.ReasonLoopDetected || st.Loop.Detector != v1alpha1.DetectorCycle {
 			t.Fatalf("want the cycle detector at the allowed bound, got %s: %s", st.TerminationReason, st.TerminationMessage)
@@ -455,10 +434,10 @@ func TestPropertyTheWholeHistoryIsRestored(t *testing.T) {
 		for _, st := range p.statuses {
 			whole := st.HandoffSequence
 			stored := *st.DeepCopy()
-			if got := StoreHistory(&stored); !cmp.Equal(got, whole) {
+			if got := workflow.StoreHistory(&stored); !cmp.Equal(got, whole) {
 				t.Fatalf("StoreHistory changed the whole sequence")
 			}
-			if len(stored.HandoffSequence) > maxStoredHandoffs || !IsStoredHistory(stored.HandoffSequence, whole) {
+			if len(stored.HandoffSequence) > workflow.MaxStoredHandoffs || !workflow.IsStoredHistory(stored.HandoffSequence, whole) {
 				t.Fatalf("status holds %d records", len(stored.HandoffSequence))
 			}
 			var seen []v1alpha1.HandoffRecord
@@ -467,7 +446,7 @@ func TestPropertyTheWholeHistoryIsRestored(t *testing.T) {
 					seen = append(seen, r) // only steps started before this status
 				}
 			}
-			if got := RestoreHistory(stored.HandoffSequence, seen, p.results); !cmp.Equal(got, whole, cmpopts.EquateEmpty()) {
+			if got := workflow.RestoreHistory(stored.HandoffSequence, seen, p.results); !cmp.Equal(got, whole, cmpopts.EquateEmpty()) {
 				t.Fatalf("restored history differs (-want +got):\n%s", cmp.Diff(whole, got, cmpopts.EquateEmpty()))
 			}
 		}
@@ -477,32 +456,32 @@ func TestPropertyTheWholeHistoryIsRestored(t *testing.T) {
 // playLong plays a run of up to 80 steps around a ring of agents, whose answers repeat, fail or
 // are cut at random: longer than status holds.
 func playLong(t *rapid.T) played {
-	length := uniform(t, 2, 4, "ring")
+	length := workflow.Uniform(t, 2, 4, "ring")
 	spec := v1alpha1.AgentConfigSpec{Mode: v1alpha1.ModeSwarm, Entrypoint: "a0"}
 	for i := range length {
 		spec.Agents = append(spec.Agents, v1alpha1.Agent{Name: fmt.Sprintf("a%d", i), Handoffs: []string{fmt.Sprintf("a%d", (i+1)%length)}})
 	}
-	steps := int32(uniform(t, 11, 80, "steps"))
+	steps := int32(workflow.Uniform(t, 11, 80, "steps"))
 	spec.Limits = v1alpha1.Limits{MaxSteps: &steps, MaxHandoffs: ptr.To[int32](200), MaxErrors: ptr.To[int32](1000)}
 	spec.LoopDetection = v1alpha1.LoopDetection{MaxCycleRepeats: ptr.To[int32](25), MaxRepeatedInputs: ptr.To[int32](50), MaxRepeatedOutputs: ptr.To[int32](50)}
-	plan, errs := NewPlan(spec, nil)
+	plan, errs := workflow.NewPlan(spec, nil)
 	if len(errs) > 0 {
 		t.Fatalf("invalid ring: %v", errs)
 	}
-	out := played{plan: plan, results: map[int32]StepResult{}}
-	st := Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
+	out := played{plan: plan, results: map[int32]workflow.StepResult{}}
+	st := workflow.Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", t0).Status
 	out.statuses = append(out.statuses, st)
 	for i := 0; !st.Phase.Terminal(); i++ {
-		if d, tripped := Check(plan, st, t0); tripped {
+		if d, tripped := workflow.Check(plan, st, t0); tripped {
 			st = d.Status
 			out.statuses = append(out.statuses, st)
 			break
 		}
-		step := Next(plan, &st)
+		step := workflow.Next(plan, &st)
 		next := fmt.Sprintf("a%d", (slices.Index([]string{"a0", "a1", "a2", "a3"}, step.Agent)+1)%length)
-		res := StepResult{Agent: step.Agent, Input: step.Input,
-			Result: agents.Result{Output: fmt.Sprintf("answer %d", uniform(t, 0, 5, "answer")), Handoff: next}}
-		switch uniform(t, 0, 9, "outcome") {
+		res := workflow.StepResult{Agent: step.Agent, Input: step.Input,
+			Result: workflow.Result{Output: fmt.Sprintf("answer %d", workflow.Uniform(t, 0, 5, "answer")), Handoff: next}}
+		switch workflow.Uniform(t, 0, 9, "outcome") {
 		case 0:
 			res.Error, res.Output = "the model server went away", ""
 		case 1:
@@ -512,8 +491,11 @@ func playLong(t *rapid.T) played {
 			out.seen = append(out.seen, st.HandoffSequence[n-1])
 		}
 		out.results[step.Number] = res
-		st = Apply(plan, st, res, t0.Add(time.Duration(i)*time.Second)).Status
+		st = workflow.Apply(plan, st, res, t0.Add(time.Duration(i)*time.Second)).Status
 		out.statuses = append(out.statuses, st)
 	}
 	return out
 }
+
+// t0 is when the generated runs start.
+var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -71,7 +70,7 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		Input:   st.Input,
 		Turn:    st.AgentSteps[st.CurrentAgent],
 		Timeout: p.StepTimeout(st.CurrentAgent),
-		Left: agents.Left{
+		Left: Left{
 			Steps:    p.Limits.MaxSteps - st.StepCount,
 			Handoffs: p.Limits.MaxHandoffs - st.HandoffCount,
 			Tokens:   p.Limits.MaxTokens - st.TokensUsed,
@@ -185,8 +184,8 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 			normalized, problems, ok = p.validateOutput(res.Agent, res.Output)
 		}
 		if !ok {
-			addContext(&d, res.Agent, agents.ContextOutput, res.Output)
-			addContext(&d, res.Agent, agents.ContextInvalid, problems)
+			addContext(&d, res.Agent, ContextOutput, res.Output)
+			addContext(&d, res.Agent, ContextInvalid, problems)
 			r = invalid(s, res, problems)
 			break
 		}
@@ -206,12 +205,12 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	d.Events = append(d.Events, r.events...)
 	switch rec.Outcome {
 	case v1alpha1.OutcomeFailed:
-		addContext(&d, res.Agent, agents.ContextFailed, r.reason)
+		addContext(&d, res.Agent, ContextFailed, r.reason)
 	case v1alpha1.OutcomeTruncated:
-		addContext(&d, res.Agent, agents.ContextTruncated, res.Output)
+		addContext(&d, res.Agent, ContextTruncated, res.Output)
 	case v1alpha1.OutcomeInvalid:
 	default:
-		addContext(&d, res.Agent, agents.ContextOutput, res.Output)
+		addContext(&d, res.Agent, ContextOutput, res.Output)
 	}
 	if len(res.Ignored) > 0 {
 		names := make([]string, len(res.Ignored))

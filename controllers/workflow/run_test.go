@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -44,7 +43,7 @@ func started(p *Plan) v1alpha1.AgentRunStatus {
 func at(p *Plan, agent string) v1alpha1.AgentRunStatus {
 	st := started(p)
 	if agent != st.CurrentAgent {
-		st = Apply(p, st, StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{Output: "go", Handoff: agent}}, t0).Status
+		st = Apply(p, st, StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: Result{Output: "go", Handoff: agent}}, t0).Status
 	}
 	return st
 }
@@ -77,74 +76,74 @@ func TestApplySwarm(t *testing.T) {
 	}{
 		"an allowed handoff moves control and counts": {
 			from:   "lead",
-			result: StepResult{Result: agents.Result{Output: "on it", Handoff: "worker", Reason: "needs work"}},
+			result: StepResult{Result: Result{Output: "on it", Handoff: "worker", Reason: "needs work"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "worker", handoffs: 1, outcome: v1alpha1.OutcomeHandoff},
 		},
 		"a handoff outside the agent's handoffs is refused, counted as a failure (not a handoff) and recovered by the entrypoint": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "skip ahead", Handoff: "closer"}},
+			result: StepResult{Result: Result{Output: "skip ahead", Handoff: "closer"}},
 			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 1, errors: 1, outcome: v1alpha1.OutcomeFailed,
 				events: []string{EventHandoffRefused}},
 		},
 		"a refused handoff from the entrypoint leaves no one to recover": {
 			from:   "lead",
-			result: StepResult{Result: agents.Result{Output: "x", Handoff: "nobody"}},
+			result: StepResult{Result: Result{Output: "x", Handoff: "nobody"}},
 			want: want{phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonTooManyErrors, agent: "lead", errors: 1,
 				outcome: v1alpha1.OutcomeFailed, events: []string{EventHandoffRefused, string(v1alpha1.ReasonTooManyErrors)},
 				message: `handoff to nobody refused`},
 		},
 		"a handoff target that is free text is quoted, never echoed raw": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "x", Handoff: "The Closer, please"}},
+			result: StepResult{Result: Result{Output: "x", Handoff: "The Closer, please"}},
 			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 1, errors: 1, outcome: v1alpha1.OutcomeFailed,
 				events: []string{EventHandoffRefused}, message: `handoff to "The Closer, please" refused`},
 		},
 		"Terminate from a terminator ends the run Terminated with its answer": {
 			from:   "closer",
-			result: StepResult{Result: agents.Result{Output: "closed", Signal: "STOP"}},
+			result: StepResult{Result: Result{Output: "closed", Signal: "STOP"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonTerminated, agent: "closer", handoffs: 1,
 				outcome: v1alpha1.OutcomeSignal, events: nil,
 				message: "terminator closer emitted STOP at step 2", output: "closed"},
 		},
 		"Terminate from a non-terminator is ignored with an Event and the step routes as usual": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "I think we are done", Signal: "STOP", Handoff: "lead"}},
+			result: StepResult{Result: Result{Output: "I think we are done", Signal: "STOP", Handoff: "lead"}},
 			want: want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, outcome: v1alpha1.OutcomeHandoff,
 				events: []string{EventTerminateIgnored}},
 		},
 		"Complete ends the run Completed from any agent": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "all done", Signal: "DONE"}},
+			result: StepResult{Result: Result{Output: "all done", Signal: "DONE"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "worker", handoffs: 1,
 				outcome: v1alpha1.OutcomeSignal, output: "all done"},
 		},
 		"a signal with action None is recorded and routing goes on": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "noted", Signal: "NOTE", Handoff: "lead"}},
+			result: StepResult{Result: Result{Output: "noted", Signal: "NOTE", Handoff: "lead"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, outcome: v1alpha1.OutcomeHandoff},
 		},
 		"an undeclared signal does not count": {
 			from:   "closer",
-			result: StepResult{Result: agents.Result{Output: "TERMINATE", Signal: "TERMINATE", Handoff: "lead"}},
+			result: StepResult{Result: Result{Output: "TERMINATE", Signal: "TERMINATE", Handoff: "lead"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, outcome: v1alpha1.OutcomeHandoff},
 		},
 		"a terminator's plain answer is final": {
 			from:   "closer",
-			result: StepResult{Result: agents.Result{Output: "the answer"}},
+			result: StepResult{Result: Result{Output: "the answer"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "closer", handoffs: 1,
 				outcome: v1alpha1.OutcomeFinal, output: "the answer"},
 		},
 		"a plain answer is final when the config has no terminator": {
 			config: MakeConfig("solo", "ns").Agents(MakeAgent("a").HandsOffTo("b"), MakeAgent("b").HandsOffTo("a")),
 			from:   "b",
-			result: StepResult{Result: agents.Result{Output: "42"}},
+			result: StepResult{Result: Result{Output: "42"}},
 			want: want{phase: v1alpha1.PhaseSucceeded, reason: v1alpha1.ReasonCompleted, agent: "b", handoffs: 1,
 				outcome: v1alpha1.OutcomeFinal, output: "42",
 				message: "config has no terminator"},
 		},
 		"a plain answer from a non-terminator returns control to the entrypoint, counted as a handoff": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "result"}},
+			result: StepResult{Result: Result{Output: "result"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "lead", handoffs: 2, outcome: v1alpha1.OutcomeReturned},
 		},
 		"a failed step goes to the entrypoint": {
@@ -168,7 +167,7 @@ func TestApplySwarm(t *testing.T) {
 		},
 		"a truncated answer asks the same agent again without a handoff": {
 			from:   "worker",
-			result: StepResult{Result: agents.Result{Output: "partial", FinishReason: v1alpha1.FinishLength, Handoff: "lead"}},
+			result: StepResult{Result: Result{Output: "partial", FinishReason: v1alpha1.FinishLength, Handoff: "lead"}},
 			want:   want{phase: v1alpha1.PhaseRunning, agent: "worker", handoffs: 1, outcome: v1alpha1.OutcomeTruncated},
 		},
 	}
@@ -203,7 +202,7 @@ func TestApplySwarm(t *testing.T) {
 func TestTruncationRetriesTwiceThenFails(t *testing.T) {
 	p := mustPlan(t, team())
 	st := at(p, "worker")
-	cut := StepResult{Agent: "worker", Result: agents.Result{Output: "partial", FinishReason: v1alpha1.FinishLength}}
+	cut := StepResult{Agent: "worker", Result: Result{Output: "partial", FinishReason: v1alpha1.FinishLength}}
 	for i := 1; i <= 2; i++ {
 		cut.Input = st.Input
 		st = Apply(p, st, cut, t0).Status
@@ -222,13 +221,13 @@ func TestTruncationRetriesTwiceThenFails(t *testing.T) {
 	st = at(p, "worker")
 	d := Apply(p, st, cut, t0)
 	st = d.Status
-	if len(d.Context) != 1 || d.Context[0].Kind != agents.ContextTruncated || d.Context[0].Text != "partial" {
+	if len(d.Context) != 1 || d.Context[0].Kind != ContextTruncated || d.Context[0].Text != "partial" {
 		t.Fatalf("the cut answer goes to the context as cut: %+v", d.Context)
 	}
 	if next := Next(p, &st); !next.Continues || next.Attempt != 1 {
 		t.Fatalf("the retry continues from the cut answer: %+v", next)
 	}
-	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: agents.Result{Output: "partial and the rest", Handoff: "lead"}}, t0).Status
+	st = Apply(p, st, StepResult{Agent: "worker", Input: st.Input, Result: Result{Output: "partial and the rest", Handoff: "lead"}}, t0).Status
 	if st.CurrentAgent != "lead" || st.ErrorCount != 0 || st.Input != "partial and the rest" {
 		t.Fatalf("full retry: want the joined answer handed to lead, got agent %s errors %d input %q", st.CurrentAgent, st.ErrorCount, st.Input)
 	}
@@ -244,25 +243,25 @@ func TestGuardsEndTheRunBeforeTheNextStep(t *testing.T) {
 	}{
 		"maxHandoffs": {
 			config:  team().MaxHandoffs(2),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker"}}, {Agent: "worker", Result: agents.Result{Handoff: "lead"}}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker"}}, {Agent: "worker", Result: Result{Handoff: "lead"}}},
 			reason:  v1alpha1.ReasonMaxHandoffsExceeded,
 			message: "handoff limit: handoff 2 of 2 reached; lead was not started; last handoffs: lead -> worker -> lead",
 		},
 		"maxSteps": {
 			config:  team().MaxSteps(2),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker"}}, {Agent: "worker", Result: agents.Result{Handoff: "lead"}}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker"}}, {Agent: "worker", Result: Result{Handoff: "lead"}}},
 			reason:  v1alpha1.ReasonMaxStepsExceeded,
 			message: "step limit: 2 of 2 steps taken; lead was not started",
 		},
 		"maxTokens": {
 			config:  team().MaxTokens(100),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker", Tokens: 60}}, {Agent: "worker", Result: agents.Result{Handoff: "lead", Tokens: 50}}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker", Tokens: 60}}, {Agent: "worker", Result: Result{Handoff: "lead", Tokens: 50}}},
 			reason:  v1alpha1.ReasonTokenBudgetExceeded,
 			message: "token budget: tokens 110 of 100 used; lead was not started",
 		},
 		"maxErrors": {
 			config:  team().MaxErrors(2),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker"}}, {Agent: "worker", Error: "e1"}, {Agent: "lead", Result: agents.Result{Handoff: "worker"}}, {Agent: "worker", Error: "e2"}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker"}}, {Agent: "worker", Error: "e1"}, {Agent: "lead", Result: Result{Handoff: "worker"}}, {Agent: "worker", Error: "e2"}},
 			reason:  v1alpha1.ReasonTooManyErrors,
 			message: "error limit: 2 of 2 steps failed; last failure at step 4, agent worker: e2",
 		},
@@ -270,13 +269,13 @@ func TestGuardsEndTheRunBeforeTheNextStep(t *testing.T) {
 			config: MakeConfig("team", "ns").Agents(
 				MakeAgent("lead").HandsOffTo("worker"),
 				MakeAgent("worker").HandsOffTo("lead").MaxSteps(1)),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker"}}, {Agent: "worker", Result: agents.Result{Handoff: "lead"}}, {Agent: "lead", Result: agents.Result{Handoff: "worker"}}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker"}}, {Agent: "worker", Result: Result{Handoff: "lead"}}, {Agent: "lead", Result: Result{Handoff: "worker"}}},
 			reason:  v1alpha1.ReasonAgentStepLimitExceeded,
 			message: "agent step limit: worker took 1 of its 1 steps and was not started again",
 		},
 		"timeout": {
 			config:  team().Timeout(time.Minute),
-			steps:   []StepResult{{Agent: "lead", Result: agents.Result{Handoff: "worker"}}},
+			steps:   []StepResult{{Agent: "lead", Result: Result{Handoff: "worker"}}},
 			after:   time.Minute,
 			reason:  v1alpha1.ReasonTimeout,
 			message: "run timeout: 1m0s elapsed of 1m0s; worker had control after step 1",
@@ -352,7 +351,7 @@ func TestStatusStaysBounded(t *testing.T) {
 	st := started(p)
 	long := strings.Repeat("x", 100_000)
 	for i := 0; i < 500; i++ {
-		r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: agents.Result{
+		r := StepResult{Agent: st.CurrentAgent, Input: st.Input, Result: Result{
 			Output: fmt.Sprint(i, long), Handoff: map[string]string{"a": "b", "b": "a"}[st.CurrentAgent]}}
 		st = Apply(p, st, r, t0).Status
 		if st.Phase.Terminal() {

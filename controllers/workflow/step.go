@@ -3,7 +3,6 @@ package workflow
 import (
 	"time"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -15,7 +14,7 @@ type StepResult struct {
 	Input string
 	// Result is what the agent answered. A continuation's Output is the whole answer: the
 	// pieces so far joined with the new one.
-	agents.Result
+	Result
 	// Error, when set, says why the step failed.
 	Error string
 	// TimedOut is set when the step failed by running past its deadline.
@@ -48,7 +47,7 @@ type Step struct {
 	// caller gives it the answer and the errors, from the previous step's record.
 	Repairs bool
 	// Left is what remains of the run's limits; the caller fills in the seconds.
-	Left agents.Left
+	Left Left
 }
 
 // Event is an Event the controller emits once the status it goes with is written.
@@ -98,7 +97,7 @@ type Update struct {
 	// Context are the entries the update adds to what later agents see, in full: a step's
 	// output, failure or cut answer, a person's feedback or reply. They belong in the
 	// transcript, not in status.
-	Context []agents.ContextEntry
+	Context []ContextEntry
 	// Decided are the decisions the update applied (people's, and gates' timeouts), in order,
 	// whole: the transcript keeps them, so that a run started from this one passes a gate only
 	// where someone approved it (Replay).

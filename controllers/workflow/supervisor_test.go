@@ -8,7 +8,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -102,7 +101,7 @@ func TestOutputSchemaRepairs(t *testing.T) {
 	}
 	d := Apply(p, started(p), StepResult{Agent: "triager", Input: "task", Result: turn{Output: `{"answer": "pay it", "confidence": 1.5}`}}, t0)
 	if len(d.Context) != 2 || d.Context[0].Text != `{"answer": "pay it", "confidence": 1.5}` ||
-		d.Context[1].Kind != agents.ContextInvalid || !strings.Contains(d.Context[1].Text, "/confidence") {
+		d.Context[1].Kind != ContextInvalid || !strings.Contains(d.Context[1].Text, "/confidence") {
 		t.Fatalf("the answer and the errors go to the context for the repair: %+v", d.Context)
 	}
 	done := drive(t, p, turn{Output: `{"answer": "pay it", "confidence": 1.5}`}, turn{Output: "```json\n{\"answer\": \"pay it\", \"confidence\": 0.8}\n```"})

@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
@@ -131,8 +130,8 @@ func firstNonEmpty(s ...string) string {
 }
 
 // addContext adds an entry to what later agents see.
-func addContext(d *Update, from string, kind agents.ContextKind, text string) {
-	d.Context = append(d.Context, agents.ContextEntry{Step: d.Status.StepCount, From: from, Kind: kind, Text: text})
+func addContext(d *Update, from string, kind ContextKind, text string) {
+	d.Context = append(d.Context, ContextEntry{Step: d.Status.StepCount, From: from, Kind: kind, Text: text})
 }
 
 // appendRecord adds a step to the handoff sequence, dropping the oldest beyond the bound.

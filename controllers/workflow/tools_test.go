@@ -10,7 +10,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"pgregory.net/rapid"
 
-	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -76,9 +75,9 @@ func toolTeam() *ConfigWrapper {
 
 func heldAtCRM(t *testing.T, p *Plan) v1alpha1.AgentRunStatus {
 	t.Helper()
-	call := agents.ToolCall{Index: 2, ID: "c2", Server: "crm", Tool: "crm", Arguments: json.RawMessage(`{"email":"a@example.com"}`)}
+	call := ToolCall{Index: 2, ID: "c2", Server: "crm", Tool: "crm", Arguments: json.RawMessage(`{"email":"a@example.com"}`)}
 	res := StepResult{Agent: "agent", Input: "task", Result: turn{Tokens: 50, ToolCalls: 1,
-		Held: &agents.Held{Gate: "tool/crm/crm", Call: call}}}
+		Held: &Held{Gate: "tool/crm/crm", Call: call}}}
 	st := Apply(p, started(p), res, t0).Status
 	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil || st.PendingApproval.Gate != "tool/crm/crm" {
 		t.Fatalf("not held at the tool's gate: %s %+v", st.Phase, st.PendingApproval)
@@ -168,7 +167,7 @@ func TestAToolGuardEndsTheRunWithItsEvidence(t *testing.T) {
 	p := gatedPlan(t, toolTeam())
 	loop := &v1alpha1.LoopStatus{Detector: v1alpha1.DetectorRepeatedToolCall, Pattern: []string{"memory/search"}, Steps: []int32{1, 1, 1, 1}}
 	res := StepResult{Agent: "agent", Input: "task", Result: turn{Tokens: 10, ToolCalls: 3,
-		Trip: &agents.ToolTrip{Reason: v1alpha1.ReasonLoopDetected, Message: "RepeatedToolCall: memory/search ...", Loop: loop}}}
+		Trip: &ToolTrip{Reason: v1alpha1.ReasonLoopDetected, Message: "RepeatedToolCall: memory/search ...", Loop: loop}}}
 	s := Apply(p, started(p), res, t0).Status
 	if s.Phase != v1alpha1.PhaseFailed || s.TerminationReason != v1alpha1.ReasonLoopDetected || s.Loop == nil ||
 		s.Loop.Detector != v1alpha1.DetectorRepeatedToolCall || s.ToolCalls != 3 || s.StepCount != 1 {

@@ -1,0 +1,115 @@
+package workflow
+
+// The vocabulary of one agent step that the core decides from and the providers answer in:
+// what a step produced (Result), what remains of a run's limits before it (Left), what an agent
+// sees of the run's earlier steps (ContextEntry), and the tool calls a step asks for and the
+// ways one can stop it (Held, ToolTrip). The providers import these from the core, so that the
+// core imports no provider.
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Result is what a step produced.
+type Result struct {
+	// Output is the agent's answer.
+	Output string
+	// Handoff is the agent it asks to hand control to.
+	Handoff string
+	// Reason is why it hands off.
+	Reason string
+	// Signal is a signal it emits.
+	Signal string
+	// Tokens is the usage the step reports, and CountedTokens the part of it already added to
+	// the run's status while the step was held at gates. InputTokens and CountedInputTokens are
+	// the parts of them that were prompts (0 when the provider does not say); the rest was
+	// output.
+	Tokens             int64
+	CountedTokens      int64
+	InputTokens        int64
+	CountedInputTokens int64
+	// FinishReason says why the model stopped.
+	FinishReason v1alpha1.FinishReason
+	// Routing is a supervisor's routing decision.
+	Routing *v1alpha1.RoutingDecision
+	// Ignored names the further tool calls of a model that called several; the first won.
+	Ignored []string
+	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them
+	// already added to the run's status while the step was held at gates.
+	ToolCalls        int32
+	CountedToolCalls int32
+	// Held is set when the step stopped at a tool call that waits for approval.
+	Held *Held
+	// Trip is set when a guard stopped the run before a tool call.
+	Trip *ToolTrip
+}
+
+// Left is what remains of a run's limits before a step.
+type Left struct {
+	Steps    int32 `json:"steps"`
+	Handoffs int32 `json:"handoffs"`
+	Tokens   int64 `json:"tokens"`
+	// Seconds is the time left before the run's timeout, if it has started counting.
+	Seconds int64 `json:"seconds,omitempty"`
+}
+
+// ContextKind says what a context entry is.
+type ContextKind string
+
+// Context entry kinds.
+const (
+	ContextOutput    ContextKind = "Output"
+	ContextTruncated ContextKind = "Truncated"
+	ContextInvalid   ContextKind = "Invalid"
+	ContextFailed    ContextKind = "Failed"
+	ContextFeedback  ContextKind = "Feedback"
+	ContextReply     ContextKind = "Reply"
+)
+
+// ContextEntry is one thing an agent sees from earlier in the run.
+type ContextEntry struct {
+	// Step is the step it came from, or the step after which a person said it.
+	Step int32 `json:"step"`
+	// From is the agent that said it, or the person.
+	From string `json:"from"`
+	// Kind is Output, Truncated (a cut answer), Invalid (an answer that failed its schema, with
+	// the errors), Failed, Feedback or Reply.
+	Kind ContextKind `json:"kind"`
+	// Text is what was said, in full.
+	Text string `json:"text,omitempty"`
+}
+
+// ToolCall is a call a model asks for.
+type ToolCall struct {
+	// Index is the call's number within its step, from 1; the toolbox numbers calls.
+	Index int32 `json:"index"`
+	// ID is the model's id for the call.
+	ID        string          `json:"id"`
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Held is a call that waits for people at its gate: the step stops here and goes on once the
+// gate is decided.
+type Held struct {
+	Gate string
+	Call ToolCall
+}
+
+func (h *Held) Error() string {
+	return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate)
+}
+
+// ToolTrip is a guard that stops the run before a call: the run's tool call limit or the
+// repeated-call detector.
+type ToolTrip struct {
+	Reason  v1alpha1.TerminationReason `json:"reason"`
+	Message string                     `json:"message"`
+	Loop    *v1alpha1.LoopStatus       `json:"loop,omitempty"`
+}
+
+func (t *ToolTrip) Error() string { return t.Message }
