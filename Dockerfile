@@ -14,7 +14,7 @@ RUN go mod download
 COPY . .
 
 # A static binary: no libc in the final image.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager .
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
 
 # Distroless static, running as a non-root user.
 FROM gcr.io/distroless/static:nonroot

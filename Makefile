@@ -23,7 +23,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRDs and RBAC under config/, the PrometheusRule from config/prometheus/rules.yaml, and the Helm chart's copies of them.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./transcriptapi/...}" output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./internal/...}" output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/promrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
 	hack/chart-sync.sh
 
@@ -41,11 +41,11 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
-	@out=$$(gofmt -l main.go api agents cmd controllers decisions hack internal telemetry test tools transcript transcriptapi); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l api cmd controllers hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# The pure core imports no client, SDK or database.
-	@out=$$($(GO) list -deps ./controllers/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
-		if [ -n "$$out" ]; then echo "controllers/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
+	@out=$$($(GO) list -deps ./internal/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
+		if [ -n "$$out" ]; then echo "internal/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
 verify: manifests generate ## Fail if generated files or go.mod are stale.
@@ -66,12 +66,12 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), and promtool on config/prometheus.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./decisions/... ./internal/... ./telemetry/... ./tools/... ./cmd/... ./console/... ./transcript/... ./transcriptapi/... ./test/toolservers/... ./test/prometheus/...
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./controllers/... ./internal/... ./cmd/... ./test/toolservers/... ./test/prometheus/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).
-	$(GO) test ./controllers/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Make kube-apiserver and etcd available (download, else build from the module proxy).
@@ -97,7 +97,7 @@ test-image: ## The container image without a container engine: build the manager
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.
 	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
-	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./transcript -run '^$$' -bench AppendStep -benchtime 4000x
+	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript -run '^$$' -bench AppendStep -benchtime 4000x
 
 ##@ Run
 
@@ -111,13 +111,13 @@ quickstart-down: ## Stop what quickstart started.
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig (transcript in bin/local/).
-	ENABLE_WEBHOOKS=$${ENABLE_WEBHOOKS:-false} $(GO) run ./main.go --transcript-store=$(LOCAL_DIR)/transcript.db $(ARGS)
+	ENABLE_WEBHOOKS=$${ENABLE_WEBHOOKS:-false} $(GO) run ./cmd/manager --transcript-store=$(LOCAL_DIR)/transcript.db $(ARGS)
 
 ##@ Build
 
 .PHONY: build
 build: ## Build the manager and the kubectl plugin (kubectl-baton) into bin/.
-	$(GO) build -o $(LOCALBIN)/manager .
+	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/kubectl-baton ./cmd/kubectl-baton
 
 .PHONY: install-plugin

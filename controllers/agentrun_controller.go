@@ -27,11 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/internal/egress"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // errPlanInvalid means a running run's pinned config cannot run in this operator build.

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/decisions"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/decisions"
 )
 
 // rawDecision finds a decision annotation the admission webhook did not take (it is not

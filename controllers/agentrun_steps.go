@@ -12,10 +12,10 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // stepCall is the work of one step, done in the step's goroutine (runs.go): read what the agent

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/decisions"
+	"github.com/baton-dev/baton/internal/decisions"
 )
 
 // DecisionWebhookPath is where the API server sends AgentRun creates and updates.

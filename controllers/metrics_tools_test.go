@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/baton-dev/baton/agents"
-	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/workflow"
 	. "github.com/baton-dev/baton/test/builders"
 )
 

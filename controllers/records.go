@@ -7,10 +7,10 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // stepBody is a step's record in the transcript: everything the agent was given and everything

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // What a finished run leaves behind goes away on its own: a run with ttlSecondsAfterFinished

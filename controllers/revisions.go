@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // A run pins its AgentConfig by recording the name of a ControllerRevision that holds the

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // How a step moves through the operator, and what it keeps in memory on the way.

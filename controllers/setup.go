@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/baton-dev/baton/agents"
-	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/egress"
-	"github.com/baton-dev/baton/telemetry"
-	"github.com/baton-dev/baton/tools"
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/telemetry"
+	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 // CacheOptions are the manager cache settings the controllers rely on: only the config

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // stepRunner runs agent steps outside the reconcile workers, so a slow model call never

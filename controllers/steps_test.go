@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/controllers/workflow"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // TestSlotsStartStepsInTheirTurn checks that steps beyond the bound wait in line, start in the

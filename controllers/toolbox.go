@@ -17,11 +17,11 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/tools"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // ToolClients hands out the client of a config's tool server (tools.Pool).

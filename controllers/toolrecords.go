@@ -9,11 +9,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers/workflow"
-	"github.com/baton-dev/baton/telemetry"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/telemetry"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // The transcript records of tool calls (docs/transcript.md documents them for readers). A

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/decisions"
+	"github.com/baton-dev/baton/internal/decisions"
 )
 
 // kubeClient is a client for Baton's kinds with the user's kubeconfig.

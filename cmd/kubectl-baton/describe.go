@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 func (o *options) getCmd() *cobra.Command {

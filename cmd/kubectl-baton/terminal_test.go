@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 func TestTerminalSafeEscapesWhatCanDriveATerminal(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 // printToolRecord prints a tool record in full, for people.

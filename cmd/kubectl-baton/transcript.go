@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 func (o *options) transcriptCmd() *cobra.Command {

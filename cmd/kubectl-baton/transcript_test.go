@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 func TestDecisionRecordsSayWhoDecidedWhat(t *testing.T) {

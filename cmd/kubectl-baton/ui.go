@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/console"
+	"github.com/baton-dev/baton/internal/console"
 )
 
 func (o *options) uiCmd() *cobra.Command {

@@ -29,11 +29,11 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
 	"github.com/baton-dev/baton/internal/egress"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // What both controllers run with: Baton's manager defaults, so that the baseline gets no edge
@@ -41,7 +41,7 @@ import (
 const (
 	// restQPS and restBurst bound each manager's API client.
 	restQPS, restBurst = 500, 1000
-	// reconcileWorkers is main.go's --max-concurrent-reconciles default.
+	// reconcileWorkers is the manager's --max-concurrent-reconciles default.
 	reconcileWorkers = 8
 )
 
@@ -365,7 +365,7 @@ func (t *tracker) waitEnded(ctx context.Context, n int, limit time.Duration) (ti
 	}
 }
 
-// statusBatchPeriod is Baton's --status-batch-period: main.go's default, or BENCH_STATUS_BATCH
+// statusBatchPeriod is Baton's --status-batch-period: the manager's default, or BENCH_STATUS_BATCH
 // (0s measures Baton writing every step as it ends).
 func statusBatchPeriod() (time.Duration, error) {
 	raw := os.Getenv("BENCH_STATUS_BATCH")
@@ -379,7 +379,7 @@ func statusBatchPeriod() (time.Duration, error) {
 	return d, nil
 }
 
-// maxStepsInFlight is Baton's --max-steps-in-flight: main.go's default, or
+// maxStepsInFlight is Baton's --max-steps-in-flight: the manager's default, or
 // BENCH_MAX_STEPS_IN_FLIGHT.
 func maxStepsInFlight() (int, error) {
 	raw := os.Getenv("BENCH_MAX_STEPS_IN_FLIGHT")

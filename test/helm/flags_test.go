@@ -13,7 +13,7 @@ import (
 // the manager lacks stops it at start, in every pod. The manager is built from this tree.
 func TestEveryFlagTheChartPassesIsTheManagers(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "manager")
-	if out, err := run(t, nil, nil, "go", "build", "-o", bin, root); err != nil {
+	if out, err := run(t, nil, nil, "go", "build", "-o", bin, filepath.Join(root, "cmd", "manager")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	// The flag package prints its usage to stderr.

@@ -50,7 +50,7 @@ func TestTheImageBuildsFromWhatTheDockerfileCopies(t *testing.T) {
 	t.Logf("built %s", strings.Join(built, ", "))
 }
 
-// The check must catch what broke the image once: a Dockerfile that copied main.go, api/,
+// The check must catch what broke the image once: a Dockerfile that copied the manager's main, api/,
 // agents/ and controllers/ only, beside a .dockerignore that let nothing else in.
 func TestAnImageMissingPackagesDoesNotBuild(t *testing.T) {
 	stages, err := parseDockerfile(read(t, filepath.Join("testdata", "four-packages.Dockerfile")))
@@ -61,7 +61,7 @@ func TestAnImageMissingPackagesDoesNotBuild(t *testing.T) {
 	if err == nil {
 		t.Fatal("a Dockerfile that copies four of the manager's packages builds")
 	}
-	if !strings.Contains(err.Error(), "github.com/baton-dev/baton/telemetry") {
+	if !strings.Contains(err.Error(), "github.com/baton-dev/baton/internal/telemetry") {
 		t.Errorf("the build fails, but not for want of the telemetry package:\n%v", err)
 	}
 	t.Logf("the build fails as it should:\n%v", err)

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/decisions"
+	"github.com/baton-dev/baton/internal/decisions"
 	. "github.com/baton-dev/baton/test/builders"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
-	"github.com/baton-dev/baton/transcript"
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 // Every byte a tenant can make Baton keep is bounded in the unit it is stored in: an answer of

@@ -7,7 +7,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // editConfig changes a config as its author would, on its latest version.

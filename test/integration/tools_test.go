@@ -13,7 +13,7 @@ import (
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/test/toolservers"
-	"github.com/baton-dev/baton/transcript"
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // Tool servers nobody here wrote: the MCP reference servers from npm (server-everything in its

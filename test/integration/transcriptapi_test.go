@@ -19,7 +19,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
-	"github.com/baton-dev/baton/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 // transcriptClient calls the transcript API as the user of cfg: with its client certificate or

@@ -8,13 +8,13 @@ WORKDIR /workspace
 COPY go.mod go.sum ./
 RUN go mod download
 
-COPY main.go main.go
+COPY cmd/manager/ cmd/manager/
 COPY api/ api/
-COPY agents/ agents/
+COPY internal/agents/ internal/agents/
 COPY controllers/ controllers/
 
 # A static binary: no libc in the final image.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager main.go
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
 
 # Distroless static, running as a non-root user.
 FROM gcr.io/distroless/static:nonroot

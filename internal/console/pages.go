@@ -1,0 +1,303 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/transcriptapi"
+)
+
+// phases are the phases a run list can be filtered by, in the order a run goes through them.
+var phases = []v1alpha1.RunPhase{v1alpha1.PhasePending, v1alpha1.PhaseRunning, v1alpha1.PhaseAwaitingApproval,
+	v1alpha1.PhaseAwaitingInput, v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseCancelled}
+
+type runsView struct {
+	page
+	Runs                 []v1alpha1.AgentRun
+	Namespaces, Configs  []string
+	Phases               []v1alpha1.RunPhase
+	Namespace, Config    string
+	Phase                v1alpha1.RunPhase
+	Total, Shown, Hidden int
+}
+
+// runsPage lists runs, filtered by namespace, config and phase.
+func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := runsView{page: s.page(r, "Runs", "runs"), Phases: phases,
+		Namespace: q.Get("namespace"), Config: q.Get("config"), Phase: v1alpha1.RunPhase(q.Get("phase"))}
+	all, version, errs := s.listRuns(r.Context(), v.Namespace)
+	v.Live = "/live?" + url.Values{"watch": {"runs"}, "namespace": {v.Namespace}, "rv": {version}}.Encode()
+	for _, err := range errs {
+		v.Errors = append(v.Errors, apiMessage(err))
+	}
+	configs := map[string]bool{}
+	for _, run := range all {
+		configs[run.Spec.ConfigRef.Name] = true
+		if v.Config != "" && run.Spec.ConfigRef.Name != v.Config || v.Phase != "" && phaseOf(&run) != v.Phase {
+			continue
+		}
+		v.Total++
+		if len(v.Runs) < maxRuns {
+			v.Runs = append(v.Runs, run)
+		}
+	}
+	v.Shown, v.Hidden = len(v.Runs), v.Total-len(v.Runs)
+	for c := range configs {
+		v.Configs = append(v.Configs, c)
+	}
+	slices.Sort(v.Configs)
+	v.Namespaces = namespaceNames(all, nil, v.Namespace, s.opts.DefaultNamespace)
+	s.render(w, http.StatusOK, "runs", v)
+}
+
+// phaseOf is a run's phase; a run the operator has not seen yet is Pending.
+func phaseOf(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
+	if run.Status.Phase == "" {
+		return v1alpha1.PhasePending
+	}
+	return run.Status.Phase
+}
+
+type runView struct {
+	page
+	Run     *v1alpha1.AgentRun
+	Phase   v1alpha1.RunPhase
+	Creator string
+	// Timeline is the run's latest Tail steps, with the decisions between them; LeftOut says
+	// what comes before them.
+	Timeline []transcriptapi.Entry
+	Tail     int
+	LeftOut  leftOut
+	Team     Team
+	Gate     *gateView
+	Input    *v1alpha1.PendingInput
+	Decision *metav1.Condition
+	// Agents are who a rejection can send the run back to.
+	Agents []string
+	// Steps are the steps shown that a retry can start after.
+	Steps    []int32
+	Duration time.Duration
+	Terminal bool
+	// MayPatch says whether the user may reply, cancel and decide at all.
+	MayPatch bool
+	// Transcript says why the transcript was not read, when it was not.
+	Transcript string
+}
+
+// gateView is the gate a run waits at, as the user may act on it.
+type gateView struct {
+	Name       string
+	Since      time.Time
+	Expires    time.Time
+	ApprovedBy []string
+	Required   int32
+	// Held is the tool call the gate holds, when it is a tool's gate.
+	Held      *transcriptapi.HeldCall
+	Completes bool
+	// Judge is the output there is to judge: the plan, or the results.
+	Judge string
+	// MayApprove says whether the user has the approve verb on the run.
+	MayApprove bool
+	// Blocked says why the user may not approve at this gate, when they may not.
+	Blocked string
+}
+
+// runPage shows a run: its summary, the gate it waits at with the decisions the user may make,
+// its timeline and its team.
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
+	v, status := s.runView(r, r.PathValue("namespace"), r.PathValue("name"))
+	s.render(w, status, "run", v)
+}
+
+func (s *Server) runView(r *http.Request, namespace, name string) (runView, int) {
+	ctx := r.Context()
+	v := runView{page: s.page(r, name, "runs"), Tail: defaultTail}
+	status := http.StatusOK
+	if raw := r.URL.Query().Get("tail"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 0 {
+			v.Errors = append(v.Errors, "tail: must be a whole number from 0 (0 shows every step)")
+			status = http.StatusBadRequest
+		} else {
+			v.Tail = n
+		}
+	}
+	run := &v1alpha1.AgentRun{}
+	if err := s.opts.Kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, run); err != nil {
+		v.Errors = append(v.Errors, apiMessage(err))
+		return v, statusOf(err)
+	}
+	v.Live = runEvents(run)
+	v.Run, v.Phase, v.Terminal = run, phaseOf(run), run.Status.Phase.Terminal()
+	v.Creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
+	tr := s.transcriptOf(r, run, 0)
+	v.Transcript = tr.unread
+	cfg := s.config(ctx, run)
+	// The team counts every handoff the run took; the timeline shows the latest steps.
+	v.Team = team(cfg, run, tr.timeline)
+	v.Timeline, v.LeftOut = latest(tr.timeline, v.Tail)
+	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
+	v.Input = run.Status.PendingInput
+	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
+	if p := run.Status.PendingApproval; p != nil && run.Status.Phase == v1alpha1.PhaseAwaitingApproval {
+		v.Gate = s.gateView(r, run, cfg, tr)
+	}
+	if cfg != nil {
+		for _, a := range cfg.Spec.Agents {
+			v.Agents = append(v.Agents, a.Name)
+		}
+	}
+	for _, e := range v.Timeline {
+		if e.Kind == transcriptapi.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
+			v.Steps = append(v.Steps, e.Step)
+		}
+	}
+	if st := run.Status.StartTime; st != nil {
+		end := time.Now()
+		if ct := run.Status.CompletionTime; ct != nil {
+			end = ct.Time
+		}
+		v.Duration = max(end.Sub(st.Time), 0).Round(time.Second)
+	}
+	return v, status
+}
+
+// gateView is the run's pending gate, with what the user may do at it. tr is the run's
+// transcript, at least the step before the gate or the held tool call's.
+func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runTranscript) *gateView {
+	p := run.Status.PendingApproval
+	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
+		Completes: p.Completes != nil, Judge: tr.judge(run),
+		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
+	if p.ToolCall != nil {
+		// The call's whole arguments, from its record; status's copy with a note without it.
+		h := transcriptapi.Held(p.ToolCall, tr.held, tr.unread)
+		g.Held = &h
+	}
+	if p.Expires != nil {
+		g.Expires = p.Expires.Time
+	}
+	if spec := gateSpec(cfg, p.Gate); spec != nil {
+		g.Required = max(spec.Required, 1)
+		if spec.AllowSelfApproval != nil && !*spec.AllowSelfApproval {
+			switch creator := run.Annotations[v1alpha1.AnnotationCreatedBy]; creator {
+			case "":
+				g.Blocked = "This run's creator was not recorded, so gate " + p.Gate + ", which needs an approver other than the run's creator, cannot be approved. Reject it or let it time out."
+			case s.opts.User:
+				g.Blocked = "You created this run, and gate " + p.Gate + " needs an approver other than the run's creator (allowSelfApproval: false)."
+			}
+		}
+	}
+	if slices.Contains(p.ApprovedBy, s.opts.User) {
+		g.Blocked = "You approved gate " + p.Gate + " already; approvals must come from different people."
+	}
+	return g
+}
+
+// gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.
+func gateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
+	if cfg == nil {
+		return nil
+	}
+	for i := range cfg.Spec.Approvals {
+		if cfg.Spec.Approvals[i].Name == name {
+			return &cfg.Spec.Approvals[i]
+		}
+	}
+	return nil
+}
+
+// records reads one step's records; when it cannot, it says why.
+func (s *Server) records(r *http.Request, run *v1alpha1.AgentRun, step int32) ([]transcriptapi.Record, string) {
+	if s.opts.Transcripts == nil {
+		return nil, s.unreached()
+	}
+	page, err := s.opts.Transcripts.Records(r.Context(), run.Namespace, run.Name, step)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if page.UID != "" && page.UID != string(run.UID) {
+		return nil, errEarlierRun.Error()
+	}
+	return page.Records, ""
+}
+
+type stepView struct {
+	page
+	Run        *v1alpha1.AgentRun
+	Step       int32
+	Body       *transcriptapi.StepBody
+	Time       time.Time
+	Tools      []toolView
+	Running    bool
+	Transcript string
+}
+
+type toolView struct {
+	Kind    string
+	Time    time.Time
+	Body    transcriptapi.ToolBody
+	Latency time.Duration
+}
+
+// stepPage shows one step's transcript in full: what the agent was given, the messages, its
+// answer and the tool calls it made. While the step runs, it fills in as records arrive.
+func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
+	namespace, name := r.PathValue("namespace"), r.PathValue("name")
+	step, err := strconv.ParseInt(r.PathValue("step"), 10, 32)
+	v := stepView{page: s.page(r, name+": step "+r.PathValue("step"), "runs")}
+	if err != nil || step < 1 {
+		v.Errors = append(v.Errors, "step: must be a whole number from 1")
+		s.render(w, http.StatusBadRequest, "step", v)
+		return
+	}
+	v.Step = int32(step)
+	run := &v1alpha1.AgentRun{}
+	if err := s.opts.Kube.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: name}, run); err != nil {
+		v.Errors = append(v.Errors, apiMessage(err))
+		s.render(w, statusOf(err), "step", v)
+		return
+	}
+	v.Live = runEvents(run)
+	v.Run = run
+	records, note := s.records(r, run, v.Step)
+	v.Transcript = note
+	for _, rec := range records {
+		switch {
+		case rec.Kind == "step":
+			b := rec.StepBody()
+			v.Body, v.Time = &b, rec.Time
+		case rec.IsTool():
+			b := rec.ToolBody()
+			v.Tools = append(v.Tools, toolView{Kind: string(rec.Kind), Time: rec.Time, Body: b, Latency: time.Duration(b.LatencyMs) * time.Millisecond})
+		}
+	}
+	v.Running = v.Body == nil && run.Status.Phase == v1alpha1.PhaseRunning && run.Status.StepCount+1 == v.Step
+	s.render(w, http.StatusOK, "step", v)
+}
+
+// runEvents is the address of the events that change a run's pages, from the version of the
+// run the page is drawn from: a change made while the page loads is not missed.
+func runEvents(run *v1alpha1.AgentRun) string {
+	return "/live?" + url.Values{"watch": {"run"}, "namespace": {run.Namespace}, "name": {run.Name}, "rv": {run.ResourceVersion}}.Encode()
+}
+
+// statusOf is the HTTP status for an API server's error: its own, else 502.
+func statusOf(err error) int {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code != 0 {
+		return int(st.Status().Code)
+	}
+	return http.StatusBadGateway
+}

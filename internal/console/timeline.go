@@ -1,0 +1,124 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/transcriptapi"
+)
+
+// runTranscript is what a run's pages keep of its transcript. It is read a page at a time and
+// keeps the timeline's entries (transcriptapi's, as kubectl baton describe shows them), the
+// output of the latest step that did not fail and the record of the tool call the run's gate
+// holds, not the records: a long run's page costs the console a page of records.
+type runTranscript struct {
+	timeline []transcriptapi.Entry
+	output   *string
+	held     *transcriptapi.Record
+	// unread says why the transcript was not read, when it was not: the timeline is then what
+	// status holds.
+	unread string
+}
+
+var errEarlierRun = errors.New("the transcript is of an earlier run of this name")
+
+// transcriptOf reads a run's transcript, all of it or one step's (step > 0).
+func (s *Server) transcriptOf(r *http.Request, run *v1alpha1.AgentRun, step int32) runTranscript {
+	if s.opts.Transcripts == nil {
+		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: s.unreached()}
+	}
+	var pending *v1alpha1.PendingToolCall
+	if p := run.Status.PendingApproval; p != nil {
+		pending = p.ToolCall
+	}
+	var out runTranscript
+	t := transcriptapi.NewTimeline(run)
+	err := s.opts.Transcripts.Pages(r.Context(), run.Namespace, run.Name, step, func(page transcriptapi.Page) error {
+		if page.UID != "" && page.UID != string(run.UID) {
+			return errEarlierRun
+		}
+		for _, rec := range page.Records {
+			t.Add(rec)
+			switch {
+			case rec.Kind == "step":
+				if b := rec.StepBody(); b.Error == "" {
+					out.output = &b.Output
+				}
+			case transcriptapi.Holds(pending, rec):
+				out.held = &rec
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: err.Error()}
+	}
+	out.timeline = t.Entries()
+	return out
+}
+
+// unreached says why the console has no transcripts to read.
+func (s *Server) unreached() string {
+	if s.opts.TranscriptsErr != nil {
+		return "the transcript API was not reached: " + s.opts.TranscriptsErr.Error()
+	}
+	return "the transcript API was not reached"
+}
+
+// judge is what there is to judge at the gate the run waits at: the output of the step before
+// it.
+func (t runTranscript) judge(run *v1alpha1.AgentRun) string {
+	if t.output != nil {
+		return *t.output
+	}
+	if p := run.Status.PendingApproval; p != nil && p.Completes != nil {
+		return run.Status.Output
+	}
+	return run.Status.Input
+}
+
+// defaultTail is how many of a run's latest steps its page shows unless asked otherwise
+// (?tail=N, 0 for every step), as kubectl baton describe does: a run of 10,000 steps still
+// makes a page a browser draws at once.
+const defaultTail = 200
+
+// leftOut is what a run's page leaves out of the timeline: its earlier steps, and the
+// decisions made between them.
+type leftOut struct {
+	Steps, Decisions int
+}
+
+// latest is the part of a timeline from its nth step before the end (every entry when n is 0
+// or the run has no more steps), and what it leaves out.
+func latest(entries []transcriptapi.Entry, n int) ([]transcriptapi.Entry, leftOut) {
+	cut, seen := 0, 0
+	for i := len(entries) - 1; i >= 0 && n > 0; i-- {
+		if entries[i].Kind == transcriptapi.EntryStep {
+			if seen++; seen == n {
+				cut = i
+				break
+			}
+		}
+	}
+	var out leftOut
+	for _, e := range entries[:cut] {
+		switch e.Kind {
+		case transcriptapi.EntryStep:
+			out.Steps++
+		case transcriptapi.EntryDecision:
+			out.Decisions++
+		}
+	}
+	return entries[cut:], out
+}
+
+// clip shortens s to n characters, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,471 @@
+package workflow
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/decisions"
+)
+
+// Human gates and replies. A gate opens after its agent's step, or when the run would complete;
+// the run then waits in AwaitingApproval, with no deadline running, until enough people approve,
+// someone rejects (ending the run or sending it back to an agent), or the gate times out. An
+// AwaitInput signal pauses the run in AwaitingInput until a reply. Decisions arrive as queued
+// decisions (see the decisions package) and are applied here one at a time, in order.
+
+// ForRun is the plan for one run: the name and namespace go into the commands that Events give
+// people, the policy says whether the run stops at gates, and the creator (empty when it was not
+// recorded) is who may not approve at gates with allowSelfApproval: false. The plan is a copy
+// that shares everything else with p, which is read-only once built, so runs of one config
+// share its checked spec and compiled schemas.
+func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy, creator string) *Plan {
+	run := *p
+	run.runName, run.runNamespace = name, namespace
+	run.skipGates = policy == v1alpha1.ApprovalsSkip
+	run.creator = creator
+	return &run
+}
+
+// gateAfter is the gate that opens after the agent's step, if any.
+func (p *Plan) gateAfter(agent string) (v1alpha1.ApprovalGate, bool) {
+	for _, g := range p.Spec.Approvals {
+		if g.After == agent && !p.skips(g) {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+// gateBeforeComplete is the gate that opens when the run would complete, if any.
+func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
+	for _, g := range p.Spec.Approvals {
+		if g.Before == "Complete" && !p.skips(g) {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+// skips says whether the run passes gate g without stopping: a run with approvals: Skip passes
+// every gate but those that need an approver other than the run's creator, since the creator
+// chose Skip.
+func (p *Plan) skips(g v1alpha1.ApprovalGate) bool {
+	return p.skipGates && selfApprovalAllowed(g)
+}
+
+// gate is the gate of that name the run may wait at: one of the config's gates, or the gate of
+// a tool the agent with control calls.
+func (p *Plan) gate(s *v1alpha1.AgentRunStatus, name string) (v1alpha1.ApprovalGate, bool) {
+	if g, ok := p.toolGateNamed(s.CurrentAgent, name); ok {
+		return g, true
+	}
+	return p.configGate(name)
+}
+
+// configGate is the config's gate of that name, if there is one.
+func (p *Plan) configGate(name string) (v1alpha1.ApprovalGate, bool) {
+	for _, g := range p.Spec.Approvals {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return v1alpha1.ApprovalGate{}, false
+}
+
+// selfApprovalAllowed reports whether the run's creator may approve at gate g, as by default.
+func selfApprovalAllowed(g v1alpha1.ApprovalGate) bool {
+	return g.AllowSelfApproval == nil || *g.AllowSelfApproval
+}
+
+// selfApproval says why an approval by `by` at the config's gate of that name is refused, if
+// it is: the gate has allowSelfApproval: false and `by` created the run, or nobody knows who
+// did (the run was created without the admission webhook), so that no approval can be told
+// apart from the creator's.
+func (p *Plan) selfApproval(name, by string) (string, bool) {
+	g, ok := p.configGate(name)
+	if !ok || selfApprovalAllowed(g) {
+		return "", false
+	}
+	switch p.creator {
+	case "":
+		return fmt.Sprintf("the run's creator was not recorded (it was created without Baton's admission webhook), so gate %s, which needs an approver other than the run's creator (allowSelfApproval: false), cannot be approved: reject it or let it time out", name), true
+	case by:
+		return fmt.Sprintf("%s created this run, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
+	}
+	if p.alsoNotApprovedBy != "" && by == p.alsoNotApprovedBy {
+		return fmt.Sprintf("%s created the run this one continues, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
+	}
+	return "", false
+}
+
+func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
+
+// openGate makes the run wait at gate g. completes is how the run ends once the gate passes,
+// when the step before it finished the run.
+func openGate(p *Plan, d *Update, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingApproval
+	s.PendingApproval = waitAt(g, now)
+	s.PendingApproval.Completes = completes
+	msg := gateMessage(p, g)
+	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
+	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
+}
+
+// waitAt is a run's wait at gate g from now, with when its timeout decides it.
+func waitAt(g v1alpha1.ApprovalGate, now time.Time) *v1alpha1.PendingApproval {
+	w := &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now)}
+	if t := g.Timeout.OrZero(); t > 0 {
+		expires := metav1.NewMicroTime(now.Add(t))
+		w.Expires = &expires
+	}
+	return w
+}
+
+// gateMessage says what a gate waits for and the commands that decide it.
+func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
+	return fmt.Sprintf("waiting at gate %s for %d approval(s)%s. Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
+		g.Name, required(g), p.approvers(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
+		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name,
+		v1alpha1.AnnotationRevise, v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback)
+}
+
+// approvers says who may approve at a gate with allowSelfApproval: false, for gateMessage.
+func (p *Plan) approvers(g v1alpha1.ApprovalGate) string {
+	switch {
+	case selfApprovalAllowed(g):
+		return ""
+	case p.creator == "":
+		return " (the run's creator was not recorded, so no approval can pass this gate: reject it or let it time out)"
+	}
+	return fmt.Sprintf(" from people other than %s, who created the run", p.creator)
+}
+
+// holdToolCall makes the run wait at a tool's gate with the call the step asked for; the step
+// goes on from its transcript once the gate is decided.
+func holdToolCall(p *Plan, d *Update, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingApproval
+	s.PendingApproval = waitAt(g, now)
+	s.PendingApproval.ToolCall = &call
+	msg := fmt.Sprintf("agent %s asks to call %s/%s at step %d (arguments in status.pendingApproval.toolCall); waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (the agent is told, with %s=<text> if given)",
+		s.CurrentAgent, call.Server, call.Tool, call.Step, g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
+		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name, v1alpha1.AnnotationFeedback)
+	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
+	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
+}
+
+// awaitInput pauses the run until a person replies to the agent's question.
+func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
+	s := &d.Status
+	s.Phase = v1alpha1.PhaseAwaitingInput
+	s.CurrentAgent = agent
+	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, decisions.MaxValue), Since: metav1.NewMicroTime(now)}
+	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
+		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
+	progress(s, now, v1alpha1.PhaseAwaitingInput, msg)
+	d.event(EventNormal, EventAwaitingInput, "%s", msg)
+}
+
+// resume puts a waiting run back to work, counting the wait as time not spent on the run.
+func resume(p *Plan, d *Update, since metav1.MicroTime, now time.Time) {
+	s := &d.Status
+	s.Waited = addWait(s.Waited, now.Sub(since.Time))
+	s.PendingApproval, s.PendingInput = nil, nil
+	s.Phase = v1alpha1.PhaseRunning
+	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
+	if t, ok := check(p, s, now); ok {
+		end(d, t, now)
+	}
+}
+
+// passGate lets the run through its pending gate: on to the next agent, or to its end (past the
+// before-Complete gate, if that is not the one that just passed).
+func passGate(p *Plan, d *Update, feedback string, now time.Time) {
+	s := &d.Status
+	pending := *s.PendingApproval
+	if pending.Completes != nil {
+		if g, ok := p.gateBeforeComplete(); ok && g.Name != pending.Gate {
+			since := pending.Since
+			openGate(p, d, g, pending.Completes, now)
+			s.Waited = addWait(s.Waited, now.Sub(since.Time))
+			return
+		}
+		s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
+		s.PendingApproval = nil
+		if pending.Completes.State != "" {
+			s.State = pending.Completes.State
+		}
+		end(d, Trip{Reason: pending.Completes.Reason, Message: pending.Completes.Message}, now)
+		return
+	}
+	// A tool's gate goes back into the step it held: the step's input stays as it was.
+	if feedback != "" && pending.ToolCall == nil {
+		s.Input = bounded(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
+	}
+	resume(p, d, pending.Since, now)
+}
+
+// addWait adds to the time a run waited for people, up to the longest duration the API holds.
+func addWait(w *v1alpha1.Duration, more time.Duration) *v1alpha1.Duration {
+	// Whole seconds: kubectl describe prints the value as it is, and 1m3s reads better than
+	// 1m2.745113042s.
+	return v1alpha1.NewDuration(min((w.OrZero() + more).Round(time.Second), v1alpha1.MaxDuration))
+}
+
+// DecideAll applies people's decisions in order, into one update. A decision is judged at the
+// time it was made: when a gate's timeout passed before that, the gate times out first (its
+// onTimeout applies), and the decision then finds the run past the gate. So a decision that
+// reached an operator which was away, or slow, never beats a timeout that came before it.
+func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []decisions.Queued, now time.Time) Update {
+	out := Update{Status: st}
+	apply := func(u Update) {
+		out.Status = u.Status
+		out.Events = append(out.Events, u.Events...)
+		out.Context = append(out.Context, u.Context...)
+		out.Decided = append(out.Decided, u.Decided...)
+		out.Guard = cmp.Or(u.Guard, out.Guard)
+	}
+	for _, q := range queue {
+		if p != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {
+			if u, expired := CheckWaiting(p, out.Status, q.Time.Time); expired {
+				apply(u)
+			}
+		}
+		apply(Decide(p, out.Status, q, now))
+	}
+	return out
+}
+
+// Decide applies one queued human decision. A decision the run cannot take changes nothing but
+// the Decision condition and an Event that say why.
+func Decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Time) Update {
+	if st.Phase.Terminal() {
+		return Update{Status: st}
+	}
+	d := decide(p, st, q, now)
+	for i := range d.Events {
+		d.Events[i].Action = fmt.Sprintf("Decision%d", q.Seq)
+	}
+	return d
+}
+
+func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
+	s := &d.Status
+	s.LastDecision = max(s.LastDecision, q.Seq)
+	by := firstNonEmpty(q.By, v1alpha1.ByUnverified)
+	what := describeDecision(q, by)
+	if why, reason, ok := refuse(p, s, q, by); !ok {
+		msg := what + " changed nothing: " + why
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionFalse, reason, msg)
+		d.event(EventWarning, EventDecisionIgnored, "%s", msg)
+		return d
+	}
+	when := now
+	if !q.Time.IsZero() && q.Time.Time.Before(now) {
+		when = q.Time.Time
+	}
+	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
+	if pa := s.PendingApproval; pa != nil && pa.ToolCall != nil && q.Action != decisions.Reply {
+		record.Step, record.ToolCall = pa.ToolCall.Step, pa.ToolCall.Call
+	}
+	if q.Feedback != "" {
+		addContext(&d, by, ContextFeedback, q.Feedback)
+	}
+	if q.Action == decisions.Reply {
+		addContext(&d, by, ContextReply, q.Reply)
+	}
+	applied := func(msg string) {
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
+		d.event(EventNormal, EventDecisionApplied, "%s", msg)
+	}
+	switch q.Action {
+	case decisions.Approve:
+		record.Decision = v1alpha1.RecordApproved
+		appendApproval(&d, record, "")
+		pa := s.PendingApproval
+		pa.ApprovedBy = append(pa.ApprovedBy, by)
+		g, _ := p.gate(s, pa.Gate)
+		if len(pa.ApprovedBy) < required(g) {
+			applied(fmt.Sprintf("%s: %d of %d approvals", what, len(pa.ApprovedBy), required(g)))
+			return d
+		}
+		applied(fmt.Sprintf("%s: gate %s passed", what, pa.Gate))
+		passGate(p, &d, q.Feedback, now)
+	case decisions.Reject:
+		record.Decision = v1alpha1.RecordRejected
+		record.Revise = q.Revise
+		appendApproval(&d, record, "")
+		pending := *s.PendingApproval
+		if pending.ToolCall != nil {
+			// A rejected call is not made: the step goes on, and the agent is told.
+			applied(fmt.Sprintf("%s: the call is not made and %s is told", what, s.CurrentAgent))
+			resume(p, &d, pending.Since, now)
+			return d
+		}
+		if q.Revise == "" {
+			applied(what)
+			s.PendingApproval = nil
+			s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
+			msg := fmt.Sprintf("gate %s rejected by %s", pending.Gate, by)
+			if q.Feedback != "" {
+				msg += ": " + q.Feedback
+			}
+			end(&d, Trip{Reason: v1alpha1.ReasonRejected, Message: msg}, now)
+			return d
+		}
+		agent, state, _ := reviser(p, q.Revise)
+		earlier := s.Input
+		if pending.Completes != nil {
+			earlier = s.Output
+		}
+		s.CurrentAgent, s.State = agent, state
+		s.Input = bounded(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
+			pending.Gate, by, firstNonEmpty(q.Feedback, "(none)"), earlier), maxInput)
+		s.Output = ""
+		applied(fmt.Sprintf("%s: %s revises", what, agent))
+		resume(p, &d, pending.Since, now)
+	case decisions.Reply:
+		record.Decision = v1alpha1.RecordReplied
+		appendApproval(&d, record, q.Reply)
+		since := s.PendingInput.Since
+		s.Input = q.Reply
+		if q.Feedback != "" {
+			s.Input += "\n\nFeedback: " + q.Feedback
+		}
+		s.Input = bounded(s.Input, maxInput)
+		applied(fmt.Sprintf("%s: %s continues", what, s.CurrentAgent))
+		resume(p, &d, since, now)
+	}
+	return d
+}
+
+// refuse says why a decision cannot be taken, if it cannot.
+func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) (string, string, bool) {
+	tooLong := func(v string) bool { return len([]rune(v)) > decisions.MaxValue }
+	switch {
+	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 200 || len(q.Revise) > 63:
+		return fmt.Sprintf("a value is longer than %d characters", decisions.MaxValue), v1alpha1.ReasonInvalidValue, false
+	case q.Action == decisions.Reply && s.Phase != v1alpha1.PhaseAwaitingInput:
+		return fmt.Sprintf("the run is not waiting for input (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
+	case q.Action == decisions.Reply && q.Reply == "":
+		return "the reply is empty", v1alpha1.ReasonInvalidValue, false
+	case q.Action == decisions.Reply:
+		return "", "", true
+	case q.Gate == "":
+		return "the annotation names no gate", v1alpha1.ReasonInvalidValue, false
+	case s.Phase != v1alpha1.PhaseAwaitingApproval || s.PendingApproval == nil:
+		return fmt.Sprintf("the run is not waiting for approval (phase %s)", s.Phase), v1alpha1.ReasonNotWaiting, false
+	case q.Gate != s.PendingApproval.Gate:
+		return fmt.Sprintf("gate %s is not pending; the pending gate is %s", quoteName(q.Gate), s.PendingApproval.Gate), v1alpha1.ReasonGateNotPending, false
+	case q.Action == decisions.Approve && slices.Contains(s.PendingApproval.ApprovedBy, by):
+		g, _ := p.gate(s, q.Gate)
+		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
+			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
+	case q.Action == decisions.Approve && s.PendingApproval.ToolCall == nil:
+		if why, refused := p.selfApproval(q.Gate, by); refused {
+			return why, v1alpha1.ReasonSelfApproval, false
+		}
+	case q.Action == decisions.Reject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
+		return fmt.Sprintf("gate %s holds a tool call, which a rejection cannot send to another agent: reject it without revise and the agent is told", q.Gate), v1alpha1.ReasonInvalidValue, false
+	case q.Action == decisions.Reject && q.Revise != "":
+		if _, _, ok := reviser(p, q.Revise); !ok {
+			return fmt.Sprintf("revise=%s names no agent that can take over (use an agent's name or replan)", quoteName(q.Revise)), v1alpha1.ReasonUnknownAgent, false
+		}
+	}
+	return "", "", true
+}
+
+// reviser is the agent (and state) a rejection sends the run back to.
+func reviser(p *Plan, revise string) (agent, state string, ok bool) {
+	if revise == v1alpha1.ReviseReplan {
+		agent, state = modes[p.Mode()].start(p)
+		return agent, state, agent != ""
+	}
+	if p.Agent(revise) == nil {
+		return "", "", false
+	}
+	if p.Mode() != v1alpha1.ModeStateMachine {
+		return revise, revise, true
+	}
+	for _, st := range p.Spec.States {
+		if st.Agent == revise {
+			return revise, st.Name, true
+		}
+	}
+	return "", "", false
+}
+
+func describeDecision(q decisions.Queued, by string) string {
+	switch q.Action {
+	case decisions.Reply:
+		return fmt.Sprintf("reply by %s", by)
+	case decisions.Reject:
+		if q.Revise != "" {
+			return fmt.Sprintf("reject=%s revise=%s by %s", quoteName(q.Gate), quoteName(q.Revise), by)
+		}
+	}
+	return fmt.Sprintf("%s=%s by %s", q.Action, quoteName(q.Gate), by)
+}
+
+// maxApprovals is how many decisions status.approvals keeps.
+const maxApprovals = 64
+
+// appendApproval records a decision the update applies, in status and whole for the transcript.
+func appendApproval(d *Update, r v1alpha1.ApprovalRecord, reply string) {
+	s := &d.Status
+	r.Feedback = bounded(r.Feedback, decisions.MaxValue)
+	d.Decided = append(d.Decided, Decided{ApprovalRecord: r, Reply: reply})
+	s.Approvals = append(s.Approvals, r)
+	if over := len(s.Approvals) - maxApprovals; over > 0 {
+		s.Approvals = append([]v1alpha1.ApprovalRecord(nil), s.Approvals[over:]...)
+	}
+}
+
+// CheckWaiting ends or passes a gate whose timeout expired.
+func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, bool) {
+	deadline, ok := WaitDeadline(p, &st)
+	if !ok || now.Before(deadline) {
+		return Update{}, false
+	}
+	d := Update{Status: *st.DeepCopy()}
+	s := &d.Status
+	g, _ := p.gate(s, s.PendingApproval.Gate)
+	if g.OnTimeout == "Approve" {
+		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
+		if tc := s.PendingApproval.ToolCall; tc != nil {
+			record.Step, record.ToolCall = tc.Step, tc.Call
+		}
+		appendApproval(&d, record, "")
+		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.OrZero())
+		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
+		d.event(EventNormal, EventDecisionApplied, "%s", msg)
+		passGate(p, &d, "", now)
+		return d, true
+	}
+	since := s.PendingApproval.Since
+	s.Waited = addWait(s.Waited, now.Sub(since.Time))
+	msg := fmt.Sprintf("gate %s expired after %s with %d of %d approvals", g.Name, g.Timeout.OrZero(),
+		len(s.PendingApproval.ApprovedBy), required(g))
+	s.PendingApproval = nil
+	end(&d, Trip{Reason: v1alpha1.ReasonApprovalExpired, Message: msg}, now)
+	return d, true
+}
+
+// WaitDeadline is when the pending gate times out, if it has a timeout.
+func WaitDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil {
+		return time.Time{}, false
+	}
+	g, ok := p.gate(st, st.PendingApproval.Gate)
+	if !ok || g.Timeout.OrZero() <= 0 {
+		return time.Time{}, false
+	}
+	return st.PendingApproval.Since.Add(g.Timeout.OrZero()), true
+}
