@@ -22,12 +22,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/telemetry"
-	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
 
 var scheme = runtime.NewScheme()
@@ -177,13 +177,13 @@ func main() {
 		controllerOpts.TranscriptCertDir = webhookCertDir
 	}
 	if !controllerOpts.DisableControllers {
-		store, err := transcript.Open(ctx, transcriptDSN)
+		store, err := sqlstore.Open(ctx, transcriptDSN)
 		if err != nil {
 			setupLog.Error(err, "Unable to open the transcript store")
 			os.Exit(1)
 		}
 		defer store.Close()
-		setupLog.Info("Transcript store open", "store", transcript.Redact(transcriptDSN))
+		setupLog.Info("Transcript store open", "store", sqlstore.Redact(transcriptDSN))
 		controllerOpts.Transcript = store
 	}
 	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, controllerOpts); err != nil {

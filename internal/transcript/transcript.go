@@ -3,9 +3,10 @@
 // tools) each tool call. A run's status stays small and carries only what people watch; the
 // transcript carries the rest.
 //
-// A Store is SQLite (embedded, one file, the default) or PostgreSQL (for more than one replica
-// and for scale), chosen by a DSN. Both run the same SQL behind one interface and pass the same
-// conformance suite (package storetest).
+// This package holds the records' keys and the Store interface; the stores, SQLite (embedded,
+// one file, the default) and PostgreSQL (for more than one replica and for scale), are in
+// package sqlstore, chosen by a DSN. Both run the same SQL and pass the same conformance suite
+// (package storetest).
 package transcript
 
 import (
@@ -14,8 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 )
 
@@ -135,47 +134,9 @@ var ErrBadRecord = errors.New("bad transcript record")
 // MaxBody bounds a record's body. Outputs are bounded at the provider boundary well below it.
 const MaxBody = 8 << 20
 
-// Open opens the store a DSN names and brings its schema up to date:
-//
-//   - a path, or sqlite:///path/to/transcript.db: SQLite, embedded (the file is created);
-//   - postgres://user@host:5432/db?sslmode=require (or postgresql://): PostgreSQL. A password
-//     left out of the DSN is read from the PGPASSWORD environment variable or a pgpass file,
-//     so that it can come from a Secret without being in the flag.
-func Open(ctx context.Context, dsn string) (Store, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return openPostgres(ctx, dsn)
-	case strings.HasPrefix(dsn, "sqlite://"):
-		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite://"))
-	case strings.Contains(dsn, "://"):
-		return nil, fmt.Errorf("transcript store %s: not a path, sqlite:// or postgres:// DSN", Redact(dsn))
-	case dsn == "":
-		return nil, errors.New("transcript store: no DSN")
-	}
-	return openSQLite(ctx, dsn)
-}
-
-// Redact is a DSN fit for logs: without its password.
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		if i := strings.Index(dsn, "password="); i >= 0 {
-			return dsn[:i] + "password=xxxxx"
-		}
-		return dsn
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-func checkRecord(r Record) error {
+// CheckRecord says why a record cannot be stored as it is, if it cannot: every store refuses
+// such a record with ErrBadRecord.
+func CheckRecord(r Record) error {
 	switch {
 	case r.RunUID == "":
 		return fmt.Errorf("%w: no run UID", ErrBadRecord)

@@ -29,11 +29,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
 
 // What both controllers run with: Baton's manager defaults, so that the baseline gets no edge
@@ -113,7 +114,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := transcript.Open(ctx, filepath.Join(dir, "transcript.db"))
+	store, err := sqlstore.Open(ctx, filepath.Join(dir, "transcript.db"))
 	if err != nil {
 		cancel()
 		return err

@@ -37,13 +37,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/test/pgtest"
-	"github.com/baton-dev/baton/internal/transcript"
 )
 
 var (
@@ -90,7 +90,7 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(pg.Stop)
 	dsn, err := pg.Database(context.Background(), "integration")
 	Expect(err).NotTo(HaveOccurred())
-	controllerOptions.Transcript, err = transcript.Open(context.Background(), dsn)
+	controllerOptions.Transcript, err = sqlstore.Open(context.Background(), dsn)
 	Expect(err).NotTo(HaveOccurred())
 	// The suite's model servers, agents and tools are fakes on 127.0.0.1, which the egress
 	// policy refuses unless it is allowed, as the manager's --egress-allow=127.0.0.1 would; the

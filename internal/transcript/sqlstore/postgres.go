@@ -1,4 +1,4 @@
-package transcript
+package sqlstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // postgres is PostgreSQL's dialect. Replicas that start at once take turns migrating under an
@@ -18,7 +20,7 @@ var postgres = dialect{
 	migrations:  migrations(columnTypes{serial: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", bigint: "BIGINT", bytes: "BYTEA"}),
 }
 
-func openPostgres(ctx context.Context, dsn string) (Store, error) {
+func openPostgres(ctx context.Context, dsn string) (transcript.Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors quote the DSN; say which without it.

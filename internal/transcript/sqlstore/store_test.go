@@ -1,4 +1,4 @@
-package transcript_test
+package sqlstore_test
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/baton-dev/baton/test/pgtest"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 	"github.com/baton-dev/baton/internal/transcript/storetest"
+	"github.com/baton-dev/baton/test/pgtest"
 )
 
 var postgres *pgtest.Server
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestSQLiteConformance(t *testing.T) {
 	dir := t.TempDir()
 	storetest.Run(t, func(t *testing.T, name string) transcript.Store {
-		s, err := transcript.Open(context.Background(), filepath.Join(dir, name, "transcript.db"))
+		s, err := sqlstore.Open(context.Background(), filepath.Join(dir, name, "transcript.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +56,7 @@ func TestPostgreSQLConformance(t *testing.T) {
 			dsns[name] = dsn
 		}
 		mu.Unlock()
-		s, err := transcript.Open(context.Background(), dsn)
+		s, err := sqlstore.Open(context.Background(), dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func TestOpenSaysWhatADSNIsWithoutItsPassword(t *testing.T) {
 		"postgres://u:hunter2@127.0.0.1:1/x?sslmode": "transcript store postgres://u:xxxxx@127.0.0.1:1/x",
 		"": "no DSN",
 	} {
-		_, err := transcript.Open(context.Background(), dsn)
+		_, err := sqlstore.Open(context.Background(), dsn)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q): want an error with %q and no password, got %v", dsn, want, err)
 		}

@@ -1,4 +1,4 @@
-package transcript_test
+package sqlstore_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
 
 // BenchmarkAppendStep writes step records as the operator does, one per step with a 2 KiB
@@ -20,7 +21,7 @@ func BenchmarkAppendStep(b *testing.B) {
 	body, _ := json.Marshal(map[string]any{"agent": "worker", "input": strings.Repeat("i", 1024), "output": strings.Repeat("o", 2048), "tokens": 300})
 	stores := map[string]func(b *testing.B) transcript.Store{
 		"sqlite": func(b *testing.B) transcript.Store {
-			s, err := transcript.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"))
+			s, err := sqlstore.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func BenchmarkAppendStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := transcript.Open(context.Background(), dsn)
+			s, err := sqlstore.Open(context.Background(), dsn)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package transcript
+package sqlstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // the SQLite driver: pure Go, so the image stays static and distroless
+
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // sqlite is the embedded store's dialect. Write-ahead logging lets readers (the transcript API)
@@ -22,7 +24,7 @@ var sqlite = dialect{
 	migrations:  migrations(columnTypes{serial: "INTEGER PRIMARY KEY AUTOINCREMENT", bigint: "INTEGER", bytes: "BLOB"}),
 }
 
-func openSQLite(ctx context.Context, path string) (Store, error) {
+func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("transcript store: %w", err)

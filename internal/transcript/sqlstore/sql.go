@@ -1,4 +1,4 @@
-package transcript
+package sqlstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // dialect is what differs between the SQL databases a store runs on.
@@ -24,7 +26,7 @@ type dialect struct {
 	greatest string
 }
 
-// sqlStore is a Store over database/sql: the SQL is the same on every database but for the
+// sqlStore is a transcript.Store over database/sql: the SQL is the same on every database but for the
 // dialect's parts.
 type sqlStore struct {
 	// db writes; reads go to rdb, which is db itself where the database takes concurrent
@@ -113,9 +115,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	return tx.Commit()
 }
 
-func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, error) {
+func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]transcript.Record, error) {
 	for _, r := range records {
-		if err := checkRecord(r); err != nil {
+		if err := transcript.CheckRecord(r); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +131,7 @@ func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, err
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	out := make([]Record, 0, len(records))
+	out := make([]transcript.Record, 0, len(records))
 	for _, r := range records {
 		if len(r.Body) == 0 {
 			r.Body = []byte("{}")
@@ -146,7 +148,7 @@ func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, err
 		out = append(out, r)
 	}
 	// The runs table lists the runs held, for the deletion sweep, without scanning records.
-	last := map[string]Record{}
+	last := map[string]transcript.Record{}
 	for _, r := range out {
 		if l, ok := last[r.RunUID]; !ok || r.Time.After(l.Time) {
 			last[r.RunUID] = r
@@ -162,10 +164,10 @@ func (s *sqlStore) Append(ctx context.Context, records ...Record) ([]Record, err
 	return out, tx.Commit()
 }
 
-func (s *sqlStore) Get(ctx context.Context, runUID string, key Key) (Record, bool, error) {
+func (s *sqlStore) Get(ctx context.Context, runUID string, key transcript.Key) (transcript.Record, bool, error) {
 	r, err := s.get(ctx, s.rdb, runUID, key)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Record{}, false, nil
+		return transcript.Record{}, false, nil
 	}
 	return r, err == nil, err
 }
@@ -174,7 +176,7 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key Key) (Record, error) {
+func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key transcript.Key) (transcript.Record, error) {
 	p := s.d.placeholder
 	row := q.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM records WHERE run_uid = %s AND kind = %s AND step = %s AND attempt = %s AND call = %s",
 		recordColumns, p(1), p(2), p(3), p(4), p(5)), runUID, string(key.Kind), key.Step, key.Attempt, key.Call)
@@ -183,19 +185,19 @@ func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key Key) (
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanRecord(row scanner) (Record, error) {
-	var r Record
+func scanRecord(row scanner) (transcript.Record, error) {
+	var r transcript.Record
 	var kind string
 	var nanos int64
 	var body []byte
 	if err := row.Scan(&r.Seq, &r.RunUID, &r.Namespace, &r.Run, &kind, &r.Step, &r.Attempt, &r.Call, &nanos, &body); err != nil {
-		return Record{}, err
+		return transcript.Record{}, err
 	}
-	r.Kind, r.Time, r.Body = Kind(kind), time.Unix(0, nanos).UTC(), body
+	r.Kind, r.Time, r.Body = transcript.Kind(kind), time.Unix(0, nanos).UTC(), body
 	return r, nil
 }
 
-func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
+func (s *sqlStore) List(ctx context.Context, q transcript.Query) ([]transcript.Record, error) {
 	p := s.d.placeholder
 	var where strings.Builder
 	args := []any{q.RunUID, q.After}
@@ -230,7 +232,7 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Record
+	var out []transcript.Record
 	size := 0
 	for rows.Next() {
 		r, err := scanRecord(rows)
@@ -249,7 +251,7 @@ func (s *sqlStore) List(ctx context.Context, q Query) ([]Record, error) {
 	return out, rows.Err()
 }
 
-func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]RunRef, error) {
+func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]transcript.RunRef, error) {
 	stmt := "SELECT run_uid, namespace, run, last_ns FROM runs"
 	var args []any
 	if namespace != "" {
@@ -262,9 +264,9 @@ func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]RunRef, error)
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RunRef
+	var out []transcript.RunRef
 	for rows.Next() {
-		var r RunRef
+		var r transcript.RunRef
 		var nanos int64
 		if err := rows.Scan(&r.RunUID, &r.Namespace, &r.Run, &nanos); err != nil {
 			return nil, err
