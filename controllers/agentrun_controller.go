@@ -27,11 +27,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // errPlanInvalid means a running run's pinned config cannot run in this operator build.
@@ -425,7 +426,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, pendingIndex, pendingOnConfig); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, waitingIndex, waitingAtGate); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, metrics.WaitingIndex, metrics.WaitingAtGate); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

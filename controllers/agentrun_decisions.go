@@ -12,8 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/internal/decisions"
+	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // rawDecision finds a decision annotation the admission webhook did not take (it is not
@@ -38,7 +39,7 @@ func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun,
 	if err := r.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	apiWrites.WithLabelValues("intake").Inc()
+	metrics.APIWrites.WithLabelValues("intake").Inc()
 	return ctrl.Result{}, nil
 }
 

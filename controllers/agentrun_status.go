@@ -12,8 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -67,7 +68,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		}
 		return ctrl.Result{}, false, err
 	}
-	apiWrites.WithLabelValues("status").Inc()
+	metrics.APIWrites.WithLabelValues("status").Inc()
 	r.runs.wrote(run)
 	r.runs.keepInput(run, run.Status.InputDigest, whole)
 	r.runs.keepHistory(run, history)
@@ -81,9 +82,9 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 			action = fmt.Sprintf("Step%d", run.Status.StepCount)
 		}
 		r.Recorder.Eventf(run, nil, e.Type, e.Reason, action, "%s", boundedBytes(e.Message, maxEventNote))
-		apiWrites.WithLabelValues("event").Inc()
+		metrics.APIWrites.WithLabelValues("event").Inc()
 	}
-	countWrite(run, orig.Status, d.Guard, r.Clock.Now())
+	metrics.CountWrite(run, orig.Status, d.Guard, r.Clock.Now())
 	if !orig.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		traceRun(run)
 		log.FromContext(ctx).V(2).Info("Run ended", "agentRun", klog.KObj(run),

@@ -12,10 +12,11 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // stepCall is the work of one step, done in the step's goroutine (runs.go): read what the agent
@@ -114,7 +115,7 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	default:
 		res.Error, result = err.Error(), "error"
 	}
-	stepsTotal.WithLabelValues(c.rid.namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
+	metrics.StepsTotal.WithLabelValues(c.rid.namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
 	// A continuation joins the pieces: providers return only the new text.
 	if c.step.Continues && res.Error == "" {
 		res.Output = req.Continuation + res.Output
@@ -134,7 +135,7 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 	}
 	// What the status counts of the step is counted here, once, for the answer the step
 	// ends with (an answer that came after the deadline is not).
-	countTokens(c.rid.namespace, c.config, c.spec, res.Result)
+	metrics.CountTokens(c.rid.namespace, c.config, c.spec, res.Result)
 	if res.Held != nil {
 		return heldRecord(c.rid, c.step.Number, res, ended)
 	}
@@ -227,7 +228,7 @@ func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.Age
 		res = workflow.StepResult{Agent: step.Agent, Input: step.Input, Error: err.Error()}
 	}
 	log.FromContext(ctx).V(2).Info("Applying a step recorded before a restart", "agentRun", klog.KObj(run), "step", step.Number)
-	stepsFromTranscript.Inc()
+	metrics.StepsFromTranscript.Inc()
 	r.steps.adopt(run, step, res)
 	return ended, res, nil
 }

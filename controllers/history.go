@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Status holds the latest handoff records without digests (workflow.StoreHistory); the loop

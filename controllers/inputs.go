@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // The next agent's input can be as long as an agent's answer. Status holds its beginning and a

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/workflow"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -36,7 +37,7 @@ func TestToolCallsAreCountedByTheNamesTheConfigDeclares(t *testing.T) {
 
 	want := map[[2]string]float64{{"memory", "(other)"}: 50, {"memory", "search"}: 1, {"crm", "crm"}: 1, {"(other)", "(other)"}: 1}
 	for labels, n := range want {
-		if got := testutil.ToFloat64(toolCalls.WithLabelValues("metrics-ns", "tools", labels[0], labels[1], "ok")); got != n {
+		if got := testutil.ToFloat64(metrics.ToolCalls.WithLabelValues("metrics-ns", "tools", labels[0], labels[1], "ok")); got != n {
 			t.Errorf("server %s tool %s: %v calls, want %v", labels[0], labels[1], got, n)
 		}
 	}

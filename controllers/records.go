@@ -7,10 +7,10 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // stepBody is a step's record in the transcript: everything the agent was given and everything
@@ -40,7 +40,7 @@ type stepBody struct {
 	// those counted while the step was held at gates.
 	CountedTokens      int64              `json:"countedTokens,omitempty"`
 	CountedInputTokens int64              `json:"countedInputTokens,omitempty"`
-	ToolCalls          int32              `json:"toolCalls,omitempty"`
+	ToolCalls          int32              `json:"metrics.ToolCalls,omitempty"`
 	CountedToolCalls   int32              `json:"countedToolCalls,omitempty"`
 	Trip               *workflow.ToolTrip `json:"trip,omitempty"`
 	// UnavailableTools names the tool servers that could not be listed for the step.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -139,7 +140,7 @@ func (r *revisions) create(ctx context.Context, cfg *v1alpha1.AgentConfig, key t
 	if err := controllerutil.SetOwnerReference(cfg, rev, r.scheme); err != nil {
 		return err
 	}
-	apiWrites.WithLabelValues("revision").Inc()
+	metrics.APIWrites.WithLabelValues("revision").Inc()
 	if err := r.client.Create(ctx, rev); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating config revision %s: %w", name, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcriptapi"
@@ -86,7 +87,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 				return err
 			}
 		}
-		approvalsWaiting.use(mgr.GetCache(), clk)
+		metrics.ApprovalsWaiting.Use(mgr.GetCache(), clk)
 		runs := NewAgentRunReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(),
 			mgr.GetEventRecorder("baton-controller"), clk, known, deps.Secrets, opts)
 		if err := runs.SetupWithManager(mgr); err != nil {

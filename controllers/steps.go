@@ -15,8 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // stepRunner runs agent steps outside the reconcile workers, so a slow model call never
@@ -58,7 +59,7 @@ func (s *slots) take(f *flight) {
 			if !w.givenUp() {
 				kept = append(kept, w)
 			} else {
-				stepsInFlight.Dec()
+				metrics.StepsInFlight.Dec()
 			}
 		}
 		clear(s.queue[len(kept):])
@@ -80,7 +81,7 @@ func (s *slots) release() {
 			s.launch(f)
 			return
 		}
-		stepsInFlight.Dec() // a step given up while it waited
+		metrics.StepsInFlight.Dec() // a step given up while it waited
 	}
 	s.free++
 	s.mu.Unlock()
@@ -223,7 +224,7 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work step
 		}
 		r.flight = f
 	})
-	stepsInFlight.Inc()
+	metrics.StepsInFlight.Inc()
 	s.slots.take(f)
 }
 
@@ -232,7 +233,7 @@ func (s *stepRunner) launch(f *flight) {
 	ctx, ok := f.begin()
 	if !ok {
 		// Given up between the line and its slot.
-		stepsInFlight.Dec()
+		metrics.StepsInFlight.Dec()
 		s.slots.release()
 		return
 	}
@@ -245,8 +246,8 @@ func (s *stepRunner) launch(f *flight) {
 func (s *stepRunner) run(ctx context.Context, f *flight) {
 	began := time.Now()
 	callStep(ctx, &f.step, f.work, func(res *workflow.StepResult) {
-		defer stepsInFlight.Dec()
-		stepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
+		defer metrics.StepsInFlight.Dec()
+		metrics.StepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
 		s.slots.release()
 		s.finish(f, f.work.record(res, began, time.Now()))
 	})
@@ -291,7 +292,7 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 	for {
 		began := time.Now()
 		stored, err := s.store.Append(ctx, rec)
-		transcriptWrite.Observe(time.Since(began).Seconds())
+		metrics.TranscriptWrite.Observe(time.Since(began).Seconds())
 		if err == nil {
 			res, err := resultOf(stored[0])
 			if err != nil {
@@ -302,7 +303,7 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 		if ctx.Err() != nil {
 			return workflow.StepResult{}, false
 		}
-		transcriptWriteErrors.Inc()
+		metrics.TranscriptWriteErrors.Inc()
 		if errors.Is(err, transcript.ErrBadRecord) && rec.Kind == transcript.KindStep {
 			// The store will never take it: the step fails, with the store's reason, at once.
 			s.log.Error(err, "The transcript refused a step's record; the step fails", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)

@@ -17,11 +17,12 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // ToolClients hands out the client of a config's tool server (tools.Pool).
@@ -295,7 +296,7 @@ func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
 // other is "(other)": neither a model's made-up names nor a tool server that renames its tools
 // can grow the metric.
 func (b *toolbox) count(body callBody) {
-	server, tool := otherLabel, otherLabel
+	server, tool := metrics.Other, metrics.Other
 	if s, ok := b.plan.ToolServer(body.Server); ok {
 		server = body.Server
 		if b.declared(s, body.Tool) && b.offered[body.Server+"/"+body.Tool] {
@@ -309,7 +310,7 @@ func (b *toolbox) count(body callBody) {
 	case body.IsError:
 		result = "error"
 	}
-	toolCalls.WithLabelValues(b.run.namespace, b.config, server, tool, result).Inc()
+	metrics.ToolCalls.WithLabelValues(b.run.namespace, b.config, server, tool, result).Inc()
 }
 
 // declared reports whether the config names the tool of the server for the step's agent.

@@ -9,11 +9,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // The transcript records of tool calls (docs/transcript.md documents them for readers). A
@@ -64,7 +64,7 @@ type heldBody struct {
 	CountedTokens      int64             `json:"countedTokens"`
 	InputTokens        int64             `json:"inputTokens,omitempty"`
 	CountedInputTokens int64             `json:"countedInputTokens,omitempty"`
-	ToolCalls          int32             `json:"toolCalls"`
+	ToolCalls          int32             `json:"metrics.ToolCalls"`
 	CountedToolCalls   int32             `json:"countedToolCalls"`
 }
 

@@ -7,10 +7,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/workflow"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/telemetry"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Traces of a run (telemetry says their shape): the step's span is made in its goroutine, a

@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/metrics"
 )
 
 var dir = filepath.Join("..", "..", "config", "prometheus")
@@ -102,7 +102,7 @@ var metricNames = regexp.MustCompile(`(?:^|[^:\w])(baton_[a-z_]+|controller_runt
 // and that the dashboard shows every family.
 func TestTheyNameOnlyTheOperatorsMetrics(t *testing.T) {
 	served := map[string]bool{"controller_runtime_reconcile_time_seconds_bucket": true, "workqueue_depth": true}
-	for _, n := range controllers.MetricNames() {
+	for _, n := range metrics.MetricNames() {
 		for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
 			served[n+suffix] = true
 		}
@@ -136,7 +136,7 @@ func TestTheyNameOnlyTheOperatorsMetrics(t *testing.T) {
 		}
 	}
 	shown := strings.Join(queries, "\n")
-	for _, n := range controllers.MetricNames() {
+	for _, n := range metrics.MetricNames() {
 		if !strings.Contains(shown, n) && !slices.Contains([]string{"baton_steps_applied_from_transcript_total"}, n) {
 			t.Errorf("the dashboard shows nothing of %s", n)
 		}
@@ -159,7 +159,7 @@ func TestTheDocsListEveryMetric(t *testing.T) {
 				listed[n[1]] = true
 			}
 		}
-		served := controllers.MetricNames()
+		served := metrics.MetricNames()
 		for _, n := range served {
 			if !listed[n] {
 				t.Errorf("%s does not list %s", doc, n)

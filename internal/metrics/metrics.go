@@ -1,4 +1,7 @@
-package controllers
+// Package metrics holds Baton's Prometheus metrics, registered on controller-runtime's registry
+// and served on the manager's /metrics: their families, their bounded labels, and what counts
+// into them from a status write or a step.
+package metrics
 
 import (
 	"regexp"
@@ -6,7 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -17,71 +20,71 @@ import (
 // enums, never a run's name or UID, and never a name a model or a tool server made up: a tool
 // the config does not name is "(other)".
 var (
-	runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+	RunsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agentruns_ended_total",
 		Help: "AgentRuns that reached a terminal phase, by termination reason.",
 	}, []string{"namespace", "config", "reason"})
 
-	runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	RunDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "baton_agentrun_duration_seconds",
 		Help:    "Wall time of AgentRuns from start to end, time waiting for people included, by termination reason.",
 		Buckets: prometheus.ExponentialBuckets(1, 2.5, 14), // 1s to about 10 days
 	}, []string{"namespace", "config", "reason"})
 
-	stepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	StepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agent_steps_total",
 		Help: "Agent steps taken, by agent, provider and result (ok, error, timeout).",
 	}, []string{"namespace", "config", "agent", "provider", "result"})
 
-	stepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	StepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "baton_agent_step_duration_seconds",
 		Help:    "Duration of agent steps, model and tool calls included, by provider.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 16),
 	}, []string{"provider"})
 
-	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	TokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_agent_tokens_total",
 		Help: "Tokens the agents' models reported, by type: input (prompts) and output (the rest; all of it for providers that report only a total).",
 	}, []string{"namespace", "config", "agent", "model", "type"})
 
-	guardTrips = prometheus.NewCounterVec(prometheus.CounterOpts{
+	GuardTrips = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_guard_trips_total",
 		Help: "Runs a guard ended, by guard: the limit's termination reason, or the loop detector.",
 	}, []string{"namespace", "config", "guard"})
 
-	toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+	ToolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_tool_calls_total",
 		Help: "Tool calls, by server, tool and result: ok, error (the tool or its server failed), refused (not made).",
 	}, []string{"namespace", "config", "server", "tool", "result"})
 
-	approvalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	ApprovalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "baton_approval_wait_seconds",
 		Help:    "Time runs waited at a gate before it was approved, rejected, timed out or the run ended, by gate.",
 		Buckets: prometheus.ExponentialBuckets(1, 3, 13), // 1s to about 6 days
 	}, []string{"namespace", "config", "gate"})
 
-	stepsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+	StepsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "baton_agent_steps_in_flight",
 		Help: "Agent steps started and not yet ended, those waiting for a slot included.",
 	})
 
-	transcriptWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
+	TranscriptWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "baton_transcript_write_seconds",
 		Help:    "Duration of writes to the transcript store.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 
-	transcriptWriteErrors = prometheus.NewCounter(prometheus.CounterOpts{
+	TranscriptWriteErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "baton_transcript_write_errors_total",
 		Help: "Writes to the transcript store that failed and were retried.",
 	})
 
-	stepsFromTranscript = prometheus.NewCounter(prometheus.CounterOpts{
+	StepsFromTranscript = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "baton_steps_applied_from_transcript_total",
 		Help: "Steps that had ended before the operator restarted, applied from their transcript record without calling the agent again.",
 	})
 
-	apiWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
 		Help: "Writes this operator made to the API server, by kind (status, event, revision, intake, config-status).",
 	}, []string{"kind"})
@@ -89,10 +92,10 @@ var (
 
 // collectors are Baton's metrics, registered on controller-runtime's registry (served on
 // /metrics beside controller-runtime's own).
-var collectors = []prometheus.Collector{runsEnded, runDuration, stepsTotal, stepDuration, tokensTotal, guardTrips, toolCalls,
-	approvalWait, stepsInFlight, apiWrites, transcriptWrite, transcriptWriteErrors, stepsFromTranscript, approvalsWaiting}
+var collectors = []prometheus.Collector{RunsEnded, RunDuration, StepsTotal, StepDuration, TokensTotal, GuardTrips, ToolCalls,
+	ApprovalWait, StepsInFlight, APIWrites, TranscriptWrite, TranscriptWriteErrors, StepsFromTranscript, ApprovalsWaiting}
 
-func init() { metrics.Registry.MustRegister(collectors...) }
+func init() { crmetrics.Registry.MustRegister(collectors...) }
 
 // MetricNames are the names of the metric families Baton serves, sorted: what dashboards,
 // alerts and docs may name.
@@ -117,49 +120,49 @@ func MetricNames() []string {
 // fqName reads a family's name from its description (prometheus.Desc has no getter).
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// otherLabel stands for a name that is not the config's own: a tool a model made up, or one a
+// Other stands for a name that is not the config's own: a tool a model made up, or one a
 // tool server lists that no allow list names.
-const otherLabel = "(other)"
+const Other = "(other)"
 
-// modelLabel names an agent's model: its model name, or its provider's when it has none.
-func modelLabel(a *v1alpha1.Agent) string {
+// ModelLabel names an agent's model: its model name, or its provider's when it has none.
+func ModelLabel(a *v1alpha1.Agent) string {
 	if a.Model.Name != "" {
 		return a.Model.Name
 	}
 	return string(a.Model.Provider)
 }
 
-// countTokens counts what a step adds to its run's tokens, as the status counts it: its usage,
+// CountTokens counts what a step adds to its run's tokens, as the status counts it: its usage,
 // less what was counted while it was held at gates.
-func countTokens(namespace, config string, a *v1alpha1.Agent, res workflow.Result) {
+func CountTokens(namespace, config string, a *v1alpha1.Agent, res workflow.Result) {
 	total := max(res.Tokens-res.CountedTokens, 0)
 	input := min(max(res.InputTokens-res.CountedInputTokens, 0), total)
 	if total == 0 {
 		return
 	}
-	model := modelLabel(a)
-	tokensTotal.WithLabelValues(namespace, config, a.Name, model, "input").Add(float64(input))
-	tokensTotal.WithLabelValues(namespace, config, a.Name, model, "output").Add(float64(total - input))
+	model := ModelLabel(a)
+	TokensTotal.WithLabelValues(namespace, config, a.Name, model, "input").Add(float64(input))
+	TokensTotal.WithLabelValues(namespace, config, a.Name, model, "output").Add(float64(total - input))
 }
 
-// countWrite counts what a status write says happened: a run that ended (its reason, its time,
+// CountWrite counts what a status write says happened: a run that ended (its reason, its time,
 // the guard that ended it, if one did) and a gate that is no longer waiting.
-func countWrite(run *v1alpha1.AgentRun, before v1alpha1.AgentRunStatus, guard string, now time.Time) {
+func CountWrite(run *v1alpha1.AgentRun, before v1alpha1.AgentRunStatus, guard string, now time.Time) {
 	ns, config, after := run.Namespace, run.Spec.ConfigRef.Name, &run.Status
 	if was := before.PendingApproval; was != nil {
 		if is := after.PendingApproval; is == nil || is.Gate != was.Gate || !is.Since.Equal(&was.Since) {
-			approvalWait.WithLabelValues(ns, config, was.Gate).Observe(max(now.Sub(was.Since.Time), 0).Seconds())
+			ApprovalWait.WithLabelValues(ns, config, was.Gate).Observe(max(now.Sub(was.Since.Time), 0).Seconds())
 		}
 	}
 	if before.Phase.Terminal() || !after.Phase.Terminal() {
 		return
 	}
 	reason := string(after.TerminationReason)
-	runsEnded.WithLabelValues(ns, config, reason).Inc()
+	RunsEnded.WithLabelValues(ns, config, reason).Inc()
 	if after.StartTime != nil && after.CompletionTime != nil {
-		runDuration.WithLabelValues(ns, config, reason).Observe(max(after.CompletionTime.Sub(after.StartTime.Time), 0).Seconds())
+		RunDuration.WithLabelValues(ns, config, reason).Observe(max(after.CompletionTime.Sub(after.StartTime.Time), 0).Seconds())
 	}
 	if guard != "" {
-		guardTrips.WithLabelValues(ns, config, guard).Inc()
+		GuardTrips.WithLabelValues(ns, config, guard).Inc()
 	}
 }

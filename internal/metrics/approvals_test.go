@@ -1,4 +1,4 @@
-package controllers
+package metrics
 
 import (
 	"strings"
@@ -35,14 +35,14 @@ func TestWaitingApprovalsCountsEachGate(t *testing.T) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&v1alpha1.AgentRun{}, waitingIndex, waitingAtGate).WithObjects(
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&v1alpha1.AgentRun{}, WaitingIndex, WaitingAtGate).WithObjects(
 		waiting("a", "plan", 10*time.Minute, time.Hour),
 		waiting("b", "plan", 2*time.Hour, time.Hour), // past its timeout
 		waiting("c", "final", 30*time.Second, 0),
 		running,
 	).Build()
 	w := newWaitingApprovals()
-	w.use(reader, clocktesting.NewFakePassiveClock(now))
+	w.Use(reader, clocktesting.NewFakePassiveClock(now))
 	want := `
 # HELP baton_approval_oldest_wait_seconds How long the run that has waited longest at a gate has waited so far, by gate.
 # TYPE baton_approval_oldest_wait_seconds gauge

@@ -1,4 +1,4 @@
-package controllers
+package metrics
 
 import (
 	"context"
@@ -24,11 +24,11 @@ type waitingApprovals struct {
 	waiting, oldest, overdue *prometheus.Desc
 }
 
-// approvalsWaiting is registered once (metrics.go); Setup points it at its manager's cache.
-var approvalsWaiting = newWaitingApprovals()
+// ApprovalsWaiting is registered once (metrics.go); Setup points it at its manager's cache.
+var ApprovalsWaiting = newWaitingApprovals()
 
-// use reads runs from reader from now on.
-func (w *waitingApprovals) use(reader client.Reader, clk clock.PassiveClock) {
+// Use reads runs from reader from now on.
+func (w *waitingApprovals) Use(reader client.Reader, clk clock.PassiveClock) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reader, w.clock = reader, clk
@@ -51,10 +51,10 @@ func (w *waitingApprovals) Describe(ch chan<- *prometheus.Desc) {
 	ch <- w.overdue
 }
 
-// waitingIndex indexes the runs that wait at a gate.
-const waitingIndex = "baton.waitingAtGate"
+// WaitingIndex indexes the runs that wait at a gate.
+const WaitingIndex = "baton.waitingAtGate"
 
-func waitingAtGate(o client.Object) []string {
+func WaitingAtGate(o client.Object) []string {
 	run := o.(*v1alpha1.AgentRun)
 	if run.Status.Phase == v1alpha1.PhaseAwaitingApproval && run.Status.PendingApproval != nil {
 		return []string{"true"}
@@ -81,13 +81,13 @@ func (w *waitingApprovals) Collect(ch chan<- prometheus.Metric) {
 	runs := &v1alpha1.AgentRunList{}
 	// Only the runs waiting at a gate, through their index, and read in place: nothing here
 	// changes them, and a scrape costs as little with ten thousand runs at work as with none.
-	if err := reader.List(ctx, runs, client.MatchingFields{waitingIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(ctx, runs, client.MatchingFields{WaitingIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	now := clk.Now()
 	gates := map[gateKey]*gateWait{}
 	for i := range runs.Items {
-		// The index holds only runs that wait at a gate (waitingAtGate).
+		// The index holds only runs that wait at a gate (WaitingAtGate).
 		run := &runs.Items[i]
 		p := run.Status.PendingApproval
 		k := gateKey{run.Namespace, run.Spec.ConfigRef.Name, p.Gate}
