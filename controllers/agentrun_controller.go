@@ -32,6 +32,7 @@ import (
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/webhook"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -118,7 +119,7 @@ type AgentRunReconciler struct {
 	transcript transcript.Store
 	options    Options
 	// trust says whether the decision queue and creators are the webhook's (nil: never).
-	trust *webhookTrust
+	trust *webhook.Trust
 }
 
 // NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
@@ -133,9 +134,9 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 	}); ok {
 		secretData = sr.SecretData
 	}
-	var trust *webhookTrust
+	var trust *webhook.Trust
 	if opts.TrustDecisionQueue {
-		trust = newWebhookTrust(c, opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
+		trust = webhook.NewTrust(c, opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
 	}
 	return &AgentRunReconciler{
 		trust:      trust,

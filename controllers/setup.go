@@ -24,6 +24,7 @@ import (
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcriptapi"
+	batonwebhook "github.com/baton-dev/baton/internal/webhook"
 )
 
 // CacheOptions are the manager cache settings the controllers rely on: only the config
@@ -117,11 +118,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 		if err != nil {
 			return err
 		}
-		hook, err := NewDecisionWebhook(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
+		hook, err := batonwebhook.NewDecisions(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
 		if err != nil {
 			return err
 		}
-		mgr.GetWebhookServer().Register(DecisionWebhookPath, &webhook.Admission{Handler: hook})
+		mgr.GetWebhookServer().Register(batonwebhook.Path, &webhook.Admission{Handler: hook})
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/webhook"
 )
 
 // authority is a CA that signs serving and client certificates for a spec.
@@ -85,7 +85,7 @@ var _ = Describe("The admission webhook with --webhook-client-ca-name", func() {
 				`"kind":{"group":"agents.baton.dev","version":"v1alpha1","kind":"AgentRun"},` +
 				`"resource":{"group":"agents.baton.dev","version":"v1alpha1","resource":"agentruns"},` +
 				`"namespace":"default","userInfo":{"username":"mallory"},"object":{}}}`
-			resp, err := c.Post("https://127.0.0.1:"+port+controllers.DecisionWebhookPath, "application/json", bytes.NewBufferString(body))
+			resp, err := c.Post("https://127.0.0.1:"+port+webhook.Path, "application/json", bytes.NewBufferString(body))
 			if err != nil {
 				return 0, err
 			}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/webhook"
 )
 
 // The operator takes who decided, and who created a run, from the admission webhook's stamps
@@ -18,7 +18,7 @@ var _ = Describe("Whether the admission webhook is installed", func() {
 		operator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		ns := newNamespace()
-		installed, why := controllers.WebhookInstalled(ctx, operator, ns)
+		installed, why := webhook.Installed(ctx, operator, ns)
 		Expect(installed).To(BeTrue(), why)
 
 		By("leaving the namespace out of the webhook's reach")
@@ -31,7 +31,7 @@ var _ = Describe("Whether the admission webhook is installed", func() {
 		var hook *admissionregistrationv1.MutatingWebhookConfiguration
 		for i := range hooks.Items {
 			for _, w := range hooks.Items[i].Webhooks {
-				if w.Name == controllers.DecisionWebhookName {
+				if w.Name == webhook.Name {
 					hook = &hooks.Items[i]
 				}
 			}
@@ -51,10 +51,10 @@ var _ = Describe("Whether the admission webhook is installed", func() {
 		})
 
 		Eventually(func() string {
-			_, why := controllers.WebhookInstalled(ctx, operator, ns)
+			_, why := webhook.Installed(ctx, operator, ns)
 			return why
 		}).Should(ContainSubstring("came back without its creator recorded: the admission webhook decisions.agents.baton.dev is not installed"))
-		installed, why = controllers.WebhookInstalled(ctx, operator, "default")
+		installed, why = webhook.Installed(ctx, operator, "default")
 		Expect(installed).To(BeTrue(), "other namespaces are still guarded: %s", why)
 	})
 })

@@ -1,4 +1,8 @@
-package controllers
+// Package webhook is Baton's admission webhook for AgentRuns: it records who created each run
+// and who made each decision people annotate, checks that an approver may approve, and queues
+// decisions for the operator; and it tells the operator whether it is installed (Trust), so that
+// what it records is trusted only while it is.
+package webhook
 
 import (
 	"bytes"
@@ -20,8 +24,8 @@ import (
 	"github.com/baton-dev/baton/internal/decisions"
 )
 
-// DecisionWebhookPath is where the API server sends AgentRun creates and updates.
-const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
+// Path is where the API server sends AgentRun creates and updates.
+const Path = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 
 // The webhook is called for every create, which it stamps with its creator, and otherwise only
 // for writes that carry a decision, touch the decision queue or change the creator
@@ -33,7 +37,7 @@ const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
-// DecisionWebhook admits the decisions people annotate on AgentRuns. For an approve, reject or
+// Decisions admits the decisions people annotate on AgentRuns. For an approve, reject or
 // reply annotation it records who asked (the request's Kubernetes user), checks with a
 // SubjectAccessReview that an approver may approve, and moves the decision into the run's
 // queue of decisions, where the operator applies it once, in order, whenever it runs. A person
@@ -41,7 +45,7 @@ const DecisionWebhookPath = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 //
 // It also records who created each run (the created-by annotation), for gates that need an
 // approver other than the run's creator, and refuses anyone but the operator who changes it.
-type DecisionWebhook struct {
+type Decisions struct {
 	// Client creates SubjectAccessReviews.
 	Client client.Client
 	// Self is the operator's own user: the only one that may change the queue directly.
@@ -51,17 +55,17 @@ type DecisionWebhook struct {
 	decoder admission.Decoder
 }
 
-// NewDecisionWebhook builds the webhook; it asks the API server who the operator is.
-func NewDecisionWebhook(ctx context.Context, c client.Client, decoder admission.Decoder, clk clock.PassiveClock) (*DecisionWebhook, error) {
+// NewDecisions builds the webhook; it asks the API server who the operator is.
+func NewDecisions(ctx context.Context, c client.Client, decoder admission.Decoder, clk clock.PassiveClock) (*Decisions, error) {
 	review := &authenticationv1.SelfSubjectReview{}
 	if err := c.Create(ctx, review); err != nil {
 		return nil, fmt.Errorf("asking the API server who the operator is: %w", err)
 	}
-	return &DecisionWebhook{Client: c, Self: review.Status.UserInfo.Username, Clock: clk, decoder: decoder}, nil
+	return &Decisions{Client: c, Self: review.Status.UserInfo.Username, Clock: clk, decoder: decoder}, nil
 }
 
 // Handle admits one AgentRun create or update.
-func (w *DecisionWebhook) Handle(ctx context.Context, req admission.Request) admission.Response {
+func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission.Response {
 	run := &v1alpha1.AgentRun{}
 	if err := w.decoder.Decode(req, run); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -171,7 +175,7 @@ func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations 
 }
 
 // mayApprove asks the API server whether the requesting user may approve this run.
-func (w *DecisionWebhook) mayApprove(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) (bool, error) {
+func (w *Decisions) mayApprove(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) (bool, error) {
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range req.UserInfo.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)

@@ -1,4 +1,4 @@
-package controllers
+package webhook
 
 import (
 	"context"
@@ -25,12 +25,12 @@ import (
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=create
 
-// DecisionWebhookName is the admission webhook's name in its MutatingWebhookConfiguration.
-const DecisionWebhookName = "decisions.agents.baton.dev"
+// Name is the admission webhook's name in its MutatingWebhookConfiguration.
+const Name = "decisions.agents.baton.dev"
 
-// WebhookInstalled reports whether the API server sends runs' creation through Baton's
+// Installed reports whether the API server sends runs' creation through Baton's
 // admission webhook, by a dry-run create of a run in namespace; when not, it says why.
-func WebhookInstalled(ctx context.Context, c client.Client, namespace string) (bool, string) {
+func Installed(ctx context.Context, c client.Client, namespace string) (bool, string) {
 	probe := &v1alpha1.AgentRun{}
 	probe.Namespace, probe.GenerateName = namespace, "baton-webhook-probe-"
 	probe.Spec.ConfigRef.Name = "baton-webhook-probe"
@@ -39,17 +39,17 @@ func WebhookInstalled(ctx context.Context, c client.Client, namespace string) (b
 	case err == nil && probe.Annotations[v1alpha1.AnnotationCreatedBy] != "":
 		return true, ""
 	case err == nil:
-		return false, "a run created in namespace " + namespace + " (dry run) came back without its creator recorded: the admission webhook " + DecisionWebhookName + " is not installed"
-	case strings.Contains(err.Error(), `webhook "`+DecisionWebhookName+`"`):
+		return false, "a run created in namespace " + namespace + " (dry run) came back without its creator recorded: the admission webhook " + Name + " is not installed"
+	case strings.Contains(err.Error(), `webhook "`+Name+`"`):
 		// Installed, and refusing what it cannot check: nothing gets past it.
 		return true, ""
 	}
 	return false, fmt.Sprintf("a dry-run create of a run in namespace %s failed: %v", namespace, err)
 }
 
-// webhookTrust says whether the decision queue and the created-by annotation are to be
+// Trust says whether the decision queue and the created-by annotation are to be
 // trusted: asked for (--trust-decision-queue) and the webhook seen installed within a minute.
-type webhookTrust struct {
+type Trust struct {
 	c         client.Client
 	namespace string
 	clock     clock.PassiveClock
@@ -62,17 +62,17 @@ type webhookTrust struct {
 	why     string
 }
 
-// newWebhookTrust checks in namespace ("": the operator's own, else default).
-func newWebhookTrust(c client.Client, namespace string, clk clock.PassiveClock, log logr.Logger) *webhookTrust {
+// NewTrust checks in namespace ("": the operator's own, else default).
+func NewTrust(c client.Client, namespace string, clk clock.PassiveClock, log logr.Logger) *Trust {
 	if namespace == "" {
 		namespace = operatorNamespace()
 	}
-	return &webhookTrust{c: c, namespace: namespace, clock: clk, log: log, every: time.Minute}
+	return &Trust{c: c, namespace: namespace, clock: clk, log: log, every: time.Minute}
 }
 
 // Trusted reports whether the webhook was seen installed within the last minute, looking
 // again when that is older.
-func (t *webhookTrust) Trusted(ctx context.Context) bool {
+func (t *Trust) Trusted(ctx context.Context) bool {
 	if t == nil {
 		return false
 	}
@@ -84,7 +84,7 @@ func (t *webhookTrust) Trusted(ctx context.Context) bool {
 	}
 	probe, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	trusted, why := WebhookInstalled(probe, t.c, t.namespace)
+	trusted, why := Installed(probe, t.c, t.namespace)
 	if ctx.Err() != nil {
 		return t.trusted
 	}
