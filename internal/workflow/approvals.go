@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -165,7 +166,7 @@ func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
 	s := &d.Status
 	s.Phase = v1alpha1.PhaseAwaitingInput
 	s.CurrentAgent = agent
-	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: bounded(question, decisions.MaxValue), Since: metav1.NewMicroTime(now)}
+	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: statusText(question, maxValue), Since: metav1.NewMicroTime(now)}
 	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
 		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
 	progress(s, now, v1alpha1.PhaseAwaitingInput, msg)
@@ -206,7 +207,7 @@ func passGate(p *Plan, d *Update, feedback string, now time.Time) {
 	}
 	// A tool's gate goes back into the step it held: the step's input stays as it was.
 	if feedback != "" && pending.ToolCall == nil {
-		s.Input = bounded(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
+		s.Input = statusText(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
 	}
 	resume(p, d, pending.Since, now)
 }
@@ -326,7 +327,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 			earlier = s.Output
 		}
 		s.CurrentAgent, s.State = agent, state
-		s.Input = bounded(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
+		s.Input = statusText(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
 			pending.Gate, by, firstNonEmpty(q.Feedback, "(none)"), earlier), maxInput)
 		s.Output = ""
 		applied(fmt.Sprintf("%s: %s revises", what, agent))
@@ -339,7 +340,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 		if q.Feedback != "" {
 			s.Input += "\n\nFeedback: " + q.Feedback
 		}
-		s.Input = bounded(s.Input, maxInput)
+		s.Input = statusText(s.Input, maxInput)
 		applied(fmt.Sprintf("%s: %s continues", what, s.CurrentAgent))
 		resume(p, &d, since, now)
 	}
@@ -348,7 +349,8 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 
 // refuse says why a decision cannot be taken, if it cannot.
 func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) (string, string, bool) {
-	tooLong := func(v string) bool { return len([]rune(v)) > decisions.MaxValue }
+	// People's values are bounded in characters, as they write them.
+	tooLong := func(v string) bool { return utf8.RuneCountInString(v) > decisions.MaxValue }
 	switch {
 	case tooLong(q.Feedback) || tooLong(q.Reply) || len(q.Gate) > 200 || len(q.Revise) > 63:
 		return fmt.Sprintf("a value is longer than %d characters", decisions.MaxValue), v1alpha1.ReasonInvalidValue, false
@@ -420,7 +422,7 @@ const maxApprovals = 64
 // appendApproval records a decision the update applies, in status and whole for the transcript.
 func appendApproval(d *Update, r v1alpha1.ApprovalRecord, reply string) {
 	s := &d.Status
-	r.Feedback = bounded(r.Feedback, decisions.MaxValue)
+	r.Feedback = statusText(r.Feedback, maxValue)
 	d.Decided = append(d.Decided, Decided{ApprovalRecord: r, Reply: reply})
 	s.Approvals = append(s.Approvals, r)
 	if over := len(s.Approvals) - maxApprovals; over > 0 {

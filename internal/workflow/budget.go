@@ -51,7 +51,7 @@ var shrinkStages = []func(*v1alpha1.AgentRunStatus){
 
 func cutFeedback(s *v1alpha1.AgentRunStatus, n int) {
 	for i := range s.Approvals {
-		s.Approvals[i].Feedback = boundedIf(s.Approvals[i].Feedback, n)
+		s.Approvals[i].Feedback = statusText(s.Approvals[i].Feedback, n)
 	}
 }
 
@@ -60,7 +60,7 @@ func keepRecords(s *v1alpha1.AgentRunStatus, keep, reason int) {
 		s.HandoffSequence = append([]v1alpha1.HandoffRecord(nil), s.HandoffSequence[over:]...)
 	}
 	for i := range s.HandoffSequence {
-		s.HandoffSequence[i].Reason = boundedIf(s.HandoffSequence[i].Reason, reason)
+		s.HandoffSequence[i].Reason = statusText(s.HandoffSequence[i].Reason, reason)
 	}
 }
 
@@ -73,21 +73,13 @@ func keepApprovals(s *v1alpha1.AgentRunStatus, keep int) {
 // cutTexts bounds the long texts: what the agents said and were given, what people were asked,
 // and the messages.
 func cutTexts(s *v1alpha1.AgentRunStatus, text, question, message int) {
-	s.Input = boundedIf(s.Input, text)
-	s.Output = boundedIf(s.Output, text)
-	s.TerminationMessage = boundedIf(s.TerminationMessage, message)
+	s.Input = statusText(s.Input, text)
+	s.Output = statusText(s.Output, text)
+	s.TerminationMessage = statusText(s.TerminationMessage, message)
 	if s.PendingInput != nil {
-		s.PendingInput.Question = boundedIf(s.PendingInput.Question, question)
+		s.PendingInput.Question = statusText(s.PendingInput.Question, question)
 	}
 	for i := range s.Conditions {
-		s.Conditions[i].Message = boundedIf(s.Conditions[i].Message, message)
+		s.Conditions[i].Message = statusText(s.Conditions[i].Message, message)
 	}
-}
-
-// boundedIf is bounded for a text that may be empty.
-func boundedIf(s string, n int) string {
-	if s == "" {
-		return s
-	}
-	return bounded(s, n)
 }

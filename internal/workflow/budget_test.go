@@ -19,24 +19,24 @@ var hostile = []string{
 	"<b>&amp;</b>", "🙂🎉", "\x00\x01\x1f", "\u2028\u2029", "\xff\xfe", `"\`, "é", "plain ascii",
 }
 
-func TestBoundedCountsTheBytesOfTheJSON(t *testing.T) {
+func TestStatusTextCountsTheBytesOfTheJSON(t *testing.T) {
 	for _, piece := range hostile {
 		s := strings.Repeat(piece, 5000)
 		for _, n := range []int{63, 256, 4096} {
-			got := bounded(s, n)
+			got := statusText(s, n)
 			data, _ := json.Marshal(got)
 			if len(data) > n+2 {
-				t.Errorf("bounded(%q×5000, %d) takes %d bytes as JSON", piece, n, len(data)-2)
+				t.Errorf("statusText(%q×5000, %d) takes %d bytes as JSON", piece, n, len(data)-2)
 			}
 			if !utf8.ValidString(got) || utf8.RuneCountInString(got) > n {
-				t.Errorf("bounded(%q×5000, %d) is not valid UTF-8 of at most %d characters", piece, n, n)
+				t.Errorf("statusText(%q×5000, %d) is not valid UTF-8 of at most %d characters", piece, n, n)
 			}
-			if jsonLen(strings.ToValidUTF8(s, "\uFFFD")) > n && !strings.HasSuffix(got, "…") {
-				t.Errorf("bounded(%q×5000, %d) does not mark the cut", piece, n)
+			if statusLen(strings.ToValidUTF8(s, "\uFFFD")) > n && !strings.HasSuffix(got, "…") {
+				t.Errorf("statusText(%q×5000, %d) does not mark the cut", piece, n)
 			}
 		}
-		if short := piece; utf8.ValidString(short) && bounded(short, 4096) != short {
-			t.Errorf("bounded changed %q, which fits", short)
+		if short := piece; utf8.ValidString(short) && statusText(short, 4096) != short {
+			t.Errorf("statusText changed %q, which fits", short)
 		}
 	}
 }
@@ -46,7 +46,7 @@ func genHostile(t *rapid.T, max int, label string) string {
 	piece := pick(t, hostile, label+"Piece")
 	n := uniform(t, 0, max, label+"Len")
 	s := strings.Repeat(piece, n/len([]rune(piece))+1)
-	return bounded(s, max*6)
+	return statusText(s, max*6)
 }
 
 // TestPropertyAnyStatusFitsTheBudget fills every text and list of a status to the API's bounds
@@ -56,22 +56,22 @@ func TestPropertyAnyStatusFitsTheBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := v1alpha1.AgentRunStatus{
 			Phase: v1alpha1.PhaseRunning, CurrentAgent: "a", StepCount: 1000,
-			Input:              bounded(genHostile(t, maxInput, "input"), maxInput),
-			Output:             bounded(genHostile(t, maxOutput, "output"), maxOutput),
-			PendingInput:       &v1alpha1.PendingInput{Agent: "a", Question: bounded(genHostile(t, 4096, "question"), 4096)},
-			TerminationMessage: bounded(genHostile(t, maxMessage, "message"), maxMessage),
+			Input:              statusText(genHostile(t, maxInput, "input"), maxInput),
+			Output:             statusText(genHostile(t, maxOutput, "output"), maxOutput),
+			PendingInput:       &v1alpha1.PendingInput{Agent: "a", Question: statusText(genHostile(t, 4096, "question"), 4096)},
+			TerminationMessage: statusText(genHostile(t, maxMessage, "message"), maxMessage),
 		}
 		for i := range uniform(t, 0, maxSequence, "records") {
 			s.HandoffSequence = append(s.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i + 1), From: "a", To: "b",
-				Reason: bounded(genHostile(t, maxReason, "reason"), maxReason), InputDigest: digest("x"), OutputDigest: digest("y")})
+				Reason: statusText(genHostile(t, maxReason, "reason"), maxReason), InputDigest: digest("x"), OutputDigest: digest("y")})
 		}
 		for range uniform(t, 0, 64, "approvals") {
 			s.Approvals = append(s.Approvals, v1alpha1.ApprovalRecord{Gate: "g", Decision: v1alpha1.RecordApproved,
-				By: strings.Repeat("<", 253), Feedback: bounded(genHostile(t, 4096, "feedback"), 4096)})
+				By: strings.Repeat("<", 253), Feedback: statusText(genHostile(t, 4096, "feedback"), 4096)})
 		}
 		for _, typ := range []string{"A", "B", "C", "D", "E", "F"} {
 			s.Conditions = append(s.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: "Reason",
-				Message: bounded(genHostile(t, maxMessage, "conditionMessage"), maxMessage)})
+				Message: statusText(genHostile(t, maxMessage, "conditionMessage"), maxMessage)})
 		}
 		before := *s.DeepCopy()
 		FitStatus(&s)
@@ -146,7 +146,7 @@ func TestPropertyStatusHoldsTheBeginningOfALongInput(t *testing.T) {
 		if len(data)-2 > maxStoredInput {
 			t.Fatalf("status holds %d bytes of the input", len(data)-2)
 		}
-		if jsonLen(whole) <= maxStoredInput {
+		if statusLen(whole) <= maxStoredInput {
 			if s.Input != whole || s.InputDigest != "" {
 				t.Fatalf("an input that fits was changed: %q digest %q", s.Input, s.InputDigest)
 			}

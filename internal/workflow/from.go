@@ -215,9 +215,9 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	s.ConfigRevision = revision
 	s.Waited, s.LastDecision, s.Approvals, s.Conditions = nil, 0, nil, nil
 	if input != "" {
-		s.Input = bounded(input, maxInput)
+		s.Input = statusText(input, maxInput)
 	}
-	msg := sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
+	msg := fmt.Sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned, msg)
 	if pending := s.PendingApproval; pending != nil {
 		g, _ := p.gate(s, pending.Gate)

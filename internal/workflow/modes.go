@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -79,12 +81,12 @@ func terminateSignal(p *Plan, res StepResult, sig v1alpha1.Signal) (route, bool)
 		return route{signal: sig.Name, events: []Event{{
 			Type:    EventWarning,
 			Reason:  EventTerminateIgnored,
-			Message: sprintf("agent %s emitted %s (Terminate) but is not a terminator; the signal was ignored", res.Agent, sig.Name),
+			Message: fmt.Sprintf("agent %s emitted %s (Terminate) but is not a terminator; the signal was ignored", res.Agent, sig.Name),
 		}}}, false
 	}
 	return route{
 		end:     v1alpha1.ReasonTerminated,
-		message: sprintf("terminator %s emitted %s", res.Agent, sig.Name),
+		message: fmt.Sprintf("terminator %s emitted %s", res.Agent, sig.Name),
 		final:   true,
 		outcome: v1alpha1.OutcomeSignal,
 		reason:  sig.Name,
@@ -95,7 +97,7 @@ func terminateSignal(p *Plan, res StepResult, sig v1alpha1.Signal) (route, bool)
 func completeSignal(_ *Plan, res StepResult, sig v1alpha1.Signal) (route, bool) {
 	return route{
 		end:     v1alpha1.ReasonCompleted,
-		message: sprintf("agent %s emitted %s (Complete)", res.Agent, sig.Name),
+		message: fmt.Sprintf("agent %s emitted %s (Complete)", res.Agent, sig.Name),
 		final:   true,
 		outcome: v1alpha1.OutcomeSignal,
 		reason:  sig.Name,

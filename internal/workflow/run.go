@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -16,7 +17,7 @@ const maxTruncatedRetries = 2
 // WaitForConfig keeps a run Pending while its AgentConfig does not exist.
 func WaitForConfig(st v1alpha1.AgentRunStatus, config string, now time.Time) Update {
 	return waitPending(st, v1alpha1.ReasonConfigNotFound, EventWaitingForConfig,
-		sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config), now)
+		fmt.Sprintf("AgentConfig %s does not exist in the run's namespace; the run starts when it is created", config), now)
 }
 
 // WaitForSecret keeps a run Pending while a Secret its agents need cannot be read.
@@ -28,7 +29,7 @@ func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time
 	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
 	s.Phase = v1alpha1.PhasePending
-	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != reason || c.Message != bounded(msg, maxMessage) {
+	if c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionConfigResolved); c == nil || c.Reason != reason || c.Message != statusText(msg, maxMessage) {
 		d.event(EventNormal, event, "%s", msg)
 	}
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionFalse, reason, msg)
@@ -47,13 +48,13 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 	s.ConfigRevision = revision
 	s.CurrentAgent = agent
 	s.State = state
-	s.Input = bounded(input, maxInput)
+	s.Input = statusText(input, maxInput)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
-		sprintf("pinned as %s", revision))
+		fmt.Sprintf("pinned as %s", revision))
 	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	// No Event: status says the run started, and an Event is one more write per run.
 	if agent == "" {
-		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: sprintf("the first state %s is final", state)}, now)
+		end(&d, Trip{Reason: v1alpha1.ReasonCompleted, Message: fmt.Sprintf("the first state %s is final", state)}, now)
 		return d
 	}
 	if t, ok := check(p, s, now); ok {
@@ -119,7 +120,7 @@ func Deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 func Cancel(st v1alpha1.AgentRunStatus, why string, now time.Time) Update {
 	msg := "cancelled by annotation " + v1alpha1.AnnotationCancel
 	if why != "" {
-		msg += ": " + bounded(why, 256)
+		msg += ": " + statusText(why, 256)
 	}
 	return Fail(st, v1alpha1.ReasonCancelled, msg, now)
 }
@@ -172,7 +173,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	case res.Error != "":
 		r = route{fail: res.Error}
 	case p.Agent(res.Agent) == nil:
-		r = route{fail: sprintf("agent %s is not in the pinned config", quoteName(res.Agent))}
+		r = route{fail: fmt.Sprintf("agent %s is not in the pinned config", quoteName(res.Agent))}
 	case res.FinishReason == v1alpha1.FinishLength:
 		rec.OutputDigest = outputDigest
 		r = truncated(s, res)
@@ -198,7 +199,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	}
 	rec.To = r.to
 	rec.Outcome = r.outcome
-	rec.Reason = bounded(r.reason, maxReason)
+	rec.Reason = statusText(r.reason, maxReason)
 	rec.Signal = r.signal
 	rec.Confidence = r.confidence
 	appendRecord(s, rec)
@@ -223,9 +224,9 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 
 	if r.end != "" {
 		if r.final {
-			s.Output = bounded(res.Output, maxOutput)
+			s.Output = statusText(res.Output, maxOutput)
 		}
-		t := Trip{Reason: r.end, Message: sprintf("%s at step %d", r.message, s.StepCount)}
+		t := Trip{Reason: r.end, Message: fmt.Sprintf("%s at step %d", r.message, s.StepCount)}
 		if res.Trip != nil {
 			t = guarded(Trip{Reason: res.Trip.Reason, Message: res.Trip.Message, Loop: res.Trip.Loop})
 		}
@@ -256,7 +257,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	}
 	s.CurrentAgent = r.to
 	s.State = r.state
-	s.Input = bounded(r.input, maxInput)
+	s.Input = statusText(r.input, maxInput)
 	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
@@ -279,7 +280,7 @@ func warnTokens(p *Plan, d *Update, before int64, now time.Time) {
 	if s.TokensUsed < threshold || before >= threshold {
 		return
 	}
-	msg := sprintf("token budget: tokens %d of %d used (%d%%), past the warning at %d%%",
+	msg := fmt.Sprintf("token budget: tokens %d of %d used (%d%%), past the warning at %d%%",
 		s.TokensUsed, p.Limits.MaxTokens, s.TokensUsed*100/p.Limits.MaxTokens, p.Limits.TokenWarningPercent)
 	setCondition(s, now, v1alpha1.ConditionTokenBudgetWarning, metav1.ConditionTrue, v1alpha1.ReasonThresholdReached, msg)
 	d.event(EventWarning, EventTokenBudgetWarning, "%s", msg)
@@ -289,7 +290,7 @@ func warnTokens(p *Plan, d *Update, before int64, now time.Time) {
 // maxTruncatedRetries more times; after that the step fails.
 func truncated(s *v1alpha1.AgentRunStatus, res StepResult) route {
 	if trailing(s, res.Agent, v1alpha1.OutcomeTruncated) >= maxTruncatedRetries {
-		return route{fail: sprintf("answer still truncated at the output-token limit after %d attempts", maxTruncatedRetries+1)}
+		return route{fail: fmt.Sprintf("answer still truncated at the output-token limit after %d attempts", maxTruncatedRetries+1)}
 	}
 	return askAgain(s, res, v1alpha1.OutcomeTruncated, "answer truncated at the output-token limit; asking again")
 }
@@ -320,7 +321,7 @@ func invalid(s *v1alpha1.AgentRunStatus, res StepResult, problems string) route 
 			end:     v1alpha1.ReasonInvalidOutput,
 			outcome: v1alpha1.OutcomeInvalid,
 			reason:  "output does not match its outputSchema: " + problems,
-			message: sprintf("%s's output still does not match its outputSchema after %d repairs: %s", res.Agent, maxRepairs, problems),
+			message: fmt.Sprintf("%s's output still does not match its outputSchema after %d repairs: %s", res.Agent, maxRepairs, problems),
 		}
 	}
 	return askAgain(s, res, v1alpha1.OutcomeInvalid, "output does not match its outputSchema; asking for a repair: "+problems)
@@ -330,7 +331,7 @@ func invalid(s *v1alpha1.AgentRunStatus, res StepResult, problems string) route 
 // when no one can.
 func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) route {
 	s.ErrorCount++
-	why := bounded(r.fail, maxReason)
+	why := statusText(r.fail, maxReason)
 	out := route{outcome: v1alpha1.OutcomeFailed, reason: why, signal: r.signal, events: r.events}
 	rc := modes[p.Mode()].recover(p, s, res.Agent)
 	switch {
@@ -342,15 +343,15 @@ func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) rout
 		if res.TimedOut {
 			out.end = v1alpha1.ReasonAgentTimeout
 		}
-		out.message = sprintf("%s failed with no agent to recover (%s)", res.Agent, why)
+		out.message = fmt.Sprintf("%s failed with no agent to recover (%s)", res.Agent, why)
 		return out
 	}
 	// Recovery moves control but is not a handoff: failures count against maxErrors only.
 	out.to, out.state = rc.to, rc.state
-	out.input = sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
+	out.input = fmt.Sprintf("step %d of agent %s failed: %s", s.StepCount, res.Agent, why)
 	if len(r.events) == 0 {
 		out.events = append(out.events, Event{Type: EventWarning, Reason: EventStepFailed,
-			Message: sprintf("step %d of agent %s failed: %s; %s takes over", s.StepCount, res.Agent, why, rc.to)})
+			Message: fmt.Sprintf("step %d of agent %s failed: %s; %s takes over", s.StepCount, res.Agent, why, rc.to)})
 	}
 	return out
 }
@@ -364,7 +365,7 @@ func end(d *Update, t Trip, now time.Time) {
 	done := metav1.NewTime(now)
 	s.Phase = t.Reason.Phase()
 	s.TerminationReason = t.Reason
-	s.TerminationMessage = bounded(t.Message, maxMessage)
+	s.TerminationMessage = statusText(t.Message, maxMessage)
 	s.Loop = t.Loop
 	s.CompletionTime = &done
 	d.Guard = t.Guard
@@ -398,7 +399,7 @@ func setCondition(s *v1alpha1.AgentRunStatus, now time.Time, typ string, status 
 		Type:               typ,
 		Status:             status,
 		Reason:             reason,
-		Message:            bounded(message, maxMessage),
+		Message:            statusText(message, maxMessage),
 		LastTransitionTime: metav1.NewTime(now),
 	})
 }

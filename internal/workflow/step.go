@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -116,5 +117,5 @@ type Decided struct {
 func (d Update) Ended() bool { return d.Status.Phase.Terminal() }
 
 func (d *Update) event(typ, reason, format string, args ...any) {
-	d.Events = append(d.Events, Event{Type: typ, Reason: reason, Message: bounded(sprintf(format, args...), maxMessage)})
+	d.Events = append(d.Events, Event{Type: typ, Reason: reason, Message: statusText(fmt.Sprintf(format, args...), maxMessage)})
 }

@@ -85,15 +85,15 @@ func (sv supervisor) route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult)
 		next.end, next.final = v1alpha1.ReasonCompleted, true
 		next.outcome = v1alpha1.OutcomeFinal
 		next.reason = "final answer"
-		next.message = sprintf("%s gave the final answer", res.Agent)
+		next.message = fmt.Sprintf("%s gave the final answer", res.Agent)
 	case res.Handoff != "":
 		switch {
 		case !p.CanHandOff(res.Agent, res.Handoff):
-			next.fail = sprintf("delegation to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
+			next.fail = fmt.Sprintf("delegation to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
 			next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
 			return next
 		case st.Depth+1 > p.Limits.MaxHandoffDepth:
-			next.fail = sprintf("delegation to %s refused: depth %d would pass maxHandoffDepth %d", res.Handoff, st.Depth+1, p.Limits.MaxHandoffDepth)
+			next.fail = fmt.Sprintf("delegation to %s refused: depth %d would pass maxHandoffDepth %d", res.Handoff, st.Depth+1, p.Limits.MaxHandoffDepth)
 			next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
 			return next
 		}
@@ -128,7 +128,7 @@ func (supervisor) choose(p *Plan, d *v1alpha1.RoutingDecision) (agent, why strin
 	if d.Confidence != nil {
 		confidence = *d.Confidence
 	}
-	reason := bounded(d.Reason, 120)
+	reason := statusText(d.Reason, 120)
 	switch {
 	case child(d.Target) && confidence >= minimum:
 		return d.Target, fmt.Sprintf("routed to %s (confidence %.2f): %s", d.Target, confidence, reason), true

@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -24,7 +26,7 @@ func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 
 	switch {
 	case res.Handoff != "" && !p.CanHandOff(res.Agent, res.Handoff):
-		next.fail = sprintf("handoff to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
+		next.fail = fmt.Sprintf("handoff to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
 		next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
 	case res.Handoff != "":
 		next.to, next.state = res.Handoff, res.Handoff
@@ -38,9 +40,9 @@ func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 		next.outcome = v1alpha1.OutcomeFinal
 		next.reason = "final answer"
 		if p.Agent(res.Agent).Terminator {
-			next.message = sprintf("terminator %s gave the final answer", res.Agent)
+			next.message = fmt.Sprintf("terminator %s gave the final answer", res.Agent)
 		} else {
-			next.message = sprintf("%s gave the final answer (the config has no terminator)", res.Agent)
+			next.message = fmt.Sprintf("%s gave the final answer (the config has no terminator)", res.Agent)
 		}
 	default:
 		next.to, next.state = p.Spec.Entrypoint, p.Spec.Entrypoint

@@ -3,7 +3,6 @@ package workflow
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,9 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/decisions"
 )
 
-// Bounds of what the status holds, below the API's own limits.
+// Every text the core writes, in status or in an Event, is bounded in bytes as the API server
+// stores it: inside a JSON string, where it writes <, >, & and control characters as six bytes
+// each, so that n characters of HTML would take up to 6n bytes of the object (docs/security.md,
+// "Status stays small"). statusLen measures in that unit, fitsStatus checks and statusText cuts.
+// A text of n such bytes has at most n characters, so the same bound holds in characters too.
+// People's values are bounded in characters, as they write them (decisions.MaxValue, refuse).
+
+// Bounds of what the status holds, in bytes as stored, below the API's own limits.
 const (
 	maxInput    = 32768
 	maxOutput   = 16384
@@ -24,6 +31,10 @@ const (
 	// maxStoredInput is how much of the next agent's input status holds; the transcript
 	// holds it whole (see StoreInput).
 	maxStoredInput = 512
+	// maxValue bounds a question, a feedback and a held call's arguments in status. A person's
+	// value may have as many characters (decisions.MaxValue), so one full of escaped characters
+	// is cut here.
+	maxValue = decisions.MaxValue
 )
 
 // StoreInput makes the status what the API server keeps: an input longer than maxStoredInput is
@@ -33,8 +44,8 @@ const (
 func StoreInput(s *v1alpha1.AgentRunStatus) string {
 	whole := s.Input
 	s.InputDigest = ""
-	if len(whole) > maxStoredInput || jsonLen(whole) > maxStoredInput {
-		s.Input = bounded(whole, maxStoredInput)
+	if !fitsStatus(whole, maxStoredInput) {
+		s.Input = statusText(whole, maxStoredInput)
 		s.InputDigest = digest(whole)
 	}
 	return whole
@@ -45,20 +56,19 @@ func IsInput(s *v1alpha1.AgentRunStatus, text string) bool {
 	return s.InputDigest != "" && digest(text) == s.InputDigest
 }
 
-// bounded cuts s so that it takes at most n bytes as a JSON string, and so at most n
-// characters, marking the cut. Bytes, not characters: the API server's JSON escapes <, > and &
-// to six bytes each, so n characters of HTML would take up to 6n bytes of the object.
-func bounded(s string, n int) string {
+// statusText is s as a text of at most n bytes as stored: as it is when it fits, else cut on a
+// character boundary with the cut marked. Invalid UTF-8 is replaced, so it is always valid.
+func statusText(s string, n int) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) <= n && jsonLen(s) <= n {
+	if fitsStatus(s, n) {
 		return s
 	}
 	const mark = "…"
 	size, cut := 0, 0
 	for i, r := range s {
-		size += runeJSONLen(r, s[i:])
+		size += runeStatusLen(r, s[i:])
 		if size > n-len(mark) {
 			break
 		}
@@ -67,18 +77,24 @@ func bounded(s string, n int) string {
 	return s[:cut] + mark
 }
 
-// jsonLen is the bytes s takes inside a JSON string as Go (and so the API server) writes it, or
-// a little more: an upper bound.
-func jsonLen(s string) int {
+// fitsStatus reports whether s takes at most n bytes as stored. A text is never shorter stored
+// than it is, so one longer than n bytes is not read through.
+func fitsStatus(s string, n int) bool {
+	return len(s) <= n && statusLen(s) <= n
+}
+
+// statusLen is the bytes s takes inside a JSON string as Go (and so the API server) writes it,
+// or a little more: an upper bound.
+func statusLen(s string) int {
 	n := 0
 	for i, r := range s {
-		n += runeJSONLen(r, s[i:])
+		n += runeStatusLen(r, s[i:])
 	}
 	return n
 }
 
-// runeJSONLen is the bytes r, found at the start of rest, takes inside a JSON string.
-func runeJSONLen(r rune, rest string) int {
+// runeStatusLen is the bytes r, found at the start of rest, takes inside a JSON string.
+func runeStatusLen(r rune, rest string) int {
 	switch {
 	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
 		return 2
@@ -92,8 +108,6 @@ func runeJSONLen(r rune, rest string) int {
 	return utf8.RuneLen(r)
 }
 
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
-
 // digest is a short, stable digest of a step's input or output.
 func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -106,7 +120,7 @@ func quoteName(s string) string {
 	if len(validation.IsDNS1123Label(s)) == 0 {
 		return s
 	}
-	return strconv.Quote(bounded(s, 63))
+	return strconv.Quote(statusText(s, 63))
 }
 
 // toolToken shows a tool name a model gave: as it is when it is a plausible tool name, quoted and
@@ -115,7 +129,7 @@ func toolToken(s string) string {
 	if toolName.MatchString(s) {
 		return s
 	}
-	return strconv.Quote(bounded(s, 63))
+	return strconv.Quote(statusText(s, 63))
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)

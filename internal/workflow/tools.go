@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/decisions"
 )
 
 // Tools in the pure core: which tools an agent may call, the gates that hold calls back, and
@@ -198,7 +197,7 @@ func CheckToolCall(p *Plan, made int32, uses *ToolUses, next ToolUse) (Trip, boo
 		Reason: v1alpha1.ReasonLoopDetected,
 		Message: fmt.Sprintf("RepeatedToolCall: %s called with the same arguments %d times (steps %s) and asked for again at step %d, more than loopDetection.maxRepeatedToolCalls %d",
 			tool, c.count, joinSteps(c.steps), next.Step, p.Loops.MaxRepeatedToolCalls),
-		Loop: &v1alpha1.LoopStatus{Detector: v1alpha1.DetectorRepeatedToolCall, Pattern: []string{bounded(tool, 200)}, Steps: steps},
+		Loop: &v1alpha1.LoopStatus{Detector: v1alpha1.DetectorRepeatedToolCall, Pattern: []string{statusText(tool, 200)}, Steps: steps},
 	}), true
 }
 
@@ -238,7 +237,7 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 	}
 	holdToolCall(p, &d, g, v1alpha1.PendingToolCall{
 		Server: call.Server, Tool: call.Tool, Step: s.StepCount + 1, Call: call.Index,
-		Arguments: bounded(string(call.Arguments), decisions.MaxValue),
+		Arguments: statusText(string(call.Arguments), maxValue),
 	}, now)
 	return d
 }
