@@ -8,7 +8,9 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// mode is one way of deciding who acts next. A new mode is one more entry in modes.
+// mode is one way of deciding who acts next. A new mode is one more entry in modes. A mode
+// reads the run's status and never writes it: what a step changes, it returns, and Apply
+// writes it in one place (record).
 type mode interface {
 	// validate checks what the mode needs of the config.
 	validate(p *Plan, path *field.Path) field.ErrorList
@@ -27,6 +29,26 @@ type recovery struct {
 	ok        bool
 	end       v1alpha1.TerminationReason
 	message   string
+	// counts is what the failure changes of the mode's counts.
+	counts tally
+}
+
+// tally is what a step changes of the counts a mode keeps in status: a supervisor's delegation
+// depth (status.depth) and the child steps that failed in a row (status.reroutes). A nil field
+// leaves its count as it is.
+type tally struct {
+	depth    *int32
+	reroutes *int32
+}
+
+// apply writes the counts into the status.
+func (t tally) apply(s *v1alpha1.AgentRunStatus) {
+	if t.depth != nil {
+		s.Depth = *t.depth
+	}
+	if t.reroutes != nil {
+		s.Reroutes = *t.reroutes
+	}
 }
 
 var modes = map[v1alpha1.WorkflowMode]mode{
@@ -58,8 +80,12 @@ type route struct {
 	await bool
 	// confidence is a supervisor's confidence in the routing, recorded with the step.
 	confidence *float64
-	// fail, when set, makes the step a failed step for this reason.
-	fail   string
+	// fail, when set, makes the step a failed step for this reason (see failStep).
+	fail string
+	// failed counts the step as failed, against limits.maxErrors: failStep sets it.
+	failed bool
+	// counts is what the step changes of the mode's counts.
+	counts tally
 	events []Event
 }
 

@@ -197,6 +197,10 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	if r.fail != "" {
 		r = failStep(p, s, res, r)
 	}
+	if r.failed {
+		s.ErrorCount++
+	}
+	r.counts.apply(s)
 	rec.To = r.to
 	rec.Outcome = r.outcome
 	rec.Reason = statusText(r.reason, maxReason)
@@ -330,10 +334,9 @@ func invalid(s *v1alpha1.AgentRunStatus, res StepResult, problems string) route 
 // failStep counts a failed step and hands control to the agent that recovers, or ends the run
 // when no one can.
 func failStep(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, r route) route {
-	s.ErrorCount++
 	why := statusText(r.fail, maxReason)
-	out := route{outcome: v1alpha1.OutcomeFailed, reason: why, signal: r.signal, events: r.events}
 	rc := modes[p.Mode()].recover(p, s, res.Agent)
+	out := route{failed: true, counts: rc.counts, outcome: v1alpha1.OutcomeFailed, reason: why, signal: r.signal, events: r.events}
 	switch {
 	case rc.end != "":
 		out.end, out.message = rc.end, rc.message

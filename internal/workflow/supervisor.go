@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -65,52 +66,63 @@ func (sv supervisor) route(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult)
 	agent := p.Agent(res.Agent)
 	switch {
 	case res.Agent == boss && res.Routing != nil:
-		to, why, ok := sv.choose(p, res.Routing)
-		if !ok {
-			next.fail = why
-			return next
-		}
-		next.to, next.state = to, to
-		next.outcome = v1alpha1.OutcomeHandoff
-		next.reason = why
-		next.confidence = res.Routing.Confidence
-		next.input = firstNonEmpty(res.Output, st.Input)
-		next.handoff = true
-		st.Depth = 1
+		return sv.routed(p, st, res, next)
+	case res.Agent == boss && p.HasTerminator() && !agent.Terminator:
+		next.fail = "the supervisor answered without a routing decision"
 	case res.Agent == boss || agent.Terminator:
-		if res.Agent == boss && p.HasTerminator() && !agent.Terminator {
-			next.fail = "the supervisor answered without a routing decision"
-			return next
-		}
 		next.end, next.final = v1alpha1.ReasonCompleted, true
 		next.outcome = v1alpha1.OutcomeFinal
 		next.reason = "final answer"
 		next.message = fmt.Sprintf("%s gave the final answer", res.Agent)
 	case res.Handoff != "":
-		switch {
-		case !p.CanHandOff(res.Agent, res.Handoff):
-			next.fail = fmt.Sprintf("delegation to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
-			next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
-			return next
-		case st.Depth+1 > p.Limits.MaxHandoffDepth:
-			next.fail = fmt.Sprintf("delegation to %s refused: depth %d would pass maxHandoffDepth %d", res.Handoff, st.Depth+1, p.Limits.MaxHandoffDepth)
-			next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
-			return next
-		}
-		next.to, next.state = res.Handoff, res.Handoff
-		next.outcome = v1alpha1.OutcomeHandoff
-		next.reason = firstNonEmpty(res.Reason, "delegated")
-		next.input = res.Output
-		next.handoff = true
-		st.Depth++
+		return delegated(p, st, res, next)
 	default:
 		next.to, next.state = boss, boss
 		next.outcome = v1alpha1.OutcomeReturned
 		next.reason = "answered; control returns to the supervisor"
 		next.input = res.Output
 		next.handoff = true
-		st.Depth, st.Reroutes = 0, 0
+		next.counts = tally{depth: ptr.To[int32](0), reroutes: ptr.To[int32](0)}
 	}
+	return next
+}
+
+// routed hands control to the child the supervisor's routing decision picks, one level deep.
+func (sv supervisor) routed(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult, next route) route {
+	to, why, ok := sv.choose(p, res.Routing)
+	if !ok {
+		next.fail = why
+		return next
+	}
+	next.to, next.state = to, to
+	next.outcome = v1alpha1.OutcomeHandoff
+	next.reason = why
+	next.confidence = res.Routing.Confidence
+	next.input = firstNonEmpty(res.Output, st.Input)
+	next.handoff = true
+	next.counts.depth = ptr.To[int32](1)
+	return next
+}
+
+// delegated hands control from a child to one of its handoffs, one level deeper, unless that
+// passes maxHandoffDepth.
+func delegated(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult, next route) route {
+	switch {
+	case !p.CanHandOff(res.Agent, res.Handoff):
+		next.fail = fmt.Sprintf("delegation to %s refused: not in the handoffs of %s", quoteName(res.Handoff), res.Agent)
+	case st.Depth+1 > p.Limits.MaxHandoffDepth:
+		next.fail = fmt.Sprintf("delegation to %s refused: depth %d would pass maxHandoffDepth %d", res.Handoff, st.Depth+1, p.Limits.MaxHandoffDepth)
+	}
+	if next.fail != "" {
+		next.events = append(next.events, Event{Type: EventWarning, Reason: EventHandoffRefused, Message: next.fail})
+		return next
+	}
+	next.to, next.state = res.Handoff, res.Handoff
+	next.outcome = v1alpha1.OutcomeHandoff
+	next.reason = firstNonEmpty(res.Reason, "delegated")
+	next.input = res.Output
+	next.handoff = true
+	next.counts.depth = ptr.To(st.Depth + 1)
 	return next
 }
 
@@ -155,11 +167,12 @@ func (supervisor) recover(p *Plan, st *v1alpha1.AgentRunStatus, failed string) r
 	if r.MaxReroutes != nil {
 		maxReroutes = *r.MaxReroutes
 	}
-	st.Reroutes++
-	st.Depth = 0
-	if st.Reroutes > maxReroutes {
-		return recovery{end: v1alpha1.ReasonRoutingExhausted, message: fmt.Sprintf(
-			"routing exhausted: %d child steps failed in a row, more than maxReroutes %d; last: %s", st.Reroutes, maxReroutes, failed)}
+	// The failed child's delegation ends: control goes back to the supervisor, or nowhere.
+	reroutes := st.Reroutes + 1
+	counts := tally{depth: ptr.To[int32](0), reroutes: &reroutes}
+	if reroutes > maxReroutes {
+		return recovery{counts: counts, end: v1alpha1.ReasonRoutingExhausted, message: fmt.Sprintf(
+			"routing exhausted: %d child steps failed in a row, more than maxReroutes %d; last: %s", reroutes, maxReroutes, failed)}
 	}
-	return recovery{to: r.Supervisor, state: r.Supervisor, ok: true}
+	return recovery{to: r.Supervisor, state: r.Supervisor, ok: true, counts: counts}
 }
