@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -50,7 +51,7 @@ func (r *AgentRunReconciler) startFrom(ctx context.Context, run *v1alpha1.AgentR
 	d := workflow.StartFrom(plan, replayed, run.Spec.Input, revision, from.Run, from.Step, now)
 	// The next agent's whole input, which status holds only the beginning of, is found here
 	// after a restart (findInput).
-	if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, workflow.Update{}, d.Status.Input, now)); err != nil {
+	if _, err := r.transcript.Append(ctx, records.DecisionBody{Input: d.Status.Input}.Record(idOf(run), &d.Status, now)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the run's input to the transcript: %w", err)
 	}
 	r.runs.setPlan(run, plan)
@@ -117,7 +118,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alp
 	replay := workflow.NewReplay(plan, earlier.Name, earlierCreator, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time)
 	calls := map[int32][]workflow.RecordedCall{}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindTool}
-	err := eachRecord(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
+	err := records.Each(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		switch {
 		case rec.Step > last:
 		case rec.Kind == transcript.KindTool:
@@ -127,7 +128,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alp
 				replay.Decided(rec.Step, d)
 			}
 		case rec.Kind == transcript.KindStep:
-			res, err := stepResultOf(rec)
+			res, err := records.ResultOf(rec)
 			if err != nil {
 				return false, fmt.Errorf("%w: %v", errFrom, err)
 			}
@@ -171,7 +172,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		return nil
 	}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision}
-	err := eachRecord(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
+	err := records.Each(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		if rec.Kind == transcript.KindStep && rec.Step > last {
 			return false, nil
 		}
@@ -180,7 +181,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		}
 		rec.Seq, rec.RunUID, rec.Namespace, rec.Run = 0, string(run.UID), run.Namespace, run.Name
 		page = append(page, rec)
-		if size += len(rec.Body); size >= readPage {
+		if size += len(rec.Body); size >= records.ReadPage {
 			return true, flush()
 		}
 		return true, nil
@@ -193,7 +194,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 
 // recordedCall is a tool record as a replay judges it.
 func recordedCall(rec transcript.Record) workflow.RecordedCall {
-	var b callBody
+	var b records.CallBody
 	_ = json.Unmarshal(rec.Body, &b)
 	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Refused: b.Refused != "", ApprovedBy: b.ApprovedBy}
 }
@@ -201,7 +202,7 @@ func recordedCall(rec transcript.Record) workflow.RecordedCall {
 // decidedIn is what a decision record says people decided. Records written before decisions
 // were kept whole hold only replies, in their context.
 func decidedIn(rec transcript.Record) []workflow.Decided {
-	var body decisionBody
+	var body records.DecisionBody
 	if json.Unmarshal(rec.Body, &body) != nil {
 		return nil
 	}

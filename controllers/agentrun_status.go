@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -55,7 +56,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		if decided {
 			kept = whole
 		}
-		if _, err := r.transcript.Append(ctx, decisionRecord(run, d.Status, d, kept, r.Clock.Now())); err != nil {
+		if _, err := r.transcript.Append(ctx, records.DecisionBody{Decisions: d.Decided, Context: d.Context, Input: kept}.Record(idOf(run), &d.Status, r.Clock.Now())); err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("writing decisions to the transcript: %w", err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -31,7 +32,7 @@ type stepCall struct {
 	plan *workflow.Plan
 	spec *v1alpha1.Agent
 	step workflow.Step
-	rid  runID
+	rid  records.RunID
 	// task is the run's input, config the name of its AgentConfig.
 	task, config string
 	// from is the status the step started from: Apply decides from it what the step adds to
@@ -47,7 +48,7 @@ type stepCall struct {
 
 func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
 	c := &stepCall{r: r, plan: plan, spec: plan.Agent(step.Agent), step: step,
-		rid:  runID{uid: string(run.UID), namespace: run.Namespace, name: run.Name},
+		rid:  records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name},
 		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
 	return c
 }
@@ -57,7 +58,7 @@ func (c *stepCall) provider() string { return string(c.spec.Model.Provider) }
 // call makes the step's request and asks the agent's provider, in the step's span. The step's
 // goroutine waits on the agent below this frame: what it keeps for the step is in c.
 func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
-	ctx, span := startStep(ctx, c.rid.traced(c.config), c.step.Number, c.spec)
+	ctx, span := startStep(ctx, tracedRun(c.rid, c.config), c.step.Number, c.spec)
 	req, err := c.request(ctx, span != noSpan)
 	var res *workflow.StepResult
 	if err != nil {
@@ -88,7 +89,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		c.mu.Unlock()
 	}
 	if traced {
-		req.ModelCalls = chatCalls{run: c.rid.traced(c.config), agent: c.spec, req: req, content: c.r.options.TraceContent}
+		req.ModelCalls = chatCalls{run: tracedRun(c.rid, c.config), agent: c.spec, req: req, content: c.r.options.TraceContent}
 	}
 	c.mu.Lock()
 	c.sent = req
@@ -115,7 +116,7 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	default:
 		res.Error, result = err.Error(), "error"
 	}
-	metrics.StepsTotal.WithLabelValues(c.rid.namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
+	metrics.StepsTotal.WithLabelValues(c.rid.Namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
 	// A continuation joins the pieces: providers return only the new text.
 	if c.step.Continues && res.Error == "" {
 		res.Output = req.Continuation + res.Output
@@ -135,9 +136,9 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 	}
 	// What the status counts of the step is counted here, once, for the answer the step
 	// ends with (an answer that came after the deadline is not).
-	metrics.CountTokens(c.rid.namespace, c.config, c.spec, res.Result)
+	metrics.CountTokens(c.rid.Namespace, c.config, c.spec, res.Result)
 	if res.Held != nil {
-		return heldRecord(c.rid, c.step.Number, res, ended)
+		return records.NewHeld(res).Record(c.rid, c.step.Number, ended)
 	}
 	var unavailable []string
 	var toolBytes int64
@@ -149,7 +150,7 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 			uses = nil
 		}
 		unavailable, toolBytes = b.unavailable, b.bytes.Load()
-		c.r.runs.setToolUses(c.rid.key(), types.UID(c.rid.uid), uses, c.step.Number+1)
+		c.r.runs.setToolUses(c.rid.Key(), types.UID(c.rid.UID), uses, c.step.Number+1)
 	}
 	prev := previous(c.from, c.step.Number)
 	d := workflow.Apply(c.plan, c.from, res, ended)
@@ -164,6 +165,18 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 	return stepRecord(c.rid, c.step, c.spec, nil, res, d.Context, unavailable, prev, started, ended, toolBytes)
 }
 
+// stepRecord is the transcript record of a step that ended. Without req, the record holds no
+// messages. toolBytes is what the step's tool records take.
+func stepRecord(run records.RunID, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
+	res workflow.StepResult, context []workflow.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
+	body := records.NewStep(res, spec, context, started, ended)
+	body.Previous, body.UnavailableTools, body.ToolRecordBytes = previous, unavailable, toolBytes
+	if req != nil && !scripted(spec) {
+		body.Messages = agents.Messages(*req)
+	}
+	return body.Record(run, step.Number, ended)
+}
+
 // tooLarge is a step whose record would take size bytes, more than the transcript takes: it
 // failed, and what it used counts.
 func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
@@ -176,12 +189,12 @@ func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
 }
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
-func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid runID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
+func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
 	spec := plan.Agent(step.Agent)
 	req := &agents.Request{
-		Namespace: rid.namespace,
-		Run:       rid.name,
-		RunUID:    rid.uid,
+		Namespace: rid.Namespace,
+		Run:       rid.Name,
+		RunUID:    rid.UID,
 		Step:      step.Number,
 		Turn:      step.Turn,
 		Attempt:   step.Attempt,
@@ -223,7 +236,7 @@ func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.Age
 		r.runs.looked(run)
 		return notStarted, workflow.StepResult{}, nil
 	}
-	res, err := stepResultOf(rec)
+	res, err := records.ResultOf(rec)
 	if err != nil {
 		res = workflow.StepResult{Agent: step.Agent, Input: step.Input, Error: err.Error()}
 	}
@@ -242,13 +255,13 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 	if maxMessages > 0 && !scripted(&req.Agent) {
 		// A page of the newest records: the window is bounded in characters far below it.
 		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
-			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: readPage})
+			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
 		}
 		var entries []workflow.ContextEntry
 		for _, rec := range recs {
-			entries = append(entries, contextOf(rec)...)
+			entries = append(entries, records.ContextOf(rec)...)
 		}
 		req.Context = window(entries, maxMessages, maxChars)
 	}
@@ -259,7 +272,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 	if err != nil || !found {
 		return fmt.Errorf("reading step %d from the run's transcript: found %t, %v", step.Number-1, found, err)
 	}
-	var body stepBody
+	var body records.StepBody
 	if err := json.Unmarshal(prev.Body, &body); err != nil {
 		return fmt.Errorf("reading step %d from the run's transcript: %w", step.Number-1, err)
 	}

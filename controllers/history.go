@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -62,7 +63,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 	var seen []v1alpha1.HandoffRecord
 	results := map[int32]workflow.StepResult{}
 	q := transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep}, Newest: true,
-		Limit: workflow.HistoryLength + 1, MaxBytes: readPage}
+		Limit: workflow.HistoryLength + 1, MaxBytes: records.ReadPage}
 	for read := 0; read < workflow.HistoryLength+1; {
 		recs, err := r.transcript.List(ctx, q)
 		if err != nil {
@@ -70,7 +71,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 		}
 		var page []v1alpha1.HandoffRecord
 		for _, rec := range recs {
-			var body stepBody
+			var body records.StepBody
 			if json.Unmarshal(rec.Body, &body) != nil {
 				continue
 			}
@@ -79,7 +80,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 			}
 			if rec.Step >= st.HandoffSequence[0].Step {
 				// Only the steps status holds need their results' digests.
-				results[rec.Step] = body.result()
+				results[rec.Step] = body.StepResult()
 			}
 		}
 		seen = append(page, seen...)

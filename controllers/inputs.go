@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -80,11 +81,11 @@ func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentR
 	var candidates []string
 	if st.LastDecision > 0 || run.Spec.From != nil {
 		// A run started from an earlier one recorded its input when it started.
-		rec, ok, err := r.transcript.Get(ctx, string(run.UID), decisionKey(st))
+		rec, ok, err := r.transcript.Get(ctx, string(run.UID), records.DecisionKey(st))
 		if err != nil {
 			return "", false, err
 		}
-		var body decisionBody
+		var body records.DecisionBody
 		if ok && json.Unmarshal(rec.Body, &body) == nil {
 			candidates = append(candidates, body.Input)
 		}
@@ -94,7 +95,7 @@ func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentR
 		if err != nil {
 			return "", false, err
 		}
-		var body stepBody
+		var body records.StepBody
 		if ok && json.Unmarshal(rec.Body, &body) == nil {
 			candidates = append(candidates, body.Output, body.Input)
 		}
@@ -106,9 +107,4 @@ func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentR
 		}
 	}
 	return "", false, nil
-}
-
-// decisionKey is the key of the record of the decisions a status applied.
-func decisionKey(st *v1alpha1.AgentRunStatus) transcript.Key {
-	return transcript.Key{Kind: transcript.KindDecision, Step: st.StepCount, Call: int32(st.LastDecision)}
 }

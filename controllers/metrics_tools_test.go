@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/workflow"
 	. "github.com/baton-dev/baton/test/builders"
 )
@@ -23,17 +23,17 @@ func TestToolCallsAreCountedByTheNamesTheConfigDeclares(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	b := &toolbox{plan: plan, agent: "a", config: "tools", run: runID{namespace: "metrics-ns"},
+	b := &toolbox{plan: plan, agent: "a", config: "tools", run: records.RunID{Namespace: "metrics-ns"},
 		offered: map[string]bool{"memory/search": true, "crm/crm": true}}
 	for i := range 50 {
 		// A server that names its tools anew on every list.
 		renamed := fmt.Sprintf("search_v%d", i)
 		b.offered["memory/"+renamed] = true
-		b.count(callBody{ToolCall: agentsCall("memory", renamed), ToolOutcome: made()})
+		b.count(records.CallBody{ToolCall: agentsCall("memory", renamed), ToolOutcome: made()})
 	}
-	b.count(callBody{ToolCall: agentsCall("memory", "search"), ToolOutcome: made()})
-	b.count(callBody{ToolCall: agentsCall("crm", "crm"), ToolOutcome: made()})
-	b.count(callBody{ToolCall: agentsCall("made-up", "x"), ToolOutcome: made()})
+	b.count(records.CallBody{ToolCall: agentsCall("memory", "search"), ToolOutcome: made()})
+	b.count(records.CallBody{ToolCall: agentsCall("crm", "crm"), ToolOutcome: made()})
+	b.count(records.CallBody{ToolCall: agentsCall("made-up", "x"), ToolOutcome: made()})
 
 	want := map[[2]string]float64{{"memory", "(other)"}: 50, {"memory", "search"}: 1, {"crm", "crm"}: 1, {"(other)", "(other)"}: 1}
 	for labels, n := range want {
@@ -47,4 +47,4 @@ func agentsCall(server, tool string) workflow.ToolCall {
 	return workflow.ToolCall{Server: server, Tool: tool}
 }
 
-func made() agents.ToolOutcome { return agents.ToolOutcome{Made: true} }
+func made() workflow.ToolOutcome { return workflow.ToolOutcome{Made: true} }

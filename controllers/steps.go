@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -294,7 +295,7 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 		stored, err := s.store.Append(ctx, rec)
 		metrics.TranscriptWrite.Observe(time.Since(began).Seconds())
 		if err == nil {
-			res, err := resultOf(stored[0])
+			res, err := records.ResultOf(stored[0])
 			if err != nil {
 				res = workflow.StepResult{Agent: agent, Error: err.Error()}
 			}
@@ -307,7 +308,7 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 		if errors.Is(err, transcript.ErrBadRecord) && rec.Kind == transcript.KindStep {
 			// The store will never take it: the step fails, with the store's reason, at once.
 			s.log.Error(err, "The transcript refused a step's record; the step fails", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
-			rec.Body = transcript.Body(stepBody{Agent: agent, Error: "the transcript refused the step's record: " + err.Error()})
+			rec.Body = transcript.Body(records.StepBody{Agent: agent, Error: "the transcript refused the step's record: " + err.Error()})
 			continue
 		}
 		s.log.Error(err, "Writing a step to the transcript; retrying", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -42,7 +43,7 @@ const (
 // and never sends a call of a tool with side effects twice. It lives in the step's goroutine.
 type toolbox struct {
 	plan   *workflow.Plan
-	run    runID
+	run    records.RunID
 	config string
 	// content puts tool arguments and results on the calls' spans (Options.TraceContent).
 	content bool
@@ -74,7 +75,7 @@ var _ agents.Toolbox = (*toolbox)(nil)
 
 // load reads what the step already did from the transcript, and counts its calls.
 func (b *toolbox) load(ctx context.Context) error {
-	p, done, size, err := stepProgress(ctx, b.store, b.run.uid, b.step)
+	p, done, size, err := stepProgress(ctx, b.store, b.run.UID, b.step)
 	if err != nil {
 		return err
 	}
@@ -143,11 +144,11 @@ func (b *toolbox) client(ctx context.Context, server string) (tools.Client, erro
 	var headers map[string]string
 	if ref != nil {
 		var err error
-		if headers, err = b.headers(ctx, b.run.namespace, ref.Name); err != nil {
+		if headers, err = b.headers(ctx, b.run.Namespace, ref.Name); err != nil {
 			return nil, err
 		}
 	}
-	return b.clients.Client(ctx, b.run.namespace, s, headers)
+	return b.clients.Client(ctx, b.run.Namespace, s, headers)
 }
 
 // Asked numbers a turn's calls and records the turn before any call is made.
@@ -170,18 +171,18 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 			c.Arguments = quoted
 		}
 	}
-	data := transcript.Body(turnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
-	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
+	data := transcript.Body(records.TurnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
+	return b.append(ctx, b.run.Record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
 }
 
 // Prepare readies one call: the agent's permissions and the step's limit first, then the run's
 // guards, then the call's gate, and for a tool with side effects the mark that it is sent. A
 // call that is sent comes back with its Send; the others with their outcome, recorded.
 func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepared, error) {
-	body := callBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
+	body := records.CallBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
 	refuse := func(why string) (agents.Prepared, error) {
 		body.Refused = why
-		body.ToolOutcome = agents.ToolOutcome{IsError: true, Content: why}
+		body.ToolOutcome = workflow.ToolOutcome{IsError: true, Content: why}
 		return agents.Prepared{Outcome: body.ToolOutcome}, b.recordCall(ctx, body)
 	}
 	use := useOf(b.step, call)
@@ -228,13 +229,13 @@ func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.P
 			// Sent before the operator stopped, with no outcome recorded: it may have taken
 			// effect, and a tool with side effects is never sent twice.
 			b.made++
-			body.ToolOutcome = agents.ToolOutcome{Made: true, IsError: true, Content: "the outcome of this call is unknown: it was sent before the operator restarted and is not sent again (the tool has side effects); check its effect before calling it again"}
+			body.ToolOutcome = workflow.ToolOutcome{Made: true, IsError: true, Content: "the outcome of this call is unknown: it was sent before the operator restarted and is not sent again (the tool has side effects); check its effect before calling it again"}
 			return agents.Prepared{Outcome: body.ToolOutcome}, b.recordCall(ctx, body)
 		}
 	}
 	b.made++
 	once := b.plan.SideEffects(b.agent, call.Server)
-	return agents.Prepared{Send: func(ctx context.Context) (agents.ToolOutcome, error) {
+	return agents.Prepared{Send: func(ctx context.Context) (workflow.ToolOutcome, error) {
 		send := ctx
 		if once {
 			// Sent once: a server may have acted on a call it answered with an error.
@@ -250,52 +251,52 @@ func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.P
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.
-func (b *toolbox) send(ctx context.Context, call workflow.ToolCall, key string) (agents.ToolOutcome, json.RawMessage) {
+func (b *toolbox) send(ctx context.Context, call workflow.ToolCall, key string) (workflow.ToolOutcome, json.RawMessage) {
 	client, err := b.client(ctx, call.Server)
 	if err != nil {
-		return agents.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
+		return workflow.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
 	}
 	res, err := client.Call(ctx, tools.Call{Tool: call.Tool, Arguments: call.Arguments, IdempotencyKey: key})
 	if err != nil {
-		return agents.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
+		return workflow.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
 	}
-	return agents.ToolOutcome{Made: true, IsError: res.IsError, Content: res.Content}, res.Structured
+	return workflow.ToolOutcome{Made: true, IsError: res.IsError, Content: res.Content}, res.Structured
 }
 
 // idempotencyKey is the same every time the call is sent: run UID, step, call.
 func (b *toolbox) idempotencyKey(call workflow.ToolCall) string {
-	return fmt.Sprintf("%s/%d/%d", b.run.uid, b.step, call.Index)
+	return fmt.Sprintf("%s/%d/%d", b.run.UID, b.step, call.Index)
 }
 
 // markStarted records that a call of a tool with side effects is about to be sent. started is
 // false when an earlier execution of the step already marked it.
-func (b *toolbox) markStarted(ctx context.Context, body callBody) (started bool, err error) {
+func (b *toolbox) markStarted(ctx context.Context, body records.CallBody) (started bool, err error) {
 	key := transcript.Key{Kind: transcript.KindToolStart, Step: b.step, Call: body.Index}
-	_, found, err := b.store.Get(ctx, b.run.uid, key)
+	_, found, err := b.store.Get(ctx, b.run.UID, key)
 	if err != nil {
 		return false, fmt.Errorf("reading whether call %d was sent: %w", body.Index, err)
 	}
 	if found {
 		return false, nil
 	}
-	data := transcript.Body(startBody{Server: body.Server, Tool: body.Tool, IdempotencyKey: body.IdempotencyKey})
-	return true, b.append(ctx, b.run.record(key, time.Now(), data))
+	data := transcript.Body(records.StartBody{Server: body.Server, Tool: body.Tool, IdempotencyKey: body.IdempotencyKey})
+	return true, b.append(ctx, b.run.Record(key, time.Now(), data))
 }
 
 // recordCall writes a call's outcome. The outcome of a call that was sent is written even when
 // the step's deadline passed meanwhile: it is what keeps the call from being sent again.
-func (b *toolbox) recordCall(ctx context.Context, body callBody) error {
+func (b *toolbox) recordCall(ctx context.Context, body records.CallBody) error {
 	b.count(body)
 	body.Content = agents.BoundStored(body.Content, tools.MaxResultBytes)
 	data := transcript.Body(body)
-	return b.append(ctx, b.run.record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
+	return b.append(ctx, b.run.Record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
 }
 
 // count counts a call's outcome: ok, error or refused. Only names the config declares become
 // metric labels (a server's name, a tool an allow list names, an HTTP tool's one tool); any
 // other is "(other)": neither a model's made-up names nor a tool server that renames its tools
 // can grow the metric.
-func (b *toolbox) count(body callBody) {
+func (b *toolbox) count(body records.CallBody) {
 	server, tool := metrics.Other, metrics.Other
 	if s, ok := b.plan.ToolServer(body.Server); ok {
 		server = body.Server
@@ -310,7 +311,7 @@ func (b *toolbox) count(body callBody) {
 	case body.IsError:
 		result = "error"
 	}
-	metrics.ToolCalls.WithLabelValues(b.run.namespace, b.config, server, tool, result).Inc()
+	metrics.ToolCalls.WithLabelValues(b.run.Namespace, b.config, server, tool, result).Inc()
 }
 
 // declared reports whether the config names the tool of the server for the step's agent.
@@ -349,14 +350,14 @@ func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
 
 // newToolbox makes the toolbox of a step of an agent with tools, from the run's status when the
 // step started and what the transcript holds of the run's calls.
-func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id runID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
+func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id records.RunID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
 	if r.options.Tools == nil {
 		return nil, errors.New("this operator was started without tool clients")
 	}
-	uses := r.runs.toolUses(id.key(), types.UID(id.uid), step.Number)
+	uses := r.runs.toolUses(id.Key(), types.UID(id.UID), step.Number)
 	if uses == nil {
 		var err error
-		if uses, err = runToolUses(ctx, r.transcript, id.uid, step.Number); err != nil {
+		if uses, err = runToolUses(ctx, r.transcript, id.UID, step.Number); err != nil {
 			return nil, err
 		}
 	}
@@ -370,7 +371,7 @@ func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan
 		clients:     r.options.Tools,
 		headers:     r.secretData,
 		store:       r.transcript,
-		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KRef(id.namespace, id.name), "step", step.Number),
+		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KRef(id.Namespace, id.Name), "step", step.Number),
 		statusCalls: from.ToolCalls,
 		approvals:   from.Approvals,
 		uses:        uses,

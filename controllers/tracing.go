@@ -109,7 +109,7 @@ func startTool(ctx context.Context, call workflow.ToolCall) (context.Context, tr
 }
 
 // endTool ends a tool call's span.
-func endTool(span trace.Span, call workflow.ToolCall, outcome agents.ToolOutcome, content bool) {
+func endTool(span trace.Span, call workflow.ToolCall, outcome workflow.ToolOutcome, content bool) {
 	if outcome.IsError {
 		telemetry.Fail(span, "tool_error", fmt.Sprintf("%s/%s answered with an error", call.Server, call.Tool))
 	}
@@ -136,7 +136,7 @@ func traceRun(run *v1alpha1.AgentRun) {
 	span.End(trace.WithTimestamp(s.CompletionTime.Time))
 }
 
-func messagesOf(msgs []agents.Message) []telemetry.Message {
+func messagesOf(msgs []workflow.Message) []telemetry.Message {
 	out := make([]telemetry.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = telemetry.Text(m.Role, m.Content)

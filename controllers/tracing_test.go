@@ -33,7 +33,7 @@ func TestSpansCarryContentOnlyWhenAsked(t *testing.T) {
 		_, done := chatCalls{run: run, agent: agent, req: req, content: content}.Call(ctx, nil)
 		done(&agents.Reply{Text: "", Calls: []workflow.ToolCall{call}, Tokens: 30, InputTokens: 20}, nil)
 		_, tool := startTool(ctx, call)
-		endTool(tool, call, agents.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)
+		endTool(tool, call, workflow.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)
 		endStep(step, req, &workflow.Result{Output: "the plan is gold", Tokens: 30, InputTokens: 20}, "", false, content)
 
 		spans := recorder.Ended()

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 func (o *options) getCmd() *cobra.Command {
@@ -75,9 +75,9 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	shown, steps, decisions := latest(st.entries, tail)
 	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread))
 	describeWaiting(out, run, st)
-	var decided []transcriptapi.Entry
+	var decided []records.Entry
 	for _, e := range shown {
-		if e.Kind == transcriptapi.EntryDecision {
+		if e.Kind == records.EntryDecision {
 			decided = append(decided, e)
 		}
 	}
@@ -98,7 +98,7 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 
 // describeSteps prints the timeline's steps, a line each, after a line that says what comes
 // before them when that is not shown.
-func describeSteps(out io.Writer, shown []transcriptapi.Entry, before string) {
+func describeSteps(out io.Writer, shown []records.Entry, before string) {
 	fmt.Fprintln(out, "\nTimeline:")
 	if before != "" {
 		// Above the table: a line of its own inside it would end its columns.
@@ -108,13 +108,13 @@ func describeSteps(out io.Writer, shown []transcriptapi.Entry, before string) {
 	fmt.Fprintln(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\tTIME\tREASON")
 	for _, e := range shown {
 		switch e.Kind {
-		case transcriptapi.EntryStep:
+		case records.EntryStep:
 			latency := ""
 			if e.Recorded {
 				latency = e.Latency.String()
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Step, e.Agent, to(e), oneLine(e.Outcome, 40), e.Tokens, latency, oneLine(reason(e), 70))
-		case transcriptapi.EntryRunning:
+		case records.EntryRunning:
 			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\n", e.Step, e.Agent)
 		}
 	}
@@ -128,7 +128,7 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 	if p := s.PendingApproval; p != nil {
 		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
 		if c := p.ToolCall; c != nil {
-			h := transcriptapi.Held(c, st.held, st.unread)
+			h := records.Held(c, st.held, st.unread)
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))
 			if h.Note != "" {
 				fmt.Fprintf(out, "  (%s)\n", h.Note)

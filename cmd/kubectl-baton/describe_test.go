@@ -12,16 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // longRun is a run of n steps that ended: status holds its latest 10 handoffs, the records hold
 // every step.
-func longRun(n int) (*v1alpha1.AgentRun, []transcriptapi.Record) {
+func longRun(n int) (*v1alpha1.AgentRun, []records.Record) {
 	t0 := time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
 	agents := []string{"orchestrator", "ticketing"}
 	var all []v1alpha1.HandoffRecord
-	var records []transcriptapi.Record
+	var recs []records.Record
 	for step := int32(1); step <= int32(n); step++ {
 		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff,
 			Reason: fmt.Sprintf("reason %d", step), Tokens: 10, Time: metav1.NewTime(t0.Add(time.Duration(step) * time.Second))}
@@ -33,14 +33,14 @@ func longRun(n int) (*v1alpha1.AgentRun, []transcriptapi.Record) {
 			body["previous"] = all[step-2]
 		}
 		data, _ := json.Marshal(body)
-		records = append(records, transcriptapi.Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
+		recs = append(recs, records.Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
 		all = append(all, h)
 	}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ticket-1234", Namespace: "default", UID: "u1"},
 		Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: "helpdesk"}}}
 	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: int32(n), HandoffCount: int32(n - 1),
 		HandoffSequence: all[max(0, n-10):]}
-	return run, records
+	return run, recs
 }
 
 // stepLines are the numbers of the steps a timeline's lines show, in order.
@@ -61,8 +61,8 @@ func numbers(from, to int) []string {
 }
 
 func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
-	run, records := longRun(12)
-	story := runStory{entries: transcriptapi.BuildTimeline(run, records)}
+	run, recs := longRun(12)
+	story := runStory{entries: records.BuildTimeline(run, recs)}
 	for name, c := range map[string]struct {
 		tail        int
 		steps       []string
@@ -77,7 +77,7 @@ func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := story
 			if c.unreadStory {
-				st = runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: "no route to the operator"}
+				st = runStory{entries: records.BuildTimeline(run, nil), unread: "no route to the operator"}
 			}
 			var out bytes.Buffer
 			describe(&out, run, st, c.tail)
@@ -99,9 +99,9 @@ func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 }
 
 func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
-	run, records := longRun(12)
+	run, recs := longRun(12)
 	var out bytes.Buffer
-	handoffs(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, records)}, defaultTail)
+	handoffs(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
 	if got := stepLines(out.String()); strings.Join(got, ",") != strings.Join(numbers(1, 12), ",") {
 		t.Errorf("steps %v:\n%s", got, out.String())
 	}
@@ -111,7 +111,7 @@ func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 		}
 	}
 	out.Reset()
-	handoffs(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, records)}, 3)
+	handoffs(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, 3)
 	if !strings.HasPrefix(out.String(), "  ... (9 earlier steps not shown: --tail 0 shows them)\n  10. ") {
 		t.Errorf("--tail 3:\n%s", out.String())
 	}
@@ -125,10 +125,10 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "tool/crm/file", Since: metav1.NewMicroTime(time.Now()),
 		ToolCall: &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 1, Arguments: args[:4093] + "…"}}
 	body, _ := json.Marshal(map[string]any{"gate": "tool/crm/file", "call": map[string]any{"index": 1, "server": "crm", "tool": "file", "arguments": json.RawMessage(args)}})
-	held := transcriptapi.Record{Kind: "tool-gate", Step: 4, Call: 1, Body: body}
+	held := records.Record{Kind: "tool-gate", Step: 4, Call: 1, Body: body}
 
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, nil), held: &held}, defaultTail)
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), held: &held}, defaultTail)
 	for _, want := range []string{"crm asks to call crm/file (step 4, call 1) with:\n    {\n      \"note\": \"" + strings.Repeat("x", 6000) + "\",\n      \"then\": \"" + tail + "\"\n    }\n",
 		"kubectl baton approve ticket-1234 tool/crm/file"} {
 		if !strings.Contains(out.String(), want) {
@@ -137,7 +137,7 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	}
 
 	out.Reset()
-	describe(&out, run, runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: "connection refused"}, defaultTail)
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), unread: "connection refused"}, defaultTail)
 	if strings.Contains(out.String(), tail) || !strings.Contains(out.String(), "(These arguments are cut: the run's status keeps their first 4 KiB, and the transcript was not read: connection refused.") {
 		t.Errorf("without the transcript, describe does not say the arguments are cut:\n%.6000s", out.String())
 	}

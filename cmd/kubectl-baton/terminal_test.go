@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -57,7 +58,7 @@ func hostilePage() transcriptapi.Page {
 	body, _ := json.Marshal(map[string]any{"agent": "planner", "provider": "Scripted", "input": "review",
 		"output": hostile, "handoff": "gmail", "reason": hostile, "tokens": 10})
 	return transcriptapi.Page{Namespace: "ns", Run: "r", UID: "u", Last: 1,
-		Records: []transcriptapi.Record{{Seq: 1, Kind: "step", Step: 1, Time: time.Unix(0, 0).UTC(), Body: body}}}
+		Records: []records.Record{{Seq: 1, Kind: "step", Step: 1, Time: time.Unix(0, 0).UTC(), Body: body}}}
 }
 
 func TestJSONAndYAMLOutputStayExact(t *testing.T) {
@@ -105,7 +106,7 @@ func TestJSONAndYAMLOutputStayExact(t *testing.T) {
 	// YAML prints a bidi override as it is in a string it need not quote: the override is shown
 	// escaped, as text.
 	body, _ := json.Marshal(map[string]any{"output": "\u202eevil"})
-	data, err = transcriptYAML(transcriptapi.Page{Records: []transcriptapi.Record{{Kind: "step", Body: body}}})
+	data, err = transcriptYAML(transcriptapi.Page{Records: []records.Record{{Kind: "step", Body: body}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -19,8 +20,8 @@ const defaultTail = 200
 // runStory is what the plugin reads of a run to tell it: the timeline, and the record of the
 // tool call its gate holds.
 type runStory struct {
-	entries []transcriptapi.Entry
-	held    *transcriptapi.Record
+	entries []records.Entry
+	held    *records.Record
 	// unread says why the transcript was not read, when it was not: the timeline is then what
 	// status holds, its latest steps.
 	unread string
@@ -33,39 +34,39 @@ var errEarlierRun = errors.New("the transcript is of an earlier run of this name
 func (o *options) story(ctx context.Context, run *v1alpha1.AgentRun) runStory {
 	op, err := o.operator(ctx)
 	if err != nil {
-		return runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: err.Error()}
+		return runStory{entries: records.BuildTimeline(run, nil), unread: err.Error()}
 	}
 	defer op.stop()
-	var held *transcriptapi.Record
+	var held *records.Record
 	pending := run.Status.PendingApproval
-	t := transcriptapi.NewTimeline(run)
+	t := records.NewTimeline(run)
 	err = op.Pages(ctx, run.Namespace, run.Name, 0, func(page transcriptapi.Page) error {
 		if page.UID != "" && page.UID != string(run.UID) {
 			return errEarlierRun
 		}
 		for _, r := range page.Records {
 			t.Add(r)
-			if pending != nil && transcriptapi.Holds(pending.ToolCall, r) {
+			if pending != nil && records.Holds(pending.ToolCall, r) {
 				held = &r
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return runStory{entries: transcriptapi.BuildTimeline(run, nil), unread: err.Error()}
+		return runStory{entries: records.BuildTimeline(run, nil), unread: err.Error()}
 	}
 	return runStory{entries: t.Entries(), held: held}
 }
 
 // latest is the part of a timeline from its nth step before the end (every entry when n is 0
 // or the run has no more steps), and how many steps and decisions it leaves out.
-func latest(entries []transcriptapi.Entry, n int) (shown []transcriptapi.Entry, steps, decisions int) {
+func latest(entries []records.Entry, n int) (shown []records.Entry, steps, decisions int) {
 	if n <= 0 {
 		return entries, 0, 0
 	}
 	cut, seen := 0, 0
 	for i := len(entries) - 1; i >= 0; i-- {
-		if entries[i].Kind == transcriptapi.EntryStep {
+		if entries[i].Kind == records.EntryStep {
 			if seen++; seen == n {
 				cut = i
 				break
@@ -77,9 +78,9 @@ func latest(entries []transcriptapi.Entry, n int) (shown []transcriptapi.Entry, 
 	}
 	for _, e := range entries[:cut] {
 		switch e.Kind {
-		case transcriptapi.EntryStep:
+		case records.EntryStep:
 			steps++
-		case transcriptapi.EntryDecision:
+		case records.EntryDecision:
 			decisions++
 		}
 	}
@@ -87,10 +88,10 @@ func latest(entries []transcriptapi.Entry, n int) (shown []transcriptapi.Entry, 
 }
 
 // earlier says what a timeline that starts after step 1 leaves out, and where to find it.
-func earlier(shown []transcriptapi.Entry, steps, decisions int, unread string) string {
+func earlier(shown []records.Entry, steps, decisions int, unread string) string {
 	first := int32(0)
 	for _, e := range shown {
-		if e.Kind == transcriptapi.EntryStep {
+		if e.Kind == records.EntryStep {
 			first = e.Step
 			break
 		}
@@ -136,7 +137,7 @@ func handoffs(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 		fmt.Fprintf(out, "  ... (%s)\n", note)
 	}
 	for _, e := range shown {
-		if e.Kind != transcriptapi.EntryStep {
+		if e.Kind != records.EntryStep {
 			continue
 		}
 		fmt.Fprintf(out, "  %d. %s -> %s%s\n", e.Step, e.Agent, to(e), prefixed(": ", oneLine(reason(e), 120)))
@@ -147,7 +148,7 @@ func handoffs(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 }
 
 // to is where control went after a step.
-func to(e transcriptapi.Entry) string {
+func to(e records.Entry) string {
 	if e.To == "" {
 		return "(end)"
 	}
@@ -155,7 +156,7 @@ func to(e transcriptapi.Entry) string {
 }
 
 // reason is why control moved after a step: its signal and its reason.
-func reason(e transcriptapi.Entry) string {
+func reason(e records.Entry) string {
 	if e.Signal != "" && e.Signal != e.Reason {
 		return e.Signal + prefixed(": ", e.Reason)
 	}

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // printToolRecord prints a tool record in full, for people.
-func printToolRecord(w io.Writer, r transcriptapi.Record) {
+func printToolRecord(w io.Writer, r records.Record) {
 	b := r.ToolBody()
 	at := r.Time.Format(time.RFC3339)
 	switch r.Kind {
@@ -20,19 +20,15 @@ func printToolRecord(w io.Writer, r transcriptapi.Record) {
 			fmt.Fprintf(w, "%s\n", indent(b.Text))
 		}
 		for _, c := range b.Calls {
-			fmt.Fprintf(w, "  %s\n", c)
+			fmt.Fprintf(w, "  %s\n", records.CallString(c))
 		}
 	case "tool":
-		fmt.Fprintf(w, "=== step %d: tool call %s %s, %s%s\n", r.Step, b.ToolCall, at, time.Duration(b.LatencyMs)*time.Millisecond, toolNote(b))
+		fmt.Fprintf(w, "=== step %d: tool call %s %s, %s%s\n", r.Step, records.CallString(b.ToolCall), at, time.Duration(b.LatencyMs)*time.Millisecond, toolNote(b))
 		fmt.Fprintf(w, "--- result\n%s\n", indent(b.Content))
 	case "tool-start":
 		fmt.Fprintf(w, "=== step %d: sending call #%d of %s/%s (side effects; idempotency key %s) %s\n", r.Step, r.Call, b.Server, b.Tool, b.IdempotencyKey, at)
 	case "tool-gate":
-		call := ""
-		if b.Call != nil {
-			call = b.Call.String()
-		}
-		fmt.Fprintf(w, "=== step %d: call %s waits at gate %s %s\n", r.Step, call, b.Gate, at)
+		fmt.Fprintf(w, "=== step %d: call %s waits at gate %s %s\n", r.Step, records.CallString(b.ToolCall), b.Gate, at)
 	default:
 		fmt.Fprintf(w, "=== step %d: %s %s\n", r.Step, r.Kind, at)
 	}
@@ -40,7 +36,7 @@ func printToolRecord(w io.Writer, r transcriptapi.Record) {
 }
 
 // toolNote says how a call went, when it did not simply succeed.
-func toolNote(b transcriptapi.ToolBody) string {
+func toolNote(b records.Tool) string {
 	if note := b.Note(); note != "" {
 		return " (" + note + ")"
 	}
@@ -48,7 +44,7 @@ func toolNote(b transcriptapi.ToolBody) string {
 }
 
 // toolLine is one line of a tool record.
-func toolLine(r transcriptapi.Record) string {
+func toolLine(r records.Record) string {
 	b := r.ToolBody()
 	var what string
 	switch r.Kind {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -73,28 +74,29 @@ func transcriptYAML(page transcriptapi.Page) ([]byte, error) {
 }
 
 // printRecord prints a record in full, for people.
-func printRecord(w io.Writer, r transcriptapi.Record) {
+func printRecord(w io.Writer, r records.Record) {
 	if r.IsTool() {
 		printToolRecord(w, r)
 		return
 	}
-	b := r.StepBody()
 	if r.Kind != "step" {
 		// A record of nothing people decided (a run started from another keeps its next
 		// agent's input so) is not shown.
-		if len(b.Decisions) == 0 && len(b.Context) == 0 {
+		d := r.DecisionBody()
+		if len(d.Decisions) == 0 && len(d.Context) == 0 {
 			return
 		}
 		fmt.Fprintf(w, "=== after step %d: %s (%s)\n", r.Step, r.Kind, r.Time.Format(time.RFC3339))
-		for _, d := range b.Decisions {
-			fmt.Fprintln(w, d)
+		for _, decided := range d.Decisions {
+			fmt.Fprintln(w, records.Said(decided))
 		}
-		for _, c := range b.Context {
-			fmt.Fprintf(w, "%s from %s:\n%s\n", strings.ToLower(c.Kind), c.From, indent(c.Text))
+		for _, c := range d.Context {
+			fmt.Fprintf(w, "%s from %s:\n%s\n", strings.ToLower(string(c.Kind)), c.From, indent(c.Text))
 		}
 		fmt.Fprintln(w)
 		return
 	}
+	b := r.StepBody()
 	fmt.Fprintf(w, "=== step %d: %s (%s%s) %s, %d tokens, %s\n", r.Step, b.Agent, b.Provider, prefixed("/", b.Model),
 		r.Time.Format(time.RFC3339), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond)
 	if len(b.Messages) > 0 {
@@ -110,7 +112,7 @@ func printRecord(w io.Writer, r transcriptapi.Record) {
 	} else {
 		finish := ""
 		if b.FinishReason != "" {
-			finish = " (finish: " + b.FinishReason + ")"
+			finish = " (finish: " + string(b.FinishReason) + ")"
 		}
 		fmt.Fprintf(w, "--- output%s\n%s\n", finish, indent(b.Output))
 	}
@@ -141,7 +143,7 @@ func (o *options) logsCmd() *cobra.Command {
 				}
 				return nil
 			}
-			end, err := c.Stream(cmd.Context(), ns, args[0], func(r transcriptapi.Record) error {
+			end, err := c.Stream(cmd.Context(), ns, args[0], func(r records.Record) error {
 				line := logLine(r)
 				if line == "" {
 					return nil
@@ -163,24 +165,25 @@ func (o *options) logsCmd() *cobra.Command {
 }
 
 // logLine is one line of a record; "" for a record of nothing people decided.
-func logLine(r transcriptapi.Record) string {
+func logLine(r records.Record) string {
 	if r.IsTool() {
 		return toolLine(r)
 	}
-	b := r.StepBody()
 	if r.Kind != "step" {
+		d := r.DecisionBody()
 		var parts []string
-		for _, d := range b.Decisions {
-			parts = append(parts, d.String())
+		for _, decided := range d.Decisions {
+			parts = append(parts, records.Said(decided))
 		}
-		for _, c := range b.Context {
-			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(c.Kind), c.From, oneLine(c.Text, 80)))
+		for _, c := range d.Context {
+			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(string(c.Kind)), c.From, oneLine(c.Text, 80)))
 		}
 		if len(parts) == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%s  after step %-3d %s", r.Time.Format("15:04:05"), r.Step, strings.Join(parts, "; "))
 	}
+	b := r.StepBody()
 	text := b.Output
 	if b.Error != "" {
 		text = b.Error

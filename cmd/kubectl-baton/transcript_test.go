@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 func TestDecisionRecordsSayWhoDecidedWhat(t *testing.T) {
 	at := time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
-	record := func(body string) transcriptapi.Record {
-		return transcriptapi.Record{Kind: "decision", Step: 2, Time: at, Body: json.RawMessage(body)}
+	record := func(body string) records.Record {
+		return records.Record{Kind: "decision", Step: 2, Time: at, Body: json.RawMessage(body)}
 	}
 	for name, c := range map[string]struct {
 		body, line, text string

@@ -8,13 +8,6 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// Message is one chat message of a model step.
-type Message struct {
-	// Role is system, user or assistant.
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // Messages builds what a model sees for one step, in order:
 //
 //  1. system: the agent's instructions, who it is, the agents it may hand off to, the signals it
@@ -24,8 +17,8 @@ type Message struct {
 //  4. user: why it has control, and its input;
 //  5. for a truncated answer: the answer so far (assistant) and a request to continue (user);
 //     for an answer that failed its schema: the errors, the answer and the schema (user).
-func Messages(req Request) []Message {
-	msgs := []Message{{Role: "system", Content: systemPrompt(req)}, {Role: "user", Content: "Task:\n" + req.Task}}
+func Messages(req Request) []workflow.Message {
+	msgs := []workflow.Message{{Role: "system", Content: systemPrompt(req)}, {Role: "user", Content: "Task:\n" + req.Task}}
 	if len(req.Context) > 0 {
 		var b strings.Builder
 		b.WriteString("Earlier in this run, oldest first:")
@@ -33,7 +26,7 @@ func Messages(req Request) []Message {
 			fmt.Fprintf(&b, "\n\n[step %d] %s", c.Step, describeContext(c))
 			b.WriteString(c.Text)
 		}
-		msgs = append(msgs, Message{Role: "user", Content: b.String()})
+		msgs = append(msgs, workflow.Message{Role: "user", Content: b.String()})
 	}
 	turn := "You have control"
 	if req.Reason != "" {
@@ -44,14 +37,14 @@ func Messages(req Request) []Message {
 	} else {
 		turn += ". Work on the task."
 	}
-	msgs = append(msgs, Message{Role: "user", Content: turn})
+	msgs = append(msgs, workflow.Message{Role: "user", Content: turn})
 	switch {
 	case req.Continuation != "":
 		msgs = append(msgs,
-			Message{Role: "assistant", Content: req.Continuation},
-			Message{Role: "user", Content: "Your answer was cut off at the output-token limit. Continue exactly where it stopped, without repeating anything."})
+			workflow.Message{Role: "assistant", Content: req.Continuation},
+			workflow.Message{Role: "user", Content: "Your answer was cut off at the output-token limit. Continue exactly where it stopped, without repeating anything."})
 	case req.Repair != nil:
-		msgs = append(msgs, Message{Role: "user", Content: fmt.Sprintf(
+		msgs = append(msgs, workflow.Message{Role: "user", Content: fmt.Sprintf(
 			"Your answer did not match the required JSON Schema.\nErrors:\n%s\n\nYour answer was:\n%s\n\nAnswer again with only a JSON value that matches this schema:\n%s",
 			req.Repair.Errors, req.Repair.Output, schemaText(req.Agent))})
 	}

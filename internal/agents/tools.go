@@ -29,15 +29,6 @@ type OfferedTool struct {
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
-// ToolOutcome is a call's result as the model is given it.
-type ToolOutcome struct {
-	Content string `json:"content"`
-	IsError bool   `json:"isError,omitempty"`
-	// Made is set when the call was sent to its tool: calls held back (rejected, past a limit)
-	// are not, and do not count.
-	Made bool `json:"made,omitempty"`
-}
-
 // Turn is one answer of the model that asked for tool calls.
 type Turn struct {
 	// Number counts the step's turns, from 1; the Toolbox numbers turns.
@@ -54,7 +45,7 @@ type Turn struct {
 // Exchange is a turn and the outcomes of its calls so far, in the calls' order.
 type Exchange struct {
 	Turn     Turn
-	Outcomes []ToolOutcome
+	Outcomes []workflow.ToolOutcome
 }
 
 // Progress is what a step did before this execution of it: a step held at a tool's gate, or
@@ -88,8 +79,8 @@ type Toolbox interface {
 // Prepared is a call checked and ready: Send sends it and records its outcome, or, when Send
 // is nil, Outcome is its outcome.
 type Prepared struct {
-	Outcome ToolOutcome
-	Send    func(ctx context.Context) (ToolOutcome, error)
+	Outcome workflow.ToolOutcome
+	Send    func(ctx context.Context) (workflow.ToolOutcome, error)
 }
 
 // Reply is one answer of the model: calls it asks for, or the step's answer.
@@ -255,7 +246,7 @@ func finishTurn(ctx context.Context, box Toolbox, ex *Exchange, made *int32) err
 		}
 		ready = append(ready, p)
 	}
-	outs := make([]ToolOutcome, len(ready))
+	outs := make([]workflow.ToolOutcome, len(ready))
 	errs := make([]error, len(ready))
 	slots := make(chan struct{}, maxParallelCalls)
 	var wg sync.WaitGroup

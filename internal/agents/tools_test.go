@@ -13,9 +13,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/providers"
-	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -60,10 +60,10 @@ func (b *box) Prepare(_ context.Context, c workflow.ToolCall) (agents.Prepared, 
 	case c.Tool == "stop":
 		return agents.Prepared{}, &workflow.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded, Message: "limit"}
 	case b.limit > 0 && b.made >= b.limit:
-		return agents.Prepared{Outcome: agents.ToolOutcome{IsError: true, Content: "not made"}}, nil
+		return agents.Prepared{Outcome: workflow.ToolOutcome{IsError: true, Content: "not made"}}, nil
 	}
 	b.made++
-	return agents.Prepared{Send: func(ctx context.Context) (agents.ToolOutcome, error) {
+	return agents.Prepared{Send: func(ctx context.Context) (workflow.ToolOutcome, error) {
 		if b.together != nil {
 			// Every call of the turn must be in flight at once for any to answer.
 			b.together.Done()
@@ -72,10 +72,10 @@ func (b *box) Prepare(_ context.Context, c workflow.ToolCall) (agents.Prepared, 
 			select {
 			case <-waited:
 			case <-ctx.Done():
-				return agents.ToolOutcome{}, ctx.Err()
+				return workflow.ToolOutcome{}, ctx.Err()
 			}
 		}
-		return agents.ToolOutcome{Made: true, Content: "echo " + string(c.Arguments)}, nil
+		return workflow.ToolOutcome{Made: true, Content: "echo " + string(c.Arguments)}, nil
 	}}, nil
 }
 
@@ -141,7 +141,7 @@ func TestAHeldCallStopsTheStepAndItGoesOnFromItsRecords(t *testing.T) {
 	}
 	// The step goes on: its turns come from the records, and the model is not asked them again.
 	approved := &box{progress: agents.Progress{CountedTokens: 20, CountedCalls: 1, Exchanges: []agents.Exchange{
-		{Turn: b.turns[0], Outcomes: []agents.ToolOutcome{{Made: true, Content: "echo 1"}}},
+		{Turn: b.turns[0], Outcomes: []workflow.ToolOutcome{{Made: true, Content: "echo 1"}}},
 		{Turn: agents.Turn{Number: 2, Tokens: 10, Calls: []workflow.ToolCall{{Index: 2, Server: "s", Tool: "echo", Arguments: json.RawMessage(`2`)}}}},
 	}}}
 	again := &model{}

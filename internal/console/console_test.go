@@ -20,15 +20,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/test/builders"
 )
 
-// records is a transcript kept in memory, as the transcript API would give it.
-type records map[string][]transcriptapi.Record
+// transcripts are transcripts kept in memory, as the transcript API would give it.
+type transcripts map[string][]records.Record
 
-func (r records) Records(_ context.Context, namespace, name string, step int32) (transcriptapi.Page, error) {
-	var out []transcriptapi.Record
+func (r transcripts) Records(_ context.Context, namespace, name string, step int32) (transcriptapi.Page, error) {
+	var out []records.Record
 	for _, rec := range r[namespace+"/"+name] {
 		if step == 0 || rec.Step == step {
 			out = append(out, rec)
@@ -38,7 +39,7 @@ func (r records) Records(_ context.Context, namespace, name string, step int32) 
 }
 
 // Pages gives the records two at a time, as pages of a long run's transcript would come.
-func (r records) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error {
+func (r transcripts) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error {
 	all, _ := r.Records(ctx, namespace, name, step)
 	for i := 0; i < len(all.Records) || i == 0; i += 2 {
 		page := all
@@ -50,14 +51,14 @@ func (r records) Pages(ctx context.Context, namespace, name string, step int32, 
 	return nil
 }
 
-func (r records) Stream(ctx context.Context, _, _ string, _ func(transcriptapi.Record) error) (string, error) {
+func (r transcripts) Stream(ctx context.Context, _, _ string, _ func(records.Record) error) (string, error) {
 	<-ctx.Done()
 	return "", nil
 }
 
-func stepRecord(step int32, at time.Time, body map[string]any) transcriptapi.Record {
+func stepRecord(step int32, at time.Time, body map[string]any) records.Record {
 	data, _ := json.Marshal(body)
-	return transcriptapi.Record{Seq: int64(step), Kind: "step", Step: step, Time: at, Body: data}
+	return records.Record{Seq: int64(step), Kind: "step", Step: step, Time: at, Body: data}
 }
 
 // waitingRun is the two-gate pipeline's run, waiting at its plan gate after one step.
@@ -90,7 +91,7 @@ func newConsole(t *testing.T, allowed bool, objs ...client.Object) (*Server, cli
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptAccess(allowed)).Build()
 	now := time.Now()
-	s, err := New(Options{Kube: kube, User: "alice", DefaultNamespace: "review", Transcripts: records{
+	s, err := New(Options{Kube: kube, User: "alice", DefaultNamespace: "review", Transcripts: transcripts{
 		"review/vendor-review": {stepRecord(1, now.Add(-50*time.Second), map[string]any{"agent": "planner", "provider": "Scripted",
 			"input": "Review vendor Acme", "output": "Plan: 1) gmail: invoices", "handoff": "gmail", "tokens": 300, "latencyMs": 12})},
 	}})
@@ -305,9 +306,9 @@ func TestStartRunValidatesAndCreates(t *testing.T) {
 
 func TestTeamCountsTheHandoffsTaken(t *testing.T) {
 	run := waitingRun(time.Now())
-	entries := []transcriptapi.Entry{
-		{Kind: transcriptapi.EntryStep, Agent: "planner", To: "gmail"}, {Kind: transcriptapi.EntryStep, Agent: "gmail", To: "analysis"},
-		{Kind: transcriptapi.EntryStep, Agent: "analysis", To: "planner"}, {Kind: transcriptapi.EntryStep, Agent: "planner", To: "gmail"},
+	entries := []records.Entry{
+		{Kind: records.EntryStep, Agent: "planner", To: "gmail"}, {Kind: records.EntryStep, Agent: "gmail", To: "analysis"},
+		{Kind: records.EntryStep, Agent: "analysis", To: "planner"}, {Kind: records.EntryStep, Agent: "planner", To: "gmail"},
 	}
 	tm := team(pipeline(), run, entries)
 	if len(tm.Nodes) != 3 || tm.Nodes[0].Name != "planner" || !tm.Nodes[0].Entry {
@@ -379,8 +380,8 @@ func TestADecisionIsForTheGateAsTheUserSawIt(t *testing.T) {
 func TestTeamPutsTheCountsOfTwoWayHandoffsApart(t *testing.T) {
 	cfg := builders.MakeConfig("coding", "dev").Entrypoint("coder").Agents(
 		builders.MakeAgent("coder").HandsOffTo("reviewer"), builders.MakeAgent("reviewer").HandsOffTo("coder").Terminator()).Obj()
-	entries := []transcriptapi.Entry{{Kind: transcriptapi.EntryStep, Agent: "coder", To: "reviewer"}, {Kind: transcriptapi.EntryStep, Agent: "reviewer", To: "coder"},
-		{Kind: transcriptapi.EntryStep, Agent: "coder", To: "reviewer"}}
+	entries := []records.Entry{{Kind: records.EntryStep, Agent: "coder", To: "reviewer"}, {Kind: records.EntryStep, Agent: "reviewer", To: "coder"},
+		{Kind: records.EntryStep, Agent: "coder", To: "reviewer"}}
 	tm := team(cfg, &v1alpha1.AgentRun{}, entries)
 	if len(tm.Edges) != 2 {
 		t.Fatalf("edges %+v", tm.Edges)

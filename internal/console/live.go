@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // Live updates. A page names the events that change it (/live?watch=runs or watch=run); the
@@ -152,7 +152,7 @@ func (s *Server) followTranscript(ctx context.Context, namespace, name string, o
 	// The stream starts from the run's first record; those the page was drawn with are not news.
 	since := opened.Add(-2 * time.Second)
 	for ctx.Err() == nil {
-		end, err := s.opts.Transcripts.Stream(ctx, namespace, name, func(r transcriptapi.Record) error {
+		end, err := s.opts.Transcripts.Stream(ctx, namespace, name, func(r records.Record) error {
 			if r.Time.After(since) {
 				notify()
 			}

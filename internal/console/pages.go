@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // phases are the phases a run list can be filtered by, in the order a run goes through them.
@@ -76,7 +76,7 @@ type runView struct {
 	Creator string
 	// Timeline is the run's latest Tail steps, with the decisions between them; LeftOut says
 	// what comes before them.
-	Timeline []transcriptapi.Entry
+	Timeline []records.Entry
 	Tail     int
 	LeftOut  leftOut
 	Team     Team
@@ -103,7 +103,7 @@ type gateView struct {
 	ApprovedBy []string
 	Required   int32
 	// Held is the tool call the gate holds, when it is a tool's gate.
-	Held      *transcriptapi.HeldCall
+	Held      *records.HeldCall
 	Completes bool
 	// Judge is the output there is to judge: the plan, or the results.
 	Judge string
@@ -159,7 +159,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 		}
 	}
 	for _, e := range v.Timeline {
-		if e.Kind == transcriptapi.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
+		if e.Kind == records.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
 			v.Steps = append(v.Steps, e.Step)
 		}
 	}
@@ -182,7 +182,7 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
 	if p.ToolCall != nil {
 		// The call's whole arguments, from its record; status's copy with a note without it.
-		h := transcriptapi.Held(p.ToolCall, tr.held, tr.unread)
+		h := records.Held(p.ToolCall, tr.held, tr.unread)
 		g.Held = &h
 	}
 	if p.Expires != nil {
@@ -219,7 +219,7 @@ func gateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
 }
 
 // records reads one step's records; when it cannot, it says why.
-func (s *Server) records(r *http.Request, run *v1alpha1.AgentRun, step int32) ([]transcriptapi.Record, string) {
+func (s *Server) records(r *http.Request, run *v1alpha1.AgentRun, step int32) ([]records.Record, string) {
 	if s.opts.Transcripts == nil {
 		return nil, s.unreached()
 	}
@@ -237,7 +237,7 @@ type stepView struct {
 	page
 	Run        *v1alpha1.AgentRun
 	Step       int32
-	Body       *transcriptapi.StepBody
+	Body       *records.StepBody
 	Time       time.Time
 	Tools      []toolView
 	Running    bool
@@ -247,7 +247,7 @@ type stepView struct {
 type toolView struct {
 	Kind    string
 	Time    time.Time
-	Body    transcriptapi.ToolBody
+	Body    records.Tool
 	Latency time.Duration
 }
 
@@ -271,9 +271,9 @@ func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Live = runEvents(run)
 	v.Run = run
-	records, note := s.records(r, run, v.Step)
+	recs, note := s.records(r, run, v.Step)
 	v.Transcript = note
-	for _, rec := range records {
+	for _, rec := range recs {
 		switch {
 		case rec.Kind == "step":
 			b := rec.StepBody()

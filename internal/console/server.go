@@ -28,6 +28,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -43,7 +44,7 @@ type Transcripts interface {
 	Records(ctx context.Context, namespace, name string, step int32) (transcriptapi.Page, error)
 	// Pages calls each with a run's records, all of them or one step's, a page at a time.
 	Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error
-	Stream(ctx context.Context, namespace, name string, each func(transcriptapi.Record) error) (string, error)
+	Stream(ctx context.Context, namespace, name string, each func(records.Record) error) (string, error)
 }
 
 // Options configure a console.

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // Team is the picture of a run's agents: a node per agent on a circle, an arrow per handoff the
@@ -42,7 +42,7 @@ const (
 )
 
 // team draws the run's team from its config (nil when unreadable) and the steps it took.
-func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []transcriptapi.Entry) Team {
+func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.Entry) Team {
 	var names []string
 	allowed := map[[2]string]bool{}
 	entry := ""
@@ -61,7 +61,7 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []transcrip
 	steps := map[string]int{}
 	taken := map[[2]string]int{}
 	for _, e := range entries {
-		if e.Kind != transcriptapi.EntryStep {
+		if e.Kind != records.EntryStep {
 			continue
 		}
 		steps[e.Agent]++

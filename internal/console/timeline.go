@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -14,9 +15,9 @@ import (
 // output of the latest step that did not fail and the record of the tool call the run's gate
 // holds, not the records: a long run's page costs the console a page of records.
 type runTranscript struct {
-	timeline []transcriptapi.Entry
+	timeline []records.Entry
 	output   *string
-	held     *transcriptapi.Record
+	held     *records.Record
 	// unread says why the transcript was not read, when it was not: the timeline is then what
 	// status holds.
 	unread string
@@ -27,14 +28,14 @@ var errEarlierRun = errors.New("the transcript is of an earlier run of this name
 // transcriptOf reads a run's transcript, all of it or one step's (step > 0).
 func (s *Server) transcriptOf(r *http.Request, run *v1alpha1.AgentRun, step int32) runTranscript {
 	if s.opts.Transcripts == nil {
-		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: s.unreached()}
+		return runTranscript{timeline: records.BuildTimeline(run, nil), unread: s.unreached()}
 	}
 	var pending *v1alpha1.PendingToolCall
 	if p := run.Status.PendingApproval; p != nil {
 		pending = p.ToolCall
 	}
 	var out runTranscript
-	t := transcriptapi.NewTimeline(run)
+	t := records.NewTimeline(run)
 	err := s.opts.Transcripts.Pages(r.Context(), run.Namespace, run.Name, step, func(page transcriptapi.Page) error {
 		if page.UID != "" && page.UID != string(run.UID) {
 			return errEarlierRun
@@ -46,14 +47,14 @@ func (s *Server) transcriptOf(r *http.Request, run *v1alpha1.AgentRun, step int3
 				if b := rec.StepBody(); b.Error == "" {
 					out.output = &b.Output
 				}
-			case transcriptapi.Holds(pending, rec):
+			case records.Holds(pending, rec):
 				out.held = &rec
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return runTranscript{timeline: transcriptapi.BuildTimeline(run, nil), unread: err.Error()}
+		return runTranscript{timeline: records.BuildTimeline(run, nil), unread: err.Error()}
 	}
 	out.timeline = t.Entries()
 	return out
@@ -92,10 +93,10 @@ type leftOut struct {
 
 // latest is the part of a timeline from its nth step before the end (every entry when n is 0
 // or the run has no more steps), and what it leaves out.
-func latest(entries []transcriptapi.Entry, n int) ([]transcriptapi.Entry, leftOut) {
+func latest(entries []records.Entry, n int) ([]records.Entry, leftOut) {
 	cut, seen := 0, 0
 	for i := len(entries) - 1; i >= 0 && n > 0; i-- {
-		if entries[i].Kind == transcriptapi.EntryStep {
+		if entries[i].Kind == records.EntryStep {
 			if seen++; seen == n {
 				cut = i
 				break
@@ -105,9 +106,9 @@ func latest(entries []transcriptapi.Entry, n int) ([]transcriptapi.Entry, leftOu
 	var out leftOut
 	for _, e := range entries[:cut] {
 		switch e.Kind {
-		case transcriptapi.EntryStep:
+		case records.EntryStep:
 			out.Steps++
-		case transcriptapi.EntryDecision:
+		case records.EntryDecision:
 			out.Decisions++
 		}
 	}

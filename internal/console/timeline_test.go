@@ -13,19 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // heldRun is the pipeline's run held at the crm tool's gate in step 2, with arguments longer
 // than the 4 KiB status keeps of them, and the transcript's records of its steps.
-func heldRun(now time.Time, args string) (*v1alpha1.AgentRun, []transcriptapi.Record) {
+func heldRun(now time.Time, args string) (*v1alpha1.AgentRun, []records.Record) {
 	run := waitingRun(now)
 	run.Status.CurrentAgent = "gmail"
 	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "tool/crm/file", Since: metav1.NewMicroTime(now.Add(-10 * time.Second)),
 		ToolCall: &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 2, Call: 1, Arguments: args[:4093] + "…"}}
 	body, _ := json.Marshal(map[string]any{"agent": "gmail", "gate": "tool/crm/file",
 		"call": map[string]any{"index": 1, "server": "crm", "tool": "file", "arguments": json.RawMessage(args)}})
-	return run, []transcriptapi.Record{
+	return run, []records.Record{
 		stepRecord(1, now.Add(-50*time.Second), map[string]any{"agent": "planner", "output": "Plan: 1) gmail: invoices", "handoff": "gmail", "tokens": 300}),
 		{Seq: 2, Kind: "tool-gate", Step: 2, Call: 1, Time: now.Add(-10 * time.Second), Body: body},
 	}
@@ -37,7 +37,7 @@ func TestAToolGateShowsTheWholeArgumentsOfTheCall(t *testing.T) {
 	args := fmt.Sprintf(`{"note":"%s %s"}`, strings.Repeat("x", 5000), end)
 	run, recs := heldRun(now, args)
 	s, _ := newConsole(t, true, pipeline(), run)
-	s.opts.Transcripts = records{"review/vendor-review": recs}
+	s.opts.Transcripts = transcripts{"review/vendor-review": recs}
 	whole := "{\n  \"note\": \"" + strings.Repeat("x", 5000) + " " + end + "\"\n}"
 	for _, path := range []string{"/runs/review/vendor-review", "/inbox"} {
 		_, body := get(t, s, path)
@@ -64,7 +64,7 @@ func TestTheRunPageShowsEveryStep(t *testing.T) {
 	run := waitingRun(now)
 	run.Status.PendingApproval, run.Status.Phase = nil, v1alpha1.PhaseSucceeded
 	var all []v1alpha1.HandoffRecord
-	var recs []transcriptapi.Record
+	var recs []records.Record
 	agents := []string{"planner", "gmail"}
 	for step := int32(1); step <= 12; step++ {
 		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff,
@@ -78,7 +78,7 @@ func TestTheRunPageShowsEveryStep(t *testing.T) {
 	}
 	run.Status.StepCount, run.Status.HandoffSequence = 12, all[2:]
 	s, _ := newConsole(t, true, pipeline(), run)
-	s.opts.Transcripts = records{"review/vendor-review": recs}
+	s.opts.Transcripts = transcripts{"review/vendor-review": recs}
 	_, body := get(t, s, "/runs/review/vendor-review")
 	for step := 1; step <= 12; step++ {
 		if !strings.Contains(body, fmt.Sprintf(`aria-label="Step %d transcript"`, step)) || !strings.Contains(body, fmt.Sprintf("output of step %d<", step)) {
@@ -92,12 +92,12 @@ func TestTheRunPageShowsEveryStep(t *testing.T) {
 
 // longRun is a run of n steps between planner and gmail that passed gate plan after each of
 // the given steps, and its step records.
-func longRun(now time.Time, n int32, approvedAfter ...int32) (*v1alpha1.AgentRun, []transcriptapi.Record) {
+func longRun(now time.Time, n int32, approvedAfter ...int32) (*v1alpha1.AgentRun, []records.Record) {
 	run := waitingRun(now)
 	run.Status.PendingApproval, run.Status.Phase = nil, v1alpha1.PhaseSucceeded
 	agents := []string{"planner", "gmail"}
 	at := func(step int32) time.Time { return now.Add(time.Duration(step-n-1) * time.Second) }
-	var recs []transcriptapi.Record
+	var recs []records.Record
 	var last []v1alpha1.HandoffRecord
 	for step := int32(1); step <= n; step++ {
 		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff, Time: metav1.NewTime(at(step))}
@@ -118,7 +118,7 @@ func longRun(now time.Time, n int32, approvedAfter ...int32) (*v1alpha1.AgentRun
 func TestTheRunPageOfALongRunShowsItsLatestSteps(t *testing.T) {
 	run, recs := longRun(time.Now(), 450, 5, 300)
 	s, _ := newConsole(t, true, pipeline(), run)
-	s.opts.Transcripts = records{"review/vendor-review": recs}
+	s.opts.Transcripts = transcripts{"review/vendor-review": recs}
 	shown := func(body string) (steps []int, retry []int) {
 		for step := 1; step <= 450; step++ {
 			if strings.Contains(body, fmt.Sprintf(`aria-label="Step %d transcript"`, step)) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // Client reads the transcript API. Its HTTP client carries the caller's own Kubernetes
@@ -73,7 +75,7 @@ func (c *Client) Pages(ctx context.Context, namespace, name string, step int32, 
 
 // Stream calls each with every record of the run as it is written, from the first, until the
 // run ends; it returns the run's phase and reason then ("" when ctx ended first).
-func (c *Client) Stream(ctx context.Context, namespace, name string, each func(Record) error) (string, error) {
+func (c *Client) Stream(ctx context.Context, namespace, name string, each func(records.Record) error) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "stream"), nil)
 	if err != nil {
 		return "", err
@@ -95,7 +97,7 @@ func (c *Client) Stream(ctx context.Context, namespace, name string, each func(R
 		case strings.HasPrefix(line, "event: "):
 			event = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: ") && event == "record":
-			var r Record
+			var r records.Record
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &r); err != nil {
 				return "", err
 			}

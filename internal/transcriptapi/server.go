@@ -22,26 +22,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
-// Record is a transcript record as the API returns it.
-type Record struct {
-	Seq     int64           `json:"seq"`
-	Kind    transcript.Kind `json:"kind"`
-	Step    int32           `json:"step"`
-	Attempt int32           `json:"attempt,omitempty"`
-	Call    int32           `json:"call,omitempty"`
-	Time    time.Time       `json:"time"`
-	Body    json.RawMessage `json:"body"`
-}
-
 // Page is a run's records, oldest first.
 type Page struct {
-	Namespace string   `json:"namespace"`
-	Run       string   `json:"run"`
-	UID       string   `json:"uid"`
-	Records   []Record `json:"records"`
+	Namespace string           `json:"namespace"`
+	Run       string           `json:"run"`
+	UID       string           `json:"uid"`
+	Records   []records.Record `json:"records"`
 	// Last is the Seq to resume after.
 	Last int64 `json:"last"`
 }
@@ -151,7 +141,7 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request, run *v1alpha1.
 		if i > 0 {
 			_, _ = io.WriteString(w, ",")
 		}
-		_, _ = w.Write(mustJSON(toRecord(recs[i])))
+		_, _ = w.Write(mustJSON(records.FromStore(recs[i])))
 		recs[i].Body = nil
 	}
 	_, _ = io.WriteString(w, "]}\n")
@@ -212,7 +202,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run *v1alpha1.A
 			return
 		}
 		for i := range recs {
-			fmt.Fprintf(w, "id: %d\nevent: record\ndata: %s\n\n", recs[i].Seq, mustJSON(toRecord(recs[i])))
+			fmt.Fprintf(w, "id: %d\nevent: record\ndata: %s\n\n", recs[i].Seq, mustJSON(records.FromStore(recs[i])))
 			q.After = recs[i].Seq
 			recs[i].Body = nil
 		}
@@ -243,10 +233,6 @@ func (h *Handler) ended(ctx context.Context, run *v1alpha1.AgentRun) bool {
 	}
 	*run = *fresh
 	return run.Status.Phase.Terminal()
-}
-
-func toRecord(r transcript.Record) Record {
-	return Record{Seq: r.Seq, Kind: r.Kind, Step: r.Step, Attempt: r.Attempt, Call: r.Call, Time: r.Time, Body: r.Body}
 }
 
 // mustJSON encodes v as the transcript keeps its records: <, > and & as they are.

@@ -2,8 +2,9 @@ package workflow
 
 // The vocabulary of one agent step that the core decides from and the providers answer in:
 // what a step produced (Result), what remains of a run's limits before it (Left), what an agent
-// sees of the run's earlier steps (ContextEntry), and the tool calls a step asks for and the
-// ways one can stop it (Held, ToolTrip). The providers import these from the core, so that the
+// sees of the run's earlier steps (ContextEntry), the messages a model was sent (Message), and
+// the tool calls a step asks for, their outcomes and the ways one can stop a step (ToolCall,
+// ToolOutcome, Held, ToolTrip). The providers import these from the core, so that the
 // core imports no provider.
 
 import (
@@ -13,38 +14,56 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// Result is what a step produced.
+// Result is what a step produced. Its JSON is how a step's transcript record keeps it
+// (package records).
 type Result struct {
 	// Output is the agent's answer.
-	Output string
+	Output string `json:"output"`
 	// Handoff is the agent it asks to hand control to.
-	Handoff string
+	Handoff string `json:"handoff,omitempty"`
 	// Reason is why it hands off.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// Signal is a signal it emits.
-	Signal string
+	Signal string `json:"signal,omitempty"`
+	// Routing is a supervisor's routing decision.
+	Routing *v1alpha1.RoutingDecision `json:"routing,omitempty"`
+	// FinishReason says why the model stopped.
+	FinishReason v1alpha1.FinishReason `json:"finishReason,omitempty"`
 	// Tokens is the usage the step reports, and CountedTokens the part of it already added to
 	// the run's status while the step was held at gates. InputTokens and CountedInputTokens are
 	// the parts of them that were prompts (0 when the provider does not say); the rest was
 	// output.
-	Tokens             int64
-	CountedTokens      int64
-	InputTokens        int64
-	CountedInputTokens int64
-	// FinishReason says why the model stopped.
-	FinishReason v1alpha1.FinishReason
-	// Routing is a supervisor's routing decision.
-	Routing *v1alpha1.RoutingDecision
+	Tokens             int64 `json:"tokens"`
+	InputTokens        int64 `json:"inputTokens,omitempty"`
+	CountedTokens      int64 `json:"countedTokens,omitempty"`
+	CountedInputTokens int64 `json:"countedInputTokens,omitempty"`
 	// Ignored names the further tool calls of a model that called several; the first won.
-	Ignored []string
+	Ignored []string `json:"ignoredToolCalls,omitempty"`
 	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them
 	// already added to the run's status while the step was held at gates.
-	ToolCalls        int32
-	CountedToolCalls int32
-	// Held is set when the step stopped at a tool call that waits for approval.
-	Held *Held
+	ToolCalls        int32 `json:"toolCalls,omitempty"`
+	CountedToolCalls int32 `json:"countedToolCalls,omitempty"`
+	// Held is set when the step stopped at a tool call that waits for approval (a record of
+	// its own keeps it).
+	Held *Held `json:"-"`
 	// Trip is set when a guard stopped the run before a tool call.
-	Trip *ToolTrip
+	Trip *ToolTrip `json:"trip,omitempty"`
+}
+
+// Message is one chat message a model was sent for a step.
+type Message struct {
+	// Role is system, user or assistant.
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ToolOutcome is a call's result as the model is given it.
+type ToolOutcome struct {
+	Content string `json:"content"`
+	IsError bool   `json:"isError,omitempty"`
+	// Made is set when the call was sent to its tool: calls held back (rejected, past a limit)
+	// are not, and do not count.
+	Made bool `json:"made,omitempty"`
 }
 
 // Left is what remains of a run's limits before a step.

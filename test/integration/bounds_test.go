@@ -12,10 +12,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	. "github.com/baton-dev/baton/test/builders"
-	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/transcriptapi"
+	. "github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/test/fakes"
 )
 
 // Every byte a tenant can make Baton keep is bounded in the unit it is stored in: an answer of

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/internal/transcriptapi"
+	. "github.com/baton-dev/baton/test/builders"
 )
 
 // transcriptClient calls the transcript API as the user of cfg: with its client certificate or

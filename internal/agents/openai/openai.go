@@ -14,8 +14,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -214,7 +214,7 @@ func describeError(err error, key string) error {
 	return fmt.Errorf("calling the model server: %s", agents.Scrub(err.Error(), key))
 }
 
-func chatMessages(msgs []agents.Message) []openai.ChatCompletionMessageParamUnion {
+func chatMessages(msgs []workflow.Message) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
 	for _, m := range msgs {
 		switch m.Role {

@@ -1,4 +1,4 @@
-package transcriptapi
+package records
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 var t0 = time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
@@ -97,7 +98,7 @@ func TestTheTimelineHasEveryDecisionOnce(t *testing.T) {
 	// Status has dropped the earliest decision; the record of the latest is not written yet.
 	run.Status.Approvals = []v1alpha1.ApprovalRecord{late, latest}
 	for i, a := range []v1alpha1.ApprovalRecord{early, late} {
-		data, _ := json.Marshal(map[string]any{"decisions": []Decided{{ApprovalRecord: a}}})
+		data, _ := json.Marshal(map[string]any{"decisions": []workflow.Decided{{ApprovalRecord: a}}})
 		records = append(records, Record{Seq: int64(10 + i), Kind: "decision", Step: int32(i + 1), Time: a.Time.Time, Body: data})
 	}
 	var got []string

@@ -1,4 +1,4 @@
-package transcriptapi
+package records
 
 import (
 	"fmt"
@@ -109,7 +109,7 @@ func (t *Timeline) Add(r Record) {
 		}
 		t.steps = append(t.steps, recordedStep(r, b))
 	case transcript.KindDecision:
-		for _, d := range r.StepBody().Decisions {
+		for _, d := range r.DecisionBody().Decisions {
 			if key := decisionKey(d.ApprovalRecord); !t.decided[key] {
 				t.decided[key] = true
 				// The record's time is the decision's to the microsecond; status's, to the second.

@@ -1,4 +1,4 @@
-package transcriptapi
+package records
 
 import (
 	"bytes"
@@ -28,8 +28,8 @@ func Holds(p *v1alpha1.PendingToolCall, r Record) bool {
 	if p == nil || r.Kind != transcript.KindToolGate || r.Step != p.Step || r.Call != p.Call {
 		return false
 	}
-	c := r.ToolBody().Call
-	return c != nil && c.Server == p.Server && c.Tool == p.Tool && len(c.Arguments) > 0
+	c := r.ToolBody().ToolCall
+	return c.Server == p.Server && c.Tool == p.Tool && len(c.Arguments) > 0
 }
 
 // Held is the call p holds: whole from rec, its record (see Holds), or, when rec is nil,
@@ -37,7 +37,7 @@ func Holds(p *v1alpha1.PendingToolCall, r Record) bool {
 func Held(p *v1alpha1.PendingToolCall, rec *Record, unread string) HeldCall {
 	h := HeldCall{Server: p.Server, Tool: p.Tool, Step: p.Step, Call: p.Call}
 	if rec != nil {
-		if c := rec.ToolBody().Call; c != nil {
+		if c := rec.ToolBody().ToolCall; len(c.Arguments) > 0 {
 			h.Arguments, h.Whole = indentJSON(c.Arguments), true
 			return h
 		}

@@ -1,0 +1,141 @@
+package records
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// The records of tool calls. A step's tool loop writes, in order: a tool-turn record for each
+// answer of the model that asks for calls, before any call is made; a tool-start record before
+// each call of a tool with side effects; a tool record with each call's outcome. A step held at
+// a tool's gate ends, for now, with a tool-gate record. Records are keyed by step and by turn or
+// call number, so a step that runs again (after a gate, or in an operator that restarted) finds
+// what it already did.
+
+// TurnBody is a tool-turn record: an answer of the model that asked for calls.
+type TurnBody struct {
+	Agent       string              `json:"agent"`
+	Text        string              `json:"text,omitempty"`
+	Tokens      int64               `json:"tokens,omitempty"`
+	InputTokens int64               `json:"inputTokens,omitempty"`
+	Calls       []workflow.ToolCall `json:"calls"`
+}
+
+// StartBody is a tool-start record: a call of a tool with side effects, about to be sent.
+type StartBody struct {
+	Server         string `json:"server"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotencyKey"`
+}
+
+// CallBody is a tool record: one call's outcome.
+type CallBody struct {
+	Agent string `json:"agent"`
+	workflow.ToolCall
+	workflow.ToolOutcome
+	// Structured is the tool's structured result, when it gave one.
+	Structured json.RawMessage `json:"structured,omitempty"`
+	// Refused says why a call was not made: rejected at its gate, not allowed, past a limit.
+	Refused        string    `json:"refused,omitempty"`
+	ApprovedBy     []string  `json:"approvedBy,omitempty"`
+	IdempotencyKey string    `json:"idempotencyKey,omitempty"`
+	Started        time.Time `json:"started"`
+	LatencyMs      int64     `json:"latencyMs"`
+}
+
+// HeldBody is a tool-gate record: the step held at a call, and what it used until then.
+type HeldBody struct {
+	Agent              string            `json:"agent"`
+	Input              string            `json:"input"`
+	Gate               string            `json:"gate"`
+	Call               workflow.ToolCall `json:"call"`
+	Tokens             int64             `json:"tokens"`
+	CountedTokens      int64             `json:"countedTokens"`
+	InputTokens        int64             `json:"inputTokens,omitempty"`
+	CountedInputTokens int64             `json:"countedInputTokens,omitempty"`
+	ToolCalls          int32             `json:"toolCalls"`
+	CountedToolCalls   int32             `json:"countedToolCalls"`
+}
+
+// NewHeld is the tool-gate record body of a step held at res's call.
+func NewHeld(res workflow.StepResult) HeldBody {
+	return HeldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
+		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
+		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls}
+}
+
+// Record is the step's tool-gate record.
+func (b HeldBody) Record(run RunID, step int32, ended time.Time) transcript.Record {
+	return run.Record(transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: b.Call.Index}, ended, transcript.Body(b))
+}
+
+// StepResult is the held step as the workflow core applies it.
+func (b HeldBody) StepResult() workflow.StepResult {
+	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: workflow.Result{
+		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
+		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
+		Held: &workflow.Held{Gate: b.Gate, Call: b.Call},
+	}}
+}
+
+// Tool is what readers show of a tool record, whichever its kind: the call it is about (a
+// call's outcome, its start, a step held at its gate) or a turn's calls, and what the record
+// says of it. It is read from the record's own body.
+type Tool struct {
+	Agent string
+	workflow.ToolCall
+	workflow.ToolOutcome
+	// Calls and Text are a turn's; Tokens a turn's or a held step's.
+	Calls  []workflow.ToolCall
+	Text   string
+	Tokens int64
+	// Refused, ApprovedBy, IdempotencyKey and LatencyMs are a call's; Gate a held step's.
+	Refused        string
+	ApprovedBy     []string
+	IdempotencyKey string
+	LatencyMs      int64
+	Gate           string
+}
+
+// toolOf reads a tool record's body by its kind.
+func toolOf(kind transcript.Kind, body json.RawMessage) Tool {
+	switch kind {
+	case transcript.KindToolTurn:
+		b := bodyAs[TurnBody](body)
+		return Tool{Agent: b.Agent, Calls: b.Calls, Text: b.Text, Tokens: b.Tokens}
+	case transcript.KindToolStart:
+		b := bodyAs[StartBody](body)
+		return Tool{ToolCall: workflow.ToolCall{Server: b.Server, Tool: b.Tool}, IdempotencyKey: b.IdempotencyKey}
+	case transcript.KindTool:
+		b := bodyAs[CallBody](body)
+		return Tool{Agent: b.Agent, ToolCall: b.ToolCall, ToolOutcome: b.ToolOutcome, Refused: b.Refused,
+			ApprovedBy: b.ApprovedBy, IdempotencyKey: b.IdempotencyKey, LatencyMs: b.LatencyMs}
+	case transcript.KindToolGate:
+		b := bodyAs[HeldBody](body)
+		return Tool{Agent: b.Agent, ToolCall: b.Call, Gate: b.Gate, Tokens: b.Tokens}
+	}
+	return Tool{}
+}
+
+// Note says how a call went, when it did not simply succeed.
+func (t Tool) Note() string {
+	switch {
+	case t.Refused != "":
+		return "not made: " + t.Refused
+	case t.IsError:
+		return "error"
+	case len(t.ApprovedBy) > 0:
+		return "approved by " + strings.Join(t.ApprovedBy, ", ")
+	}
+	return ""
+}
+
+// CallString is a call in one line: its number, server, tool and arguments.
+func CallString(c workflow.ToolCall) string {
+	return fmt.Sprintf("#%d %s/%s %s", c.Index, c.Server, c.Tool, strings.TrimSpace(string(c.Arguments)))
+}
