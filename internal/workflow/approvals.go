@@ -13,75 +13,10 @@ import (
 	"github.com/baton-dev/baton/internal/decisions"
 )
 
-// Human gates and replies. A gate opens after its agent's step, or when the run would complete;
-// the run then waits in AwaitingApproval, with no deadline running, until enough people approve,
-// someone rejects (ending the run or sending it back to an agent), or the gate times out. An
-// AwaitInput signal pauses the run in AwaitingInput until a reply. Decisions arrive as queued
-// decisions (see the decisions package) and are applied here one at a time, in order.
-
-// ForRun is the plan for one run: the name and namespace go into the commands that Events give
-// people, the policy says whether the run stops at gates, and the creator (empty when it was not
-// recorded) is who may not approve at gates with allowSelfApproval: false. The plan is a copy
-// that shares everything else with p, which is read-only once built, so runs of one config
-// share its checked spec and compiled schemas.
-func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy, creator string) *Plan {
-	run := *p
-	run.runName, run.runNamespace = name, namespace
-	run.skipGates = policy == v1alpha1.ApprovalsSkip
-	run.creator = creator
-	return &run
-}
-
-// gateAfter is the gate that opens after the agent's step, if any.
-func (p *Plan) gateAfter(agent string) (v1alpha1.ApprovalGate, bool) {
-	for _, g := range p.Spec.Approvals {
-		if g.After == agent && !p.skips(g) {
-			return g, true
-		}
-	}
-	return v1alpha1.ApprovalGate{}, false
-}
-
-// gateBeforeComplete is the gate that opens when the run would complete, if any.
-func (p *Plan) gateBeforeComplete() (v1alpha1.ApprovalGate, bool) {
-	for _, g := range p.Spec.Approvals {
-		if g.Before == "Complete" && !p.skips(g) {
-			return g, true
-		}
-	}
-	return v1alpha1.ApprovalGate{}, false
-}
-
-// skips says whether the run passes gate g without stopping: a run with approvals: Skip passes
-// every gate but those that need an approver other than the run's creator, since the creator
-// chose Skip.
-func (p *Plan) skips(g v1alpha1.ApprovalGate) bool {
-	return p.skipGates && selfApprovalAllowed(g)
-}
-
-// gate is the gate of that name the run may wait at: one of the config's gates, or the gate of
-// a tool the agent with control calls.
-func (p *Plan) gate(s *v1alpha1.AgentRunStatus, name string) (v1alpha1.ApprovalGate, bool) {
-	if g, ok := p.toolGateNamed(s.CurrentAgent, name); ok {
-		return g, true
-	}
-	return p.configGate(name)
-}
-
-// configGate is the config's gate of that name, if there is one.
-func (p *Plan) configGate(name string) (v1alpha1.ApprovalGate, bool) {
-	for _, g := range p.Spec.Approvals {
-		if g.Name == name {
-			return g, true
-		}
-	}
-	return v1alpha1.ApprovalGate{}, false
-}
-
-// selfApprovalAllowed reports whether the run's creator may approve at gate g, as by default.
-func selfApprovalAllowed(g v1alpha1.ApprovalGate) bool {
-	return g.AllowSelfApproval == nil || *g.AllowSelfApproval
-}
+// People's decisions at gates, and their replies. A run waiting at a gate (gates.go) goes on once
+// enough people approve; someone's rejection ends it or sends it back to an agent; or the gate
+// times out. A run waiting for input goes on with a reply. Decisions arrive as queued decisions
+// (see the decisions package) and are applied here one at a time, in order.
 
 // selfApproval says why an approval by `by` at the config's gate of that name is refused, if
 // it is: the gate has allowSelfApproval: false and `by` created the run, or nobody knows who
@@ -102,121 +37,6 @@ func (p *Plan) selfApproval(name, by string) (string, bool) {
 		return fmt.Sprintf("%s created the run this one continues, and gate %s needs an approver other than the run's creator (allowSelfApproval: false)", by, name), true
 	}
 	return "", false
-}
-
-func required(g v1alpha1.ApprovalGate) int { return max(int(g.Required), 1) }
-
-// openGate makes the run wait at gate g. completes is how the run ends once the gate passes,
-// when the step before it finished the run.
-func openGate(p *Plan, d *Update, g v1alpha1.ApprovalGate, completes *v1alpha1.Completion, now time.Time) {
-	s := &d.Status
-	s.Phase = v1alpha1.PhaseAwaitingApproval
-	s.PendingApproval = waitAt(g, now)
-	s.PendingApproval.Completes = completes
-	msg := gateMessage(p, g)
-	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
-	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
-}
-
-// waitAt is a run's wait at gate g from now, with when its timeout decides it.
-func waitAt(g v1alpha1.ApprovalGate, now time.Time) *v1alpha1.PendingApproval {
-	w := &v1alpha1.PendingApproval{Gate: g.Name, Since: metav1.NewMicroTime(now)}
-	if t := g.Timeout.OrZero(); t > 0 {
-		expires := metav1.NewMicroTime(now.Add(t))
-		w.Expires = &expires
-	}
-	return w
-}
-
-// gateMessage says what a gate waits for and the commands that decide it.
-func gateMessage(p *Plan, g v1alpha1.ApprovalGate) string {
-	return fmt.Sprintf("waiting at gate %s for %d approval(s)%s. Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (add %s=<agent> or %s=replan to send it back, %s=<text> to explain)",
-		g.Name, required(g), p.approvers(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
-		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name,
-		v1alpha1.AnnotationRevise, v1alpha1.AnnotationRevise, v1alpha1.AnnotationFeedback)
-}
-
-// approvers says who may approve at a gate with allowSelfApproval: false, for gateMessage.
-func (p *Plan) approvers(g v1alpha1.ApprovalGate) string {
-	switch {
-	case selfApprovalAllowed(g):
-		return ""
-	case p.creator == "":
-		return " (the run's creator was not recorded, so no approval can pass this gate: reject it or let it time out)"
-	}
-	return fmt.Sprintf(" from people other than %s, who created the run", p.creator)
-}
-
-// holdToolCall makes the run wait at a tool's gate with the call the step asked for; the step
-// goes on from its transcript once the gate is decided.
-func holdToolCall(p *Plan, d *Update, g v1alpha1.ApprovalGate, call v1alpha1.PendingToolCall, now time.Time) {
-	s := &d.Status
-	s.Phase = v1alpha1.PhaseAwaitingApproval
-	s.PendingApproval = waitAt(g, now)
-	s.PendingApproval.ToolCall = &call
-	msg := fmt.Sprintf("agent %s asks to call %s/%s at step %d (arguments in status.pendingApproval.toolCall); waiting at gate %s for %d approval(s). Approve: kubectl annotate agentrun %s -n %s %s=%s ; reject: kubectl annotate agentrun %s -n %s %s=%s (the agent is told, with %s=<text> if given)",
-		s.CurrentAgent, call.Server, call.Tool, call.Step, g.Name, required(g), p.runName, p.runNamespace, v1alpha1.AnnotationApprove, g.Name,
-		p.runName, p.runNamespace, v1alpha1.AnnotationReject, g.Name, v1alpha1.AnnotationFeedback)
-	progress(s, now, v1alpha1.PhaseAwaitingApproval, msg)
-	d.event(EventNormal, EventAwaitingApproval, "%s", msg)
-}
-
-// awaitInput pauses the run until a person replies to the agent's question.
-func awaitInput(p *Plan, d *Update, agent, question string, now time.Time) {
-	s := &d.Status
-	s.Phase = v1alpha1.PhaseAwaitingInput
-	s.CurrentAgent = agent
-	s.PendingInput = &v1alpha1.PendingInput{Agent: agent, Question: statusText(question, maxValue), Since: metav1.NewMicroTime(now)}
-	msg := fmt.Sprintf("agent %s asks for input (see status.pendingInput.question). Reply: kubectl annotate agentrun %s -n %s %s=<answer>",
-		agent, p.runName, p.runNamespace, v1alpha1.AnnotationReply)
-	progress(s, now, v1alpha1.PhaseAwaitingInput, msg)
-	d.event(EventNormal, EventAwaitingInput, "%s", msg)
-}
-
-// resume puts a waiting run back to work, counting the wait as time not spent on the run.
-func resume(p *Plan, d *Update, since metav1.MicroTime, now time.Time) {
-	s := &d.Status
-	s.Waited = addWait(s.Waited, now.Sub(since.Time))
-	s.PendingApproval, s.PendingInput = nil, nil
-	s.Phase = v1alpha1.PhaseRunning
-	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
-	if t, ok := check(p, s, now); ok {
-		end(d, t, now)
-	}
-}
-
-// passGate lets the run through its pending gate: on to the next agent, or to its end (past the
-// before-Complete gate, if that is not the one that just passed).
-func passGate(p *Plan, d *Update, feedback string, now time.Time) {
-	s := &d.Status
-	pending := *s.PendingApproval
-	if pending.Completes != nil {
-		if g, ok := p.gateBeforeComplete(); ok && g.Name != pending.Gate {
-			since := pending.Since
-			openGate(p, d, g, pending.Completes, now)
-			s.Waited = addWait(s.Waited, now.Sub(since.Time))
-			return
-		}
-		s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
-		s.PendingApproval = nil
-		if pending.Completes.State != "" {
-			s.State = pending.Completes.State
-		}
-		end(d, Trip{Reason: pending.Completes.Reason, Message: pending.Completes.Message}, now)
-		return
-	}
-	// A tool's gate goes back into the step it held: the step's input stays as it was.
-	if feedback != "" && pending.ToolCall == nil {
-		s.Input = statusText(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
-	}
-	resume(p, d, pending.Since, now)
-}
-
-// addWait adds to the time a run waited for people, up to the longest duration the API holds.
-func addWait(w *v1alpha1.Duration, more time.Duration) *v1alpha1.Duration {
-	// Whole seconds: kubectl describe prints the value as it is, and 1m3s reads better than
-	// 1m2.745113042s.
-	return v1alpha1.NewDuration(min((w.OrZero() + more).Round(time.Second), v1alpha1.MaxDuration))
 }
 
 // DecideAll applies people's decisions in order, into one update. A decision is judged at the
@@ -292,7 +112,7 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 		appendApproval(&d, record, "")
 		pa := s.PendingApproval
 		pa.ApprovedBy = append(pa.ApprovedBy, by)
-		g, _ := p.gate(s, pa.Gate)
+		g, _ := p.pendingGate(s)
 		if len(pa.ApprovedBy) < required(g) {
 			applied(fmt.Sprintf("%s: %d of %d approvals", what, len(pa.ApprovedBy), required(g)))
 			return d
@@ -367,7 +187,7 @@ func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) 
 	case q.Gate != s.PendingApproval.Gate:
 		return fmt.Sprintf("gate %s is not pending; the pending gate is %s", quoteName(q.Gate), s.PendingApproval.Gate), v1alpha1.ReasonGateNotPending, false
 	case q.Action == decisions.Approve && slices.Contains(s.PendingApproval.ApprovedBy, by):
-		g, _ := p.gate(s, q.Gate)
+		g, _ := p.pendingGate(s)
 		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
 			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
 	case q.Action == decisions.Approve && s.PendingApproval.ToolCall == nil:
@@ -438,7 +258,7 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, b
 	}
 	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
-	g, _ := p.gate(s, s.PendingApproval.Gate)
+	g, _ := p.pendingGate(s)
 	if g.OnTimeout == "Approve" {
 		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
 		if tc := s.PendingApproval.ToolCall; tc != nil {
@@ -465,7 +285,7 @@ func WaitDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil {
 		return time.Time{}, false
 	}
-	g, ok := p.gate(st, st.PendingApproval.Gate)
+	g, ok := p.pendingGate(st)
 	if !ok || g.Timeout.OrZero() <= 0 {
 		return time.Time{}, false
 	}

@@ -220,7 +220,7 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	msg := fmt.Sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned, msg)
 	if pending := s.PendingApproval; pending != nil {
-		g, _ := p.gate(s, pending.Gate)
+		g, _ := p.gateAt(stop{kind: stopContinued, agent: s.CurrentAgent, gate: pending.Gate})
 		s.PendingApproval = nil
 		openGate(p, &d, g, pending.Completes, now)
 		return d

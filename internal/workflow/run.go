@@ -234,16 +234,10 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 		if res.Trip != nil {
 			t = guarded(Trip{Reason: res.Trip.Reason, Message: res.Trip.Message, Loop: res.Trip.Loop})
 		}
-		// A run that would complete waits at the agent's gate, else at the before-Complete gate.
-		if t.Reason.Phase() == v1alpha1.PhaseSucceeded {
-			g, ok := p.gateAfter(res.Agent)
-			if !ok {
-				g, ok = p.gateBeforeComplete()
-			}
-			if ok {
-				openGate(p, &d, g, &v1alpha1.Completion{Reason: t.Reason, Message: t.Message, State: r.state}, now)
-				return d
-			}
+		done := &v1alpha1.Completion{Reason: t.Reason, Message: t.Message, State: r.state}
+		if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: res.Agent, outcome: rec.Outcome, ends: done}); ok {
+			openGate(p, &d, g, done, now)
+			return d
 		}
 		if r.state != "" {
 			s.State = r.state // the final state a StateMachine reached
@@ -267,11 +261,9 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 		end(&d, t, now)
 		return d
 	}
-	// A gate after the agent opens once its step completed; a limit already reached wins.
-	if rec.Outcome != v1alpha1.OutcomeFailed && rec.Outcome != v1alpha1.OutcomeTruncated {
-		if g, ok := p.gateAfter(res.Agent); ok {
-			openGate(p, &d, g, nil, now)
-		}
+	// A limit already reached wins over the gate after the agent.
+	if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: res.Agent, outcome: rec.Outcome}); ok {
+		openGate(p, &d, g, nil, now)
 	}
 	return d
 }

@@ -231,10 +231,7 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 		return d
 	}
 	call := res.Held.Call
-	g, ok := p.ToolGate(res.Agent, call.Server, call.Tool)
-	if !ok {
-		g = v1alpha1.ApprovalGate{Name: v1alpha1.ToolGateName(call.Server, call.Tool), Required: 1}
-	}
+	g, _ := p.gateAt(stop{kind: stopToolCall, agent: res.Agent, call: &call})
 	holdToolCall(p, &d, g, v1alpha1.PendingToolCall{
 		Server: call.Server, Tool: call.Tool, Step: s.StepCount + 1, Call: call.Index,
 		Arguments: statusText(string(call.Arguments), maxValue),
