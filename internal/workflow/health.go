@@ -22,8 +22,8 @@ func progress(s *v1alpha1.AgentRunStatus, now time.Time, phase v1alpha1.RunPhase
 	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionStalled)
 }
 
-// settle sets the conditions of a run that ended, with its termination reason and message.
-func settle(s *v1alpha1.AgentRunStatus, now time.Time) {
+// conclude sets the conditions of a run that ended, with its termination reason and message.
+func conclude(s *v1alpha1.AgentRunStatus, now time.Time) {
 	reason, message := string(s.TerminationReason), s.TerminationMessage
 	setCondition(s, now, v1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, message)
 	meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReconciling)
