@@ -102,69 +102,110 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 	if q.Action == decisions.Reply {
 		addContext(&d, by, ContextReply, q.Reply)
 	}
-	applied := func(msg string) {
-		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
-		d.event(EventNormal, EventDecisionApplied, "%s", msg)
-	}
-	switch q.Action {
-	case decisions.Approve:
-		record.Decision = v1alpha1.RecordApproved
-		appendApproval(&d, record, "")
-		pa := s.PendingApproval
-		pa.ApprovedBy = append(pa.ApprovedBy, by)
-		g, _ := p.pendingGate(s)
-		if len(pa.ApprovedBy) < required(g) {
-			applied(fmt.Sprintf("%s: %d of %d approvals", what, len(pa.ApprovedBy), required(g)))
-			return d
-		}
-		applied(fmt.Sprintf("%s: gate %s passed", what, pa.Gate))
-		passGate(p, &d, q.Feedback, now)
-	case decisions.Reject:
-		record.Decision = v1alpha1.RecordRejected
-		record.Revise = q.Revise
-		appendApproval(&d, record, "")
-		pending := *s.PendingApproval
-		if pending.ToolCall != nil {
-			// A rejected call is not made: the step goes on, and the agent is told.
-			applied(fmt.Sprintf("%s: the call is not made and %s is told", what, s.CurrentAgent))
-			resume(p, &d, pending.Since, now)
-			return d
-		}
-		if q.Revise == "" {
-			applied(what)
-			s.PendingApproval = nil
-			s.Waited = addWait(s.Waited, now.Sub(pending.Since.Time))
-			msg := fmt.Sprintf("gate %s rejected by %s", pending.Gate, by)
-			if q.Feedback != "" {
-				msg += ": " + q.Feedback
-			}
-			end(&d, Trip{Reason: v1alpha1.ReasonRejected, Message: msg}, now)
-			return d
-		}
-		agent, state, _ := reviser(p, q.Revise)
-		earlier := s.Input
-		if pending.Completes != nil {
-			earlier = s.Output
-		}
-		s.CurrentAgent, s.State = agent, state
-		s.Input = statusText(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
-			pending.Gate, by, firstNonEmpty(q.Feedback, "(none)"), earlier), maxInput)
-		s.Output = ""
-		applied(fmt.Sprintf("%s: %s revises", what, agent))
-		resume(p, &d, pending.Since, now)
-	case decisions.Reply:
-		record.Decision = v1alpha1.RecordReplied
-		appendApproval(&d, record, q.Reply)
-		since := s.PendingInput.Since
-		s.Input = q.Reply
-		if q.Feedback != "" {
-			s.Input += "\n\nFeedback: " + q.Feedback
-		}
-		s.Input = statusText(s.Input, maxInput)
-		applied(fmt.Sprintf("%s: %s continues", what, s.CurrentAgent))
-		resume(p, &d, since, now)
+	if act, ok := decisionActions[q.Action]; ok {
+		act(&applying{p: p, d: &d, q: q, by: by, what: what, record: record, now: now})
 	}
 	return d
+}
+
+// applying is a person's decision as the run applies it: the update it makes, who made it, what
+// it says, and the record status.approvals keeps of it.
+type applying struct {
+	p      *Plan
+	d      *Update
+	q      decisions.Queued
+	by     string
+	what   string
+	record v1alpha1.ApprovalRecord
+	now    time.Time
+}
+
+// decisionActions apply each kind of decision, once refuse found that the run can take it.
+var decisionActions = map[string]func(*applying){
+	decisions.Approve: approve,
+	decisions.Reject:  reject,
+	decisions.Reply:   reply,
+}
+
+// applied says, in the Decision condition and an Event, what the decision did.
+func (x *applying) applied(msg string) {
+	setCondition(&x.d.Status, x.now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
+	x.d.event(EventNormal, EventDecisionApplied, "%s", msg)
+}
+
+// approve counts an approval at the pending gate, which passes once it has as many as it needs.
+func approve(x *applying) {
+	s := &x.d.Status
+	x.record.Decision = v1alpha1.RecordApproved
+	appendApproval(x.d, x.record, "")
+	pa := s.PendingApproval
+	pa.ApprovedBy = append(pa.ApprovedBy, x.by)
+	g, _ := x.p.pendingGate(s)
+	if len(pa.ApprovedBy) < required(g) {
+		x.applied(fmt.Sprintf("%s: %d of %d approvals", x.what, len(pa.ApprovedBy), required(g)))
+		return
+	}
+	x.applied(fmt.Sprintf("%s: gate %s passed", x.what, pa.Gate))
+	passGate(x.p, x.d, x.q.Feedback, x.now)
+}
+
+// reject refuses a held tool call, which the agent is told of, or ends the run at its gate, or
+// sends it back to the agent that revises.
+func reject(x *applying) {
+	s := &x.d.Status
+	x.record.Decision = v1alpha1.RecordRejected
+	x.record.Revise = x.q.Revise
+	appendApproval(x.d, x.record, "")
+	pending := *s.PendingApproval
+	switch {
+	case pending.ToolCall != nil:
+		// A rejected call is not made: the step goes on, and the agent is told.
+		x.applied(fmt.Sprintf("%s: the call is not made and %s is told", x.what, s.CurrentAgent))
+		resume(x.p, x.d, pending.Since, x.now)
+	case x.q.Revise == "":
+		x.applied(x.what)
+		s.PendingApproval = nil
+		s.Waited = addWait(s.Waited, x.now.Sub(pending.Since.Time))
+		msg := fmt.Sprintf("gate %s rejected by %s", pending.Gate, x.by)
+		if x.q.Feedback != "" {
+			msg += ": " + x.q.Feedback
+		}
+		end(x.d, Trip{Reason: v1alpha1.ReasonRejected, Message: msg}, x.now)
+	default:
+		revise(x, pending)
+	}
+}
+
+// revise sends a run rejected at its gate back to the agent the rejection names, with the
+// feedback and the output it rejected.
+func revise(x *applying, pending v1alpha1.PendingApproval) {
+	s := &x.d.Status
+	agent, state, _ := reviser(x.p, x.q.Revise)
+	earlier := s.Input
+	if pending.Completes != nil {
+		earlier = s.Output
+	}
+	s.CurrentAgent, s.State = agent, state
+	s.Input = statusText(fmt.Sprintf("Rejected at gate %s by %s. Feedback: %s\n\nEarlier output:\n%s",
+		pending.Gate, x.by, firstNonEmpty(x.q.Feedback, "(none)"), earlier), maxInput)
+	s.Output = ""
+	x.applied(fmt.Sprintf("%s: %s revises", x.what, agent))
+	resume(x.p, x.d, pending.Since, x.now)
+}
+
+// reply gives the agent that asked a person's reply, and the run goes on.
+func reply(x *applying) {
+	s := &x.d.Status
+	x.record.Decision = v1alpha1.RecordReplied
+	appendApproval(x.d, x.record, x.q.Reply)
+	since := s.PendingInput.Since
+	s.Input = x.q.Reply
+	if x.q.Feedback != "" {
+		s.Input += "\n\nFeedback: " + x.q.Feedback
+	}
+	s.Input = statusText(s.Input, maxInput)
+	x.applied(fmt.Sprintf("%s: %s continues", x.what, s.CurrentAgent))
+	resume(x.p, x.d, since, x.now)
 }
 
 // refuse says why a decision cannot be taken, if it cannot.
