@@ -31,6 +31,8 @@ import (
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/steps"
+	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/webhook"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -89,7 +91,7 @@ type Options struct {
 	// read the run (default transcriptapi.DefaultReauthorize).
 	TranscriptReauthorize time.Duration
 	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
-	Tools ToolClients
+	Tools toolbox.Clients
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
 	// Off, spans carry names, counts, timings and outcomes only.
 	TraceContent bool
@@ -110,12 +112,13 @@ type AgentRunReconciler struct {
 	Providers *agents.Providers
 
 	// runs holds what the operator keeps in memory of each run it works on (runs.go).
-	runs      *runTable
-	steps     *stepRunner
+	runs *runTable
+	// steps runs the runs' agent steps.
+	steps     *steps.Runner
 	revisions *revisions
 	secrets   agents.SecretReader
-	// secretData reads every key of a labelled Secret: a tool server's headers.
-	secretData func(ctx context.Context, namespace, name string) (map[string]string, error)
+	// toolboxes make the toolboxes of steps of agents with tools.
+	toolboxes  *toolbox.Maker
 	transcript transcript.Store
 	options    Options
 	// trust says whether the decision queue and creators are the webhook's (nil: never).
@@ -138,16 +141,18 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 	if opts.TrustDecisionQueue {
 		trust = webhook.NewTrust(c, opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
 	}
+	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secretData, Store: opts.Transcript, Content: opts.TraceContent}
 	return &AgentRunReconciler{
-		trust:      trust,
-		secretData: secretData,
-		Client:     c,
-		Scheme:     scheme,
-		Recorder:   recorder,
-		Clock:      clk,
-		Providers:  providers,
-		runs:       runs,
-		steps:      newStepRunner(runs, opts.Transcript, ctrl.Log.WithName("steps"), opts.MaxStepsInFlight),
+		trust:     trust,
+		toolboxes: toolboxes,
+		Client:    c,
+		Scheme:    scheme,
+		Recorder:  recorder,
+		Clock:     clk,
+		Providers: providers,
+		runs:      runs,
+		steps: steps.New(steps.Config{Store: opts.Transcript, Providers: providers, Toolboxes: toolboxes, Clock: clk,
+			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight}),
 		revisions:  newRevisions(c, apiReader, scheme),
 		secrets:    secrets,
 		transcript: opts.Transcript,
@@ -243,16 +248,13 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		return r.write(ctx, run, plan, d)
 	}
 	step := workflow.Next(plan, &run.Status)
-	state, res := r.steps.lookup(run, step)
-	if state == notStarted && r.runs.mustLook(run) {
-		var err error
-		if state, res, err = r.recordedStep(ctx, run, step); err != nil {
-			return ctrl.Result{}, err
-		}
+	state, res, err := r.steps.Next(ctx, run, step)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	started := false
 	switch state {
-	case ended:
+	case steps.Ended:
 		d := workflow.Apply(plan, run.Status, res, now)
 		d.Context = nil // the step's record holds it
 		if mayHold(d, r.options.StatusBatchPeriod) {
@@ -260,14 +262,14 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 			// written, then the status is written if it is due (the batch period has passed),
 			// else with the steps that end soon after. The transcript has the step already.
 			r.runs.hold(run, d.Status, now)
-			r.steps.consumed(run, step.Number)
+			r.steps.Consumed(run, step.Number)
 			run.Status = d.Status
 			return r.advance(ctx, run, plan, r.Clock.Now())
 		}
 		before := run.ResourceVersion
 		result, written, err := r.patchStatus(ctx, run, plan, d)
 		if written {
-			r.steps.consumed(run, step.Number)
+			r.steps.Consumed(run, step.Number)
 		}
 		if err != nil || run.ResourceVersion == before || run.Status.Phase != v1alpha1.PhaseRunning || run.Status.StepCount != step.Number {
 			return result, err
@@ -278,9 +280,9 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 			return ctrl.Result{}, err
 		}
 		return r.advance(ctx, run, plan, r.Clock.Now())
-	case notStarted:
+	case steps.NotStarted:
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
-		r.steps.start(run, step, r.stepWork(plan, run, step))
+		r.steps.Start(run, plan, step)
 		started = true
 	}
 	result := r.requeueAtDeadline(plan, run, now)
@@ -384,6 +386,8 @@ func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string
 // forget drops what the reconciler holds for a run that ended or is gone.
 func (r *AgentRunReconciler) forget(key types.NamespacedName) {
 	r.runs.forget(key)
+	r.steps.Forget(key)
+	r.toolboxes.Forget(key)
 }
 
 // pinnedPlan is the run's plan from the config it pinned at start, built once per run.
@@ -434,7 +438,7 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.AgentRun{}).
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.steps.wake, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.steps.Woken(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.options.MaxConcurrentReconciles, 1)}).
 		Complete(r)
 }

@@ -36,17 +36,6 @@ func (t *runTable) history(key types.NamespacedName, uid types.UID, stored []v1a
 	return whole, ok
 }
 
-// previous is the handoff record of the step before step, as the run had it when step
-// started; nil when the status does not hold it.
-func previous(from v1alpha1.AgentRunStatus, step int32) *v1alpha1.HandoffRecord {
-	n := len(from.HandoffSequence)
-	if n == 0 || from.HandoffSequence[n-1].Step != step-1 {
-		return nil
-	}
-	last := from.HandoffSequence[n-1]
-	return &last
-}
-
 // wholeHistory puts the whole handoff sequence into a status that holds its latest records.
 func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.AgentRun) error {
 	st := &run.Status

@@ -12,23 +12,14 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// How a step moves through the operator, and what it keeps in memory on the way.
+// What the reconciler keeps of a run between reconciles, beside its step in flight (package
+// steps runs that):
 //
-//  1. Start. A reconcile finds no flight for the run's next step. Until this process has found
-//     a step of the run not yet recorded, it asks the transcript whether that step already ended
-//     (it may have, in an operator that stopped before writing the status); if so the step is
-//     applied from its record and the agent is not called. Otherwise the step starts in a
-//     goroutine of its own, outside the reconcile workers.
-//  2. Wake. When the agent answers, the goroutine writes the step's record to the transcript
-//     (durable before it is applied), keeps the result in the run's flight, and enqueues the
-//     run.
-//  3. Apply. The next reconcile finds the flight ended and lets the workflow core decide the
-//     next status from it.
-//  4. Hold. A step whose run goes on is held (heldStatus) and the next step starts at once;
+//  1. Hold. A step whose run goes on is held (heldStatus) and the next step starts at once;
 //     then what is held is written if the batch period since its oldest change has passed,
 //     else it waits for the steps that end soon after. A gate, an end or an Event is written
 //     at once, with what is held.
-//  5. Write. One status patch, guarded by the resourceVersion it was computed from, and the run
+//  2. Write. One status patch, guarded by the resourceVersion it was computed from, and the run
 //     as the API server returned it is kept. The informer cache may still hold the copy from
 //     before the write; a reconcile that acted on it would see the step not yet applied and
 //     start it a second time. So while the cache is older than the last write, reconciles take
@@ -52,14 +43,6 @@ type runState struct {
 	// neither changes while the run runs, so the plan (output schemas compiled) is built once.
 	revision string
 	plan     *workflow.Plan
-	// flight is the step running, or ended and waiting to be applied.
-	flight *flight
-	// checked is set once the transcript was asked about a step this process did not start.
-	checked bool
-	// toolUses counts the tool calls of the run's steps before step toolUsesBefore, for the
-	// repeated-call detector; nil until counted from the transcript.
-	toolUses       *workflow.ToolUses
-	toolUsesBefore int32
 	// held is the run's status as decided and not yet written (see heldStatus).
 	held *heldStatus
 	// input is the whole input of the run's status (inputs.go).
@@ -111,9 +94,6 @@ func (t *runTable) with(run *v1alpha1.AgentRun, f func(*runState)) {
 	defer t.mu.Unlock()
 	s, ok := t.runs[key]
 	if !ok || s.uid != run.UID {
-		if ok && s.flight != nil {
-			s.flight.cancel()
-		}
 		s = &runState{uid: run.UID}
 		t.runs[key] = s
 	}
@@ -239,44 +219,9 @@ func (t *runTable) setPlan(run *v1alpha1.AgentRun, p *workflow.Plan) {
 	t.with(run, func(s *runState) { s.revision, s.plan = run.Status.ConfigRevision, p })
 }
 
-// mustLook reports whether the transcript must be asked about the run's next step before it
-// starts: only until this process has looked once. Every later step of the run is started by
-// this process, which holds the leader lock, so no other can have recorded it.
-func (t *runTable) mustLook(run *v1alpha1.AgentRun) bool {
-	must := false
-	t.with(run, func(s *runState) { must = !s.checked })
-	return must
-}
-
-// looked records that the transcript was asked.
-func (t *runTable) looked(run *v1alpha1.AgentRun) {
-	t.with(run, func(s *runState) { s.checked = true })
-}
-
-// toolUses is a copy of the run's tool call counts before the step, if held.
-func (t *runTable) toolUses(key types.NamespacedName, uid types.UID, step int32) *workflow.ToolUses {
-	var u *workflow.ToolUses
-	t.existing(key, uid, func(s *runState) {
-		if s.toolUses != nil && s.toolUsesBefore == step {
-			u = s.toolUses.Clone()
-		}
-	})
-	return u
-}
-
-// setToolUses keeps the run's tool call counts before the step (nil: count them again).
-func (t *runTable) setToolUses(key types.NamespacedName, uid types.UID, uses *workflow.ToolUses, step int32) {
-	t.existing(key, uid, func(s *runState) { s.toolUses, s.toolUsesBefore = uses, step })
-}
-
-// forget drops everything held for the run, cancelling its step in flight.
+// forget drops everything held for the run.
 func (t *runTable) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s, ok := t.runs[key]; ok {
-		if s.flight != nil {
-			s.flight.cancel()
-		}
-		delete(t.runs, key)
-	}
+	delete(t.runs, key)
 }

@@ -1,17 +1,8 @@
 package controllers
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"sort"
-
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/telemetry"
-	"github.com/baton-dev/baton/internal/transcript"
-	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // The transcript records of tool calls (docs/transcript.md documents them for readers). A
@@ -24,110 +15,4 @@ import (
 // idOf names the run in its records.
 func idOf(run *v1alpha1.AgentRun) records.RunID {
 	return records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name}
-}
-
-// tracedRun is what a run's spans say about it.
-func tracedRun(r records.RunID, config string) telemetry.Run {
-	return telemetry.Run{UID: r.UID, Name: r.Name, Namespace: r.Namespace, Config: config}
-}
-
-// stepProgress reads what a step already did from its tool records: its turns with their calls'
-// outcomes, and what gates it was held at counted.
-func stepProgress(ctx context.Context, store transcript.Store, runUID string, step int32) (agents.Progress, []records.CallBody, int64, error) {
-	recs, err := store.List(ctx, transcript.Query{RunUID: runUID, Step: &step,
-		Kinds: []transcript.Kind{transcript.KindToolTurn, transcript.KindTool, transcript.KindToolGate}})
-	if err != nil {
-		return agents.Progress{}, nil, 0, fmt.Errorf("reading step %d's tool calls from the transcript: %w", step, err)
-	}
-	var size int64
-	for _, rec := range recs {
-		size += int64(len(rec.Body))
-	}
-	var p agents.Progress
-	var turns []agents.Turn
-	outcomes := map[int32]records.CallBody{}
-	for _, rec := range recs {
-		switch rec.Kind {
-		case transcript.KindToolTurn:
-			var b records.TurnBody
-			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, 0, fmt.Errorf("reading step %d's turn %d from the transcript: %w", step, rec.Call, err)
-			}
-			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, InputTokens: b.InputTokens, Calls: b.Calls})
-		case transcript.KindTool:
-			var b records.CallBody
-			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, 0, fmt.Errorf("reading step %d's call %d from the transcript: %w", step, rec.Call, err)
-			}
-			outcomes[rec.Call] = b
-		case transcript.KindToolGate:
-			var b records.HeldBody
-			if err := json.Unmarshal(rec.Body, &b); err != nil {
-				return p, nil, 0, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
-			}
-			p.CountedTokens = max(p.CountedTokens, b.Tokens)
-			p.CountedInputTokens = max(p.CountedInputTokens, b.InputTokens)
-			p.CountedCalls = max(p.CountedCalls, b.ToolCalls)
-		}
-	}
-	sort.Slice(turns, func(i, j int) bool { return turns[i].Number < turns[j].Number })
-	var done []records.CallBody
-	for _, t := range turns {
-		ex := agents.Exchange{Turn: t}
-		for _, c := range t.Calls {
-			o, ok := outcomes[c.Index]
-			if !ok {
-				break
-			}
-			ex.Outcomes = append(ex.Outcomes, o.ToolOutcome)
-			done = append(done, o)
-		}
-		p.Exchanges = append(p.Exchanges, ex)
-	}
-	return p, done, size, nil
-}
-
-// runToolUses counts the tool calls the run's steps before step asked for, from their
-// tool-turn records: what the repeated-call detector needs after the operator restarted.
-func runToolUses(ctx context.Context, store transcript.Store, runUID string, step int32) (*workflow.ToolUses, error) {
-	uses := &workflow.ToolUses{}
-	q := transcript.Query{RunUID: runUID, Kinds: []transcript.Kind{transcript.KindToolTurn}}
-	err := records.Each(ctx, store, q, func(rec transcript.Record) (bool, error) {
-		if rec.Step >= step {
-			return false, nil
-		}
-		var b records.TurnBody
-		if json.Unmarshal(rec.Body, &b) == nil {
-			for _, c := range b.Calls {
-				uses.Add(useOf(rec.Step, c))
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
-	}
-	return uses, nil
-}
-
-func useOf(step int32, c workflow.ToolCall) workflow.ToolUse {
-	return workflow.ToolUse{Server: c.Server, Tool: c.Tool, Digest: agents.ArgumentsDigest(c.Arguments), Step: step}
-}
-
-// toolDecision is what people decided at the gate of a call, from the run's status: found is
-// false while no decision was taken.
-func toolDecision(approvals []v1alpha1.ApprovalRecord, gate string, step, call int32) (rec v1alpha1.ApprovalRecord, approvedBy []string, found bool) {
-	for _, a := range approvals {
-		if a.Gate != gate || a.Step != step || a.ToolCall != call {
-			continue
-		}
-		switch a.Decision {
-		case v1alpha1.RecordRejected:
-			return a, nil, true
-		case v1alpha1.RecordApproved:
-			rec, found = a, true
-			approvedBy = append(approvedBy, a.By)
-		}
-	}
-	return rec, approvedBy, found
 }

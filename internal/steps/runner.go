@@ -1,4 +1,20 @@
-package controllers
+// Package steps runs agent steps outside the reconcile workers, so a slow model call never
+// leaves other runs waiting: a step's goroutine builds its request, asks the agent's provider,
+// and makes the answer durable in the transcript before it wakes the run to apply it.
+//
+// How a step moves through the operator, and what it keeps in memory on the way:
+//
+//  1. Start. The reconciler finds no flight for the run's next step (Next). Until this process
+//     has found a step of the run not yet recorded, Next asks the transcript whether that step
+//     already ended (it may have, in an operator that stopped before writing the status); if
+//     so the step is applied from its record and the agent is not called. Otherwise Start
+//     runs it in a goroutine of its own once it has a slot.
+//  2. Wake. When the agent answers, the goroutine writes the step's record to the transcript
+//     (durable before it is applied), keeps the result in the run's flight, and wakes the run.
+//  3. Apply. The next reconcile finds the flight ended (Next) and lets the workflow core decide
+//     the next status from it; once that is written, or held to be written with the steps
+//     after it, the flight is consumed.
+package steps
 
 import (
 	"context"
@@ -11,28 +27,53 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// stepRunner runs agent steps outside the reconcile workers, so a slow model call never
-// leaves other runs waiting, and makes each step's result durable in the transcript before it
-// wakes the run to apply it (see runs.go for the whole path of a step).
-type stepRunner struct {
-	runs  *runTable
-	store transcript.Store
-	log   logr.Logger
+// Config is what a Runner needs.
+type Config struct {
+	Store     transcript.Store
+	Providers *agents.Providers
+	// Toolboxes make the toolboxes of steps of agents with tools.
+	Toolboxes *toolbox.Maker
+	Clock     clock.Clock
+	// TraceContent puts prompts, answers, tool arguments and results on the steps' spans.
+	TraceContent bool
+	Log          logr.Logger
+	// MaxInFlight bounds the steps running at once across all runs.
+	MaxInFlight int
+}
+
+// Runner runs the steps of every run the operator works on.
+type Runner struct {
+	Config
 	// wake enqueues a run whose step has ended.
 	wake chan event.GenericEvent
 	// slots hands out the places of steps running at once; a step that finds none waits in
 	// line without a goroutine of its own, so ten thousand runs waiting cost no stacks.
 	slots *slots
+
+	mu   sync.Mutex
+	runs map[types.NamespacedName]*runSteps
+}
+
+// runSteps is what the runner keeps of one run.
+type runSteps struct {
+	uid types.UID
+	// flight is the step running, or ended and waiting to be applied.
+	flight *flight
+	// checked is set once the transcript was asked about a step this process did not start.
+	checked bool
 }
 
 // slots bounds the steps running at once. A step that finds no slot waits in line, first come
@@ -166,60 +207,106 @@ type stepWork interface {
 	record(res *workflow.StepResult, started, ended time.Time) transcript.Record
 }
 
-func newStepRunner(runs *runTable, store transcript.Store, log logr.Logger, maxInFlight int) *stepRunner {
-	s := &stepRunner{
-		runs:  runs,
-		store: store,
-		log:   log,
-		wake:  make(chan event.GenericEvent, 1024),
+// New makes a Runner.
+func New(cfg Config) *Runner {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	s.slots = &slots{free: max(maxInFlight, 1), launch: s.launch}
+	s := &Runner{Config: cfg, wake: make(chan event.GenericEvent, 1024), runs: map[types.NamespacedName]*runSteps{}}
+	s.slots = &slots{free: max(cfg.MaxInFlight, 1), launch: s.launch}
 	return s
 }
 
-// flightState says where the run's next step is.
-type flightState int
+// Woken is where the runner sends the runs whose step ended.
+func (s *Runner) Woken() <-chan event.GenericEvent { return s.wake }
+
+// State says where a run's next step is.
+type State int
 
 const (
-	notStarted flightState = iota
-	running
-	ended
+	// NotStarted: the step is to be started.
+	NotStarted State = iota
+	// Running: the step runs, or waits for a slot.
+	Running
+	// Ended: the step ended and is to be applied.
+	Ended
 )
 
-// lookup reports the state of the run's step. A flight for any other step of the run is
-// stale (the status moved on) and is dropped.
-func (s *stepRunner) lookup(run *v1alpha1.AgentRun, step workflow.Step) (state flightState, res workflow.StepResult) {
-	s.runs.with(run, func(r *runState) {
+// with runs f on the run's state, made for this run's UID if there is none or it was another
+// run's of the same name.
+func (s *Runner) with(run *v1alpha1.AgentRun, f func(*runSteps)) {
+	key := client.ObjectKeyFromObject(run)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[key]
+	if !ok || r.uid != run.UID {
+		if ok && r.flight != nil {
+			r.flight.cancel()
+		}
+		r = &runSteps{uid: run.UID}
+		s.runs[key] = r
+	}
+	f(r)
+}
+
+// existing runs f on the run's state only if it is still kept for this run: a step's goroutine
+// that outlived its run must not bring the run's state back.
+func (s *Runner) existing(key types.NamespacedName, uid types.UID, f func(*runSteps)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[key]
+	if !ok || r.uid != uid {
+		return false
+	}
+	f(r)
+	return true
+}
+
+// Forget drops what the runner keeps of a run, giving up its step in flight.
+func (s *Runner) Forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.runs[key]; ok {
+		if r.flight != nil {
+			r.flight.cancel()
+		}
+		delete(s.runs, key)
+	}
+}
+
+// Next reports where the run's next step is: not started, running, or ended with its result. A
+// flight for any other step of the run is stale (the status moved on) and is dropped. Until
+// this process has started a step of the run, a step not started may have ended in an
+// operator that stopped before it wrote the status: the transcript is asked, and a recorded
+// step is taken as ended, without calling the agent again.
+func (s *Runner) Next(ctx context.Context, run *v1alpha1.AgentRun, step workflow.Step) (State, workflow.StepResult, error) {
+	state, res, look := NotStarted, workflow.StepResult{}, false
+	s.with(run, func(r *runSteps) {
 		f := r.flight
 		switch {
 		case f == nil:
-			state = notStarted
+			look = !r.checked
 		case f.step.Number != step.Number || f.step.Agent != step.Agent:
 			f.cancel()
 			r.flight = nil
-			state = notStarted
+			look = !r.checked
 		case f.done:
-			state, res = ended, *f.result
+			state, res = Ended, *f.result
 		default:
-			state = running
+			state = Running
 		}
 	})
-	return state, res
-}
-
-// adopt takes a step that ended before this process started, read from the transcript, as the
-// run's ended flight.
-func (s *stepRunner) adopt(run *v1alpha1.AgentRun, step workflow.Step, res workflow.StepResult) {
-	s.runs.with(run, func(r *runState) {
-		r.flight = &flight{step: step, done: true, result: &res}
-	})
+	if !look {
+		return state, res, nil
+	}
+	return s.recorded(ctx, run, step)
 }
 
 // start runs the step in its own goroutine once it has a slot, with the step's deadline: it
 // calls the agent, records the answer in the transcript, and wakes the run.
-func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work stepWork) {
+func (s *Runner) start(run *v1alpha1.AgentRun, step workflow.Step, work stepWork) {
 	f := &flight{step: step, work: work, key: client.ObjectKeyFromObject(run), uid: run.UID}
-	s.runs.with(run, func(r *runState) {
+	s.with(run, func(r *runSteps) {
 		if r.flight != nil {
 			r.flight.cancel()
 		}
@@ -230,7 +317,7 @@ func (s *stepRunner) start(run *v1alpha1.AgentRun, step workflow.Step, work step
 }
 
 // launch starts a step that has its slot, in a goroutine of its own.
-func (s *stepRunner) launch(f *flight) {
+func (s *Runner) launch(f *flight) {
 	ctx, ok := f.begin()
 	if !ok {
 		// Given up between the line and its slot.
@@ -244,7 +331,7 @@ func (s *stepRunner) launch(f *flight) {
 // run is a step's goroutine. While the agent works, this goroutine waits in the provider's
 // call: what it holds on its stack is held as long, so the frames below the provider's are
 // small and hold pointers.
-func (s *stepRunner) run(ctx context.Context, f *flight) {
+func (s *Runner) run(ctx context.Context, f *flight) {
 	began := time.Now()
 	callStep(ctx, &f.step, f.work, func(res *workflow.StepResult) {
 		defer metrics.StepsInFlight.Dec()
@@ -255,7 +342,7 @@ func (s *stepRunner) run(ctx context.Context, f *flight) {
 }
 
 // finish makes a step's record durable, keeps its result in the run's flight and wakes the run.
-func (s *stepRunner) finish(f *flight, rec transcript.Record) {
+func (s *Runner) finish(f *flight, rec transcript.Record) {
 	ctx, ok := f.recording()
 	if !ok {
 		return
@@ -265,7 +352,7 @@ func (s *stepRunner) finish(f *flight, rec transcript.Record) {
 		return
 	}
 	current := false
-	s.runs.existing(f.key, f.uid, func(r *runState) {
+	s.existing(f.key, f.uid, func(r *runSteps) {
 		if current = r.flight == f; current {
 			f.done, f.result = true, &res
 		}
@@ -288,11 +375,11 @@ var persistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, C
 // own, or the one another writer stored first. A write that fails is tried again until it
 // succeeds or the step is dropped (the run ended or was deleted): a step is never applied
 // before it is durable.
-func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agent string, rec transcript.Record) (workflow.StepResult, bool) {
+func (s *Runner) persist(ctx context.Context, key types.NamespacedName, agent string, rec transcript.Record) (workflow.StepResult, bool) {
 	backoff := persistBackoff
 	for {
 		began := time.Now()
-		stored, err := s.store.Append(ctx, rec)
+		stored, err := s.Store.Append(ctx, rec)
 		metrics.TranscriptWrite.Observe(time.Since(began).Seconds())
 		if err == nil {
 			res, err := records.ResultOf(stored[0])
@@ -307,11 +394,11 @@ func (s *stepRunner) persist(ctx context.Context, key types.NamespacedName, agen
 		metrics.TranscriptWriteErrors.Inc()
 		if errors.Is(err, transcript.ErrBadRecord) && rec.Kind == transcript.KindStep {
 			// The store will never take it: the step fails, with the store's reason, at once.
-			s.log.Error(err, "The transcript refused a step's record; the step fails", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
+			s.Log.Error(err, "The transcript refused a step's record; the step fails", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
 			rec.Body = transcript.Body(records.StepBody{Agent: agent, Error: "the transcript refused the step's record: " + err.Error()})
 			continue
 		}
-		s.log.Error(err, "Writing a step to the transcript; retrying", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
+		s.Log.Error(err, "Writing a step to the transcript; retrying", "agentRun", klog.KRef(key.Namespace, key.Name), "step", rec.Step)
 		select {
 		case <-ctx.Done():
 			return workflow.StepResult{}, false
@@ -347,9 +434,9 @@ func callStep(ctx context.Context, step *workflow.Step, work caller, done func(*
 	finish(res)
 }
 
-// consumed drops the run's step once its result is written, if it is still that step.
-func (s *stepRunner) consumed(run *v1alpha1.AgentRun, number int32) {
-	s.runs.with(run, func(r *runState) {
+// Consumed drops the run's step once its result is applied, if it is still that step.
+func (s *Runner) Consumed(run *v1alpha1.AgentRun, number int32) {
+	s.with(run, func(r *runSteps) {
 		if f := r.flight; f != nil && f.step.Number == number && f.done {
 			r.flight = nil
 		}

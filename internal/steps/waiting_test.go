@@ -1,4 +1,4 @@
-package controllers
+package steps
 
 import (
 	"fmt"
@@ -29,10 +29,8 @@ func TestAStepWaitingOnItsAgentHoldsOneSmallGoroutine(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	runs := newRunTable()
-	r := &AgentRunReconciler{Providers: providers.New(agents.Dependencies{Clock: clock.RealClock{}}), Clock: clock.RealClock{}, runs: runs}
 	const n = 200
-	r.steps = newStepRunner(runs, nil, logr.Discard(), n)
+	r := New(Config{Providers: providers.New(agents.Dependencies{Clock: clock.RealClock{}}), Clock: clock.RealClock{}, Log: logr.Discard(), MaxInFlight: n})
 
 	goroutines, stacks := goroutinesAndStacks()
 	var keys []types.NamespacedName
@@ -42,7 +40,7 @@ func TestAStepWaitingOnItsAgentHoldsOneSmallGoroutine(t *testing.T) {
 		p := plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, "")
 		run.Status = workflow.Start(p, run.Status, run.Spec.Input, "slow-1", time.Now()).Status
 		step := workflow.Next(p, &run.Status)
-		r.steps.start(run, step, r.stepWork(p, run, step))
+		r.Start(run, p, step)
 		keys = append(keys, types.NamespacedName{Namespace: run.Namespace, Name: run.Name})
 	}
 	waitGoroutines(t, goroutines+n)
@@ -52,7 +50,7 @@ func TestAStepWaitingOnItsAgentHoldsOneSmallGoroutine(t *testing.T) {
 	}
 
 	for _, key := range keys {
-		r.forget(key)
+		r.Forget(key)
 	}
 	waitGoroutines(t, goroutines)
 }

@@ -1,4 +1,4 @@
-package controllers
+package toolbox
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func TestToolCallsAreCountedByTheNamesTheConfigDeclares(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	b := &toolbox{plan: plan, agent: "a", config: "tools", run: records.RunID{Namespace: "metrics-ns"},
+	b := &Box{plan: plan, agent: "a", config: "tools", run: records.RunID{Namespace: "metrics-ns"},
 		offered: map[string]bool{"memory/search": true, "crm/crm": true}}
 	for i := range 50 {
 		// A server that names its tools anew on every list.

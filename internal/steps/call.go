@@ -1,4 +1,4 @@
-package controllers
+package steps
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -16,11 +15,12 @@ import (
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// stepCall is the work of one step, done in the step's goroutine (runs.go): read what the agent
+// stepCall is the work of one step, done in the step's goroutine: read what the agent
 // sees of the run's earlier steps from the transcript, ask the agent's provider, and make the
 // record of its answer, with what the answer adds to later agents' context.
 //
@@ -28,7 +28,7 @@ import (
 // small and in one object: the run's identity, its input and the status it started from. The
 // request is made when the step runs, once, and the agent is handed a pointer to it.
 type stepCall struct {
-	r    *AgentRunReconciler
+	r    *Runner
 	plan *workflow.Plan
 	spec *v1alpha1.Agent
 	step workflow.Step
@@ -43,14 +43,17 @@ type stepCall struct {
 	// call may outlive its deadline.
 	mu   sync.Mutex
 	sent *agents.Request
-	box  *toolbox
+	box  *toolbox.Box
 }
 
-func (r *AgentRunReconciler) stepWork(plan *workflow.Plan, run *v1alpha1.AgentRun, step workflow.Step) stepWork {
-	c := &stepCall{r: r, plan: plan, spec: plan.Agent(step.Agent), step: step,
+// Start starts the run's step: in a goroutine of its own once it has a slot, with the step's
+// deadline, it calls the agent, records the answer in the transcript, and wakes the run. The
+// run's status is the one the step starts from.
+func (s *Runner) Start(run *v1alpha1.AgentRun, plan *workflow.Plan, step workflow.Step) {
+	c := &stepCall{r: s, plan: plan, spec: plan.Agent(step.Agent), step: step,
 		rid:  records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name},
 		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
-	return c
+	s.start(run, step, c)
 }
 
 func (c *stepCall) provider() string { return string(c.spec.Model.Provider) }
@@ -66,7 +69,7 @@ func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
 	} else {
 		res = c.ask(ctx, req)
 	}
-	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.options.TraceContent)
+	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.TraceContent)
 	return res
 }
 
@@ -79,7 +82,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		return req, err
 	}
 	if len(c.spec.Tools) > 0 {
-		b, err := c.r.newToolbox(ctx, c.plan, c.rid, c.config, c.step, &c.from)
+		b, err := c.r.Toolboxes.New(ctx, c.plan, c.rid, c.config, c.step, &c.from)
 		if err != nil {
 			return req, err
 		}
@@ -89,7 +92,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		c.mu.Unlock()
 	}
 	if traced {
-		req.ModelCalls = chatCalls{run: tracedRun(c.rid, c.config), agent: c.spec, req: req, content: c.r.options.TraceContent}
+		req.ModelCalls = chatCalls{run: tracedRun(c.rid, c.config), agent: c.spec, req: req, content: c.r.TraceContent}
 	}
 	c.mu.Lock()
 	c.sent = req
@@ -145,12 +148,8 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 	if b != nil {
 		// A step cut short at its deadline may still be calling: the next step counts the
 		// run's calls from the transcript instead.
-		uses := b.uses
-		if res.Error != "" {
-			uses = nil
-		}
-		unavailable, toolBytes = b.unavailable, b.bytes.Load()
-		c.r.runs.setToolUses(c.rid.Key(), types.UID(c.rid.UID), uses, c.step.Number+1)
+		c.r.Toolboxes.Done(b, res.Error != "")
+		unavailable, toolBytes = b.Unavailable(), b.RecordBytes()
 	}
 	prev := previous(c.from, c.step.Number)
 	d := workflow.Apply(c.plan, c.from, res, ended)
@@ -189,7 +188,7 @@ func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
 }
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
-func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
+func (r *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
 	spec := plan.Agent(step.Agent)
 	req := &agents.Request{
 		Namespace: rid.Namespace,
@@ -221,20 +220,20 @@ func (r *AgentRunReconciler) stepRequest(plan *workflow.Plan, rid records.RunID,
 	return req
 }
 
-// recordedStep looks in the transcript for the run's next step, the first time this process
-// takes a step of the run: the step may have ended in an operator that stopped before it wrote
-// the status. Then it becomes the run's ended flight and is applied from its record, without
+// recorded looks in the transcript for the run's next step, until this process has started a
+// step of the run: the step may have ended in an operator that stopped before it wrote the
+// status. Then it becomes the run's ended flight and is applied from its record, without
 // calling the agent again.
-func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.AgentRun, step workflow.Step) (flightState, workflow.StepResult, error) {
-	rec, found, err := r.transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step.Number})
+func (s *Runner) recorded(ctx context.Context, run *v1alpha1.AgentRun, step workflow.Step) (State, workflow.StepResult, error) {
+	rec, found, err := s.Store.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step.Number})
 	if err != nil {
-		return notStarted, workflow.StepResult{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
+		return NotStarted, workflow.StepResult{}, fmt.Errorf("reading step %d from the transcript: %w", step.Number, err)
 	}
 	if !found {
 		// Steps from here on are this process's own. Until then, each may have been recorded
 		// by an operator that stopped before writing it (statuses are written in batches).
-		r.runs.looked(run)
-		return notStarted, workflow.StepResult{}, nil
+		s.with(run, func(r *runSteps) { r.checked = true })
+		return NotStarted, workflow.StepResult{}, nil
 	}
 	res, err := records.ResultOf(rec)
 	if err != nil {
@@ -242,19 +241,19 @@ func (r *AgentRunReconciler) recordedStep(ctx context.Context, run *v1alpha1.Age
 	}
 	log.FromContext(ctx).V(2).Info("Applying a step recorded before a restart", "agentRun", klog.KObj(run), "step", step.Number)
 	metrics.StepsFromTranscript.Inc()
-	r.steps.adopt(run, step, res)
-	return ended, res, nil
+	s.with(run, func(r *runSteps) { r.flight = &flight{step: step, done: true, result: &res} })
+	return Ended, res, nil
 }
 
 // fromTranscript gives the request what the agent sees of the run's earlier steps: the context
 // window within the config's budget, in full, and for a continuation or a repair the answer it
 // works on.
-func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
+func (r *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
 	maxMessages, maxChars := plan.ContextBudget()
 	// A Scripted agent plays its script whatever came before: it needs no window.
 	if maxMessages > 0 && !scripted(&req.Agent) {
 		// A page of the newest records: the window is bounded in characters far below it.
-		recs, err := r.transcript.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
+		recs, err := r.Store.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
 			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
@@ -268,7 +267,7 @@ func (r *AgentRunReconciler) fromTranscript(ctx context.Context, plan *workflow.
 	if !step.Continues && !step.Repairs {
 		return nil
 	}
-	prev, found, err := r.transcript.Get(ctx, req.RunUID, transcript.Key{Kind: transcript.KindStep, Step: step.Number - 1})
+	prev, found, err := r.Store.Get(ctx, req.RunUID, transcript.Key{Kind: transcript.KindStep, Step: step.Number - 1})
 	if err != nil || !found {
 		return fmt.Errorf("reading step %d from the run's transcript: found %t, %v", step.Number-1, found, err)
 	}
@@ -311,4 +310,21 @@ func window(entries []workflow.ContextEntry, maxMessages, maxChars int) []workfl
 		first = i
 	}
 	return entries[first:]
+}
+
+// scripted reports whether the agent plays a script: it is sent no messages and reads no
+// context.
+func scripted(a *v1alpha1.Agent) bool {
+	return a.Model.Provider == v1alpha1.ProviderScripted || a.Model.Provider == ""
+}
+
+// previous is the handoff record of the step before step, as the run had it when step
+// started; nil when the status does not hold it.
+func previous(from v1alpha1.AgentRunStatus, step int32) *v1alpha1.HandoffRecord {
+	n := len(from.HandoffSequence)
+	if n == 0 || from.HandoffSequence[n-1].Step != step-1 {
+		return nil
+	}
+	last := from.HandoffSequence[n-1]
+	return &last
 }

@@ -1,4 +1,4 @@
-package controllers
+package steps
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -28,12 +30,12 @@ func TestSpansCarryContentOnlyWhenAsked(t *testing.T) {
 	call := workflow.ToolCall{Index: 1, ID: "call-1", Server: "crm", Tool: "lookup", Arguments: json.RawMessage(`{"email":"a@example.com"}`)}
 	for _, content := range []bool{false, true} {
 		recorder.Reset()
-		run := runOf(&v1alpha1.AgentRun{}, "desk")
+		run := tracedRun(records.RunID{}, "desk")
 		ctx, step := startStep(context.Background(), run, 1, agent)
 		_, done := chatCalls{run: run, agent: agent, req: req, content: content}.Call(ctx, nil)
 		done(&agents.Reply{Text: "", Calls: []workflow.ToolCall{call}, Tokens: 30, InputTokens: 20}, nil)
-		_, tool := startTool(ctx, call)
-		endTool(tool, call, workflow.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)
+		_, tool := toolbox.StartSpan(ctx, call)
+		toolbox.EndSpan(tool, call, workflow.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)
 		endStep(step, req, &workflow.Result{Output: "the plan is gold", Tokens: 30, InputTokens: 20}, "", false, content)
 
 		spans := recorder.Ended()

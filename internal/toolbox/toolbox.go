@@ -1,4 +1,8 @@
-package controllers
+// Package Box is what an agent step calls its tools with: a step's Box offers the agent's
+// tools, records every turn and call in the transcript, checks the run's guards before each
+// call, holds calls at their gates and never sends a call of a tool with side effects twice. The
+// clients of the tool servers themselves are package tools'.
+package toolbox
 
 import (
 	"cmp"
@@ -8,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +31,8 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// ToolClients hands out the client of a config's tool server (tools.Pool).
-type ToolClients interface {
+// Clients hands out the client of a config's tool server (tools.Pool).
+type Clients interface {
 	Client(ctx context.Context, namespace string, server v1alpha1.ToolServer, headers map[string]string) (tools.Client, error)
 }
 
@@ -38,10 +43,10 @@ const (
 	maxCallIDBytes    = 128
 )
 
-// toolbox is one step's agents.Toolbox: it offers the agent's tools, records every turn and
+// Box is one step's agents.Toolbox: it offers the agent's tools, records every turn and
 // call in the transcript, checks the run's guards before each call, holds calls at their gates,
 // and never sends a call of a tool with side effects twice. It lives in the step's goroutine.
-type toolbox struct {
+type Box struct {
 	plan   *workflow.Plan
 	run    records.RunID
 	config string
@@ -49,7 +54,7 @@ type toolbox struct {
 	content bool
 	step    int32
 	agent   string
-	clients ToolClients
+	clients Clients
 	headers func(ctx context.Context, namespace, name string) (map[string]string, error)
 	store   transcript.Store
 	log     logr.Logger
@@ -71,10 +76,10 @@ type toolbox struct {
 	bytes atomic.Int64
 }
 
-var _ agents.Toolbox = (*toolbox)(nil)
+var _ agents.Toolbox = (*Box)(nil)
 
 // load reads what the step already did from the transcript, and counts its calls.
-func (b *toolbox) load(ctx context.Context) error {
+func (b *Box) load(ctx context.Context) error {
 	p, done, size, err := stepProgress(ctx, b.store, b.run.UID, b.step)
 	if err != nil {
 		return err
@@ -96,11 +101,11 @@ func (b *toolbox) load(ctx context.Context) error {
 	return nil
 }
 
-func (b *toolbox) Progress() agents.Progress { return b.progress }
+func (b *Box) Progress() agents.Progress { return b.progress }
 
 // Offered lists the agent's tools. A server that cannot be listed is left out of this step,
 // and named in the step's record.
-func (b *toolbox) Offered(ctx context.Context) ([]agents.OfferedTool, error) {
+func (b *Box) Offered(ctx context.Context) ([]agents.OfferedTool, error) {
 	var out []agents.OfferedTool
 	for _, t := range b.plan.Agent(b.agent).Tools {
 		client, err := b.client(ctx, t.Server)
@@ -129,7 +134,7 @@ func (b *toolbox) Offered(ctx context.Context) ([]agents.OfferedTool, error) {
 }
 
 // client is the tool server's client, with the headers of its Secret.
-func (b *toolbox) client(ctx context.Context, server string) (tools.Client, error) {
+func (b *Box) client(ctx context.Context, server string) (tools.Client, error) {
 	s, ok := b.plan.ToolServer(server)
 	if !ok {
 		return nil, fmt.Errorf("tool server %s is not in the config", server)
@@ -152,7 +157,7 @@ func (b *toolbox) client(ctx context.Context, server string) (tools.Client, erro
 }
 
 // Asked numbers a turn's calls and records the turn before any call is made.
-func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
+func (b *Box) Asked(ctx context.Context, turn *agents.Turn) error {
 	b.turns++
 	turn.Number = b.turns
 	turn.Text = agents.BoundStored(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
@@ -178,7 +183,7 @@ func (b *toolbox) Asked(ctx context.Context, turn *agents.Turn) error {
 // Prepare readies one call: the agent's permissions and the step's limit first, then the run's
 // guards, then the call's gate, and for a tool with side effects the mark that it is sent. A
 // call that is sent comes back with its Send; the others with their outcome, recorded.
-func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepared, error) {
+func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepared, error) {
 	body := records.CallBody{Agent: b.agent, ToolCall: call, Started: time.Now().UTC(), IdempotencyKey: b.idempotencyKey(call)}
 	refuse := func(why string) (agents.Prepared, error) {
 		body.Refused = why
@@ -242,16 +247,16 @@ func (b *toolbox) Prepare(ctx context.Context, call workflow.ToolCall) (agents.P
 			send = agents.SendOnce(ctx)
 		}
 		body.Started = time.Now().UTC()
-		send, span := startTool(send, call)
+		send, span := StartSpan(send, call)
 		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
-		endTool(span, call, body.ToolOutcome, b.content)
+		EndSpan(span, call, body.ToolOutcome, b.content)
 		body.LatencyMs = time.Since(body.Started).Milliseconds()
 		return body.ToolOutcome, b.recordCall(ctx, body)
 	}}, nil
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.
-func (b *toolbox) send(ctx context.Context, call workflow.ToolCall, key string) (workflow.ToolOutcome, json.RawMessage) {
+func (b *Box) send(ctx context.Context, call workflow.ToolCall, key string) (workflow.ToolOutcome, json.RawMessage) {
 	client, err := b.client(ctx, call.Server)
 	if err != nil {
 		return workflow.ToolOutcome{Made: true, IsError: true, Content: err.Error()}, nil
@@ -264,13 +269,13 @@ func (b *toolbox) send(ctx context.Context, call workflow.ToolCall, key string) 
 }
 
 // idempotencyKey is the same every time the call is sent: run UID, step, call.
-func (b *toolbox) idempotencyKey(call workflow.ToolCall) string {
+func (b *Box) idempotencyKey(call workflow.ToolCall) string {
 	return fmt.Sprintf("%s/%d/%d", b.run.UID, b.step, call.Index)
 }
 
 // markStarted records that a call of a tool with side effects is about to be sent. started is
 // false when an earlier execution of the step already marked it.
-func (b *toolbox) markStarted(ctx context.Context, body records.CallBody) (started bool, err error) {
+func (b *Box) markStarted(ctx context.Context, body records.CallBody) (started bool, err error) {
 	key := transcript.Key{Kind: transcript.KindToolStart, Step: b.step, Call: body.Index}
 	_, found, err := b.store.Get(ctx, b.run.UID, key)
 	if err != nil {
@@ -285,7 +290,7 @@ func (b *toolbox) markStarted(ctx context.Context, body records.CallBody) (start
 
 // recordCall writes a call's outcome. The outcome of a call that was sent is written even when
 // the step's deadline passed meanwhile: it is what keeps the call from being sent again.
-func (b *toolbox) recordCall(ctx context.Context, body records.CallBody) error {
+func (b *Box) recordCall(ctx context.Context, body records.CallBody) error {
 	b.count(body)
 	body.Content = agents.BoundStored(body.Content, tools.MaxResultBytes)
 	data := transcript.Body(body)
@@ -296,7 +301,7 @@ func (b *toolbox) recordCall(ctx context.Context, body records.CallBody) error {
 // metric labels (a server's name, a tool an allow list names, an HTTP tool's one tool); any
 // other is "(other)": neither a model's made-up names nor a tool server that renames its tools
 // can grow the metric.
-func (b *toolbox) count(body records.CallBody) {
+func (b *Box) count(body records.CallBody) {
 	server, tool := metrics.Other, metrics.Other
 	if s, ok := b.plan.ToolServer(body.Server); ok {
 		server = body.Server
@@ -315,7 +320,7 @@ func (b *toolbox) count(body records.CallBody) {
 }
 
 // declared reports whether the config names the tool of the server for the step's agent.
-func (b *toolbox) declared(s v1alpha1.ToolServer, tool string) bool {
+func (b *Box) declared(s v1alpha1.ToolServer, tool string) bool {
 	if s.HTTP != nil {
 		return tool == cmp.Or(s.HTTP.Tool, s.Name)
 	}
@@ -327,7 +332,7 @@ func (b *toolbox) declared(s v1alpha1.ToolServer, tool string) bool {
 var appendBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: 6}
 
 // append writes a record, trying again for a few seconds past the step's own deadline.
-func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
+func (b *Box) append(ctx context.Context, rec transcript.Record) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	backoff := appendBackoff
@@ -348,29 +353,52 @@ func (b *toolbox) append(ctx context.Context, rec transcript.Record) error {
 	}
 }
 
-// newToolbox makes the toolbox of a step of an agent with tools, from the run's status when the
-// step started and what the transcript holds of the run's calls.
-func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan, id records.RunID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*toolbox, error) {
-	if r.options.Tools == nil {
+// Maker makes the toolboxes of steps. Between a run's steps it keeps the run's tool call
+// counts for the repeated-call detector, so that each step need not count them again from the
+// transcript.
+type Maker struct {
+	// Clients hands out the tool servers' clients; without it, steps of agents with tools fail.
+	Clients Clients
+	// Headers reads a Secret's keys: a tool server's headers.
+	Headers func(ctx context.Context, namespace, name string) (map[string]string, error)
+	Store   transcript.Store
+	// Content puts tool arguments and results on the calls' spans.
+	Content bool
+
+	mu   sync.Mutex
+	runs map[types.NamespacedName]counted
+}
+
+// counted is a run's tool calls counted before one of its steps.
+type counted struct {
+	uid    types.UID
+	before int32
+	uses   *workflow.ToolUses
+}
+
+// New makes the toolbox of a step of an agent with tools, from the run's status when the step
+// started and what the transcript holds of the run's calls.
+func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*Box, error) {
+	if m.Clients == nil {
 		return nil, errors.New("this operator was started without tool clients")
 	}
-	uses := r.runs.toolUses(id.Key(), types.UID(id.UID), step.Number)
+	uses := m.counted(id, step.Number)
 	if uses == nil {
 		var err error
-		if uses, err = runToolUses(ctx, r.transcript, id.UID, step.Number); err != nil {
+		if uses, err = RunToolUses(ctx, m.Store, id.UID, step.Number); err != nil {
 			return nil, err
 		}
 	}
-	b := &toolbox{
+	b := &Box{
 		plan:        plan,
 		run:         id,
 		config:      config,
-		content:     r.options.TraceContent,
+		content:     m.Content,
 		step:        step.Number,
 		agent:       step.Agent,
-		clients:     r.options.Tools,
-		headers:     r.secretData,
-		store:       r.transcript,
+		clients:     m.Clients,
+		headers:     m.Headers,
+		store:       m.Store,
 		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KRef(id.Namespace, id.Name), "step", step.Number),
 		statusCalls: from.ToolCalls,
 		approvals:   from.Approvals,
@@ -378,3 +406,42 @@ func (r *AgentRunReconciler) newToolbox(ctx context.Context, plan *workflow.Plan
 	}
 	return b, b.load(ctx)
 }
+
+// Done keeps the run's counts, this step's calls included, for its next step; a step that
+// failed may still be calling, so the next step counts from the transcript instead.
+func (m *Maker) Done(b *Box, failed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runs == nil {
+		m.runs = map[types.NamespacedName]counted{}
+	}
+	c := counted{uid: types.UID(b.run.UID), before: b.step + 1}
+	if !failed {
+		c.uses = b.uses
+	}
+	m.runs[b.run.Key()] = c
+}
+
+// counted is a copy of the run's counts before the step, if kept.
+func (m *Maker) counted(id records.RunID, step int32) *workflow.ToolUses {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.runs[id.Key()]
+	if !ok || c.uid != types.UID(id.UID) || c.before != step || c.uses == nil {
+		return nil
+	}
+	return c.uses.Clone()
+}
+
+// Forget drops what is kept of a run that ended or is gone.
+func (m *Maker) Forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, key)
+}
+
+// Unavailable names the tool servers that could not be listed for the step.
+func (b *Box) Unavailable() []string { return b.unavailable }
+
+// RecordBytes is what the step's tool records take in the transcript.
+func (b *Box) RecordBytes() int64 { return b.bytes.Load() }
