@@ -23,7 +23,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRDs and RBAC under config/, the PrometheusRule from config/prometheus/rules.yaml, and the Helm chart's copies of them.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./internal/...}" output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./internal/...}" output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/promrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
 	hack/chart-sync.sh
 
@@ -41,7 +41,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
-	@out=$$(gofmt -l api cmd controllers hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l api cmd hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# The pure core imports no client, SDK or database.
 	@out=$$($(GO) list -deps ./internal/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
@@ -66,7 +66,7 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), and promtool on config/prometheus.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./controllers/... ./internal/... ./cmd/... ./test/toolservers/... ./test/prometheus/...
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./internal/... ./cmd/... ./test/toolservers/... ./test/prometheus/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).

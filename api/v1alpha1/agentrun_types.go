@@ -29,6 +29,11 @@ const (
 	AnnotationCreatedBy = "agents.baton.dev/created-by"
 )
 
+// LabelAPIKey, set to "true", marks the Secrets that agents and tool servers may take their API
+// keys and headers from. The operator lists and watches only Secrets with this label: an
+// AgentConfig cannot send any other Secret's data anywhere.
+const LabelAPIKey = "agents.baton.dev/api-key"
+
 // ApproveVerb is the RBAC verb on agentruns that approving or rejecting a gate needs (the
 // ClusterRole baton-approver grants it). The admission webhook checks it for the person who
 // decides; the console asks it to know whom a gate waits for.

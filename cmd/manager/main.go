@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
@@ -58,7 +58,7 @@ func main() {
 		probeAddr        string
 		leaderElect      bool
 		enableHTTP2      bool
-		controllerOpts   controllers.Options
+		controllerOpts   operator.Options
 		leaderElectionNS string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0",
@@ -77,9 +77,9 @@ func main() {
 		"Serve metrics over HTTP/2 as well; off by default because of HTTP/2 stream attacks.")
 	flag.IntVar(&controllerOpts.MaxConcurrentReconciles, "max-concurrent-reconciles", 8,
 		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
-	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", controllers.DefaultMaxStepsInFlight,
+	flag.IntVar(&controllerOpts.MaxStepsInFlight, "max-steps-in-flight", operator.DefaultMaxStepsInFlight,
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
-	flag.DurationVar(&controllerOpts.StatusBatchPeriod, "status-batch-period", controllers.DefaultStatusBatchPeriod,
+	flag.DurationVar(&controllerOpts.StatusBatchPeriod, "status-batch-period", operator.DefaultStatusBatchPeriod,
 		"How long a run's status may wait to be written with the steps that end after it while the run goes on; 0 writes every step as it ends. The transcript has every step as it ends either way.")
 	var webhookPort int
 	var webhookCertDir string
@@ -143,7 +143,7 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "agents.baton.dev",
 		LeaderElectionNamespace: leaderElectionNS,
-		Cache:                   controllers.CacheOptions(controllerOpts.SecretNamespaces),
+		Cache:                   operator.CacheOptions(controllerOpts.SecretNamespaces),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:         webhookPort,
 			CertDir:      webhookCertDir,
@@ -186,7 +186,7 @@ func main() {
 		setupLog.Info("Transcript store open", "store", sqlstore.Redact(transcriptDSN))
 		controllerOpts.Transcript = store
 	}
-	if err := controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, controllerOpts); err != nil {
+	if err := operator.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, controllerOpts); err != nil {
 		setupLog.Error(err, "Unable to set up the controllers")
 		os.Exit(1)
 	}

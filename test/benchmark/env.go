@@ -30,9 +30,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
@@ -129,7 +129,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	}
 
 	e.baton = &side{writes: newWriteCounter(), tracker: newTracker(batonRunState)}
-	batonMgr, err := newManager(cfg, scheme, e.baton.writes, controllers.CacheOptions(nil))
+	batonMgr, err := newManager(cfg, scheme, e.baton.writes, operator.CacheOptions(nil))
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	if err != nil {
 		return err
 	}
-	if err := controllers.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, controllers.Options{
+	if err := operator.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, operator.Options{
 		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: inFlight, Transcript: store,
 		StatusBatchPeriod: batch, Egress: egress.Loopback()}); err != nil {
 		return err
@@ -371,7 +371,7 @@ func (t *tracker) waitEnded(ctx context.Context, n int, limit time.Duration) (ti
 func statusBatchPeriod() (time.Duration, error) {
 	raw := os.Getenv("BENCH_STATUS_BATCH")
 	if raw == "" {
-		return controllers.DefaultStatusBatchPeriod, nil
+		return operator.DefaultStatusBatchPeriod, nil
 	}
 	d, err := time.ParseDuration(raw)
 	if err != nil || d < 0 {
@@ -385,7 +385,7 @@ func statusBatchPeriod() (time.Duration, error) {
 func maxStepsInFlight() (int, error) {
 	raw := os.Getenv("BENCH_MAX_STEPS_IN_FLIGHT")
 	if raw == "" {
-		return controllers.DefaultMaxStepsInFlight, nil
+		return operator.DefaultMaxStepsInFlight, nil
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {

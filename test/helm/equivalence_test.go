@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/operator"
 )
 
 // managerDefaults are the flags the chart states with the manager's own defaults, so that
@@ -21,8 +21,8 @@ import (
 // the same. Taken from the manager where it exports them, so that a changed default shows here.
 var managerDefaults = map[string]string{
 	"--max-concurrent-reconciles": "8", // main.go's flag default
-	"--max-steps-in-flight":       strconv.Itoa(controllers.DefaultMaxStepsInFlight),
-	"--status-batch-period":       controllers.DefaultStatusBatchPeriod.String(),
+	"--max-steps-in-flight":       strconv.Itoa(operator.DefaultMaxStepsInFlight),
+	"--status-batch-period":       operator.DefaultStatusBatchPeriod.String(),
 	"--zap-log-level":             "info", // controller-runtime's zap logger outside development mode
 }
 

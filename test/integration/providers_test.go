@@ -12,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/internal/agents/httpagent"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
+	"github.com/baton-dev/baton/internal/agents/httpagent"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -34,7 +33,7 @@ func modelAgent(name string, server *fakes.OpenAI) *AgentWrapper {
 func apiKeySecret(ns string) *corev1.Secret {
 	s := &corev1.Secret{StringData: map[string]string{"apiKey": fakeKey}}
 	s.Name, s.Namespace = "llm", ns
-	s.Labels = map[string]string{controllers.LabelAPIKey: "true"}
+	s.Labels = map[string]string{v1alpha1.LabelAPIKey: "true"}
 	return s
 }
 
@@ -98,7 +97,7 @@ var _ = Describe("Agents on a model server", func() {
 		Consistently(func() v1alpha1.RunPhase { return get(run).Status.Phase }, 6*time.Second, 200*time.Millisecond).
 			Should(Equal(v1alpha1.PhasePending), "the run started with a Secret not marked for Baton")
 
-		secret.Labels = map[string]string{controllers.LabelAPIKey: "true"}
+		secret.Labels = map[string]string{v1alpha1.LabelAPIKey: "true"}
 		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
 		Expect(waitForEnd(run).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 	})

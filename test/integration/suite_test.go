@@ -38,9 +38,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/controllers"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/test/pgtest"
@@ -103,13 +103,13 @@ var _ = BeforeSuite(func() {
 	controllerOptions.Egress = policy.WithResolver(suiteDNS.Resolver())
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
-	stopWebhook = startManager(controllers.Options{EnableWebhooks: true, DisableControllers: true})
+	stopWebhook = startManager(operator.Options{EnableWebhooks: true, DisableControllers: true})
 	stopManager = startManager(controllerOptions)
 })
 
 // controllerOptions run the controllers as a replica beside the webhook's does.
-var controllerOptions = controllers.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
-	StatusBatchPeriod: controllers.DefaultStatusBatchPeriod,
+var controllerOptions = operator.Options{MaxConcurrentReconciles: 4, MaxStepsInFlight: 64, TrustDecisionQueue: true,
+	StatusBatchPeriod: operator.DefaultStatusBatchPeriod,
 	TranscriptSweep:   500 * time.Millisecond, TranscriptAddr: "127.0.0.1:0", TranscriptReauthorize: time.Second,
 	TranscriptListening: func(addr string) { transcriptAddr.Store(addr) }}
 
@@ -179,13 +179,13 @@ var _ = AfterSuite(func() {
 
 // startManager runs the operator, wired as main.go wires it, until the returned function is
 // called.
-func startManager(opts controllers.Options) func() {
+func startManager(opts operator.Options) func() {
 	w := testEnv.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controllers.CacheOptions(opts.SecretNamespaces),
+		Cache:                  operator.CacheOptions(opts.SecretNamespaces),
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}),
 		// The restart spec starts a second manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -193,7 +193,7 @@ func startManager(opts controllers.Options) func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
-	Expect(controllers.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, opts)).To(Succeed())
+	Expect(operator.Setup(ctx, mgr, agents.Dependencies{}, clock.RealClock{}, opts)).To(Succeed())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func (t *runTable) input(key types.NamespacedName, uid types.UID, digest string)
 // wholeInput puts the whole input back into a status that holds only its beginning: from
 // memory, or from the transcript. An input found nowhere stays cut (and is no longer said to be
 // longer), with an error in the log: the agent gets its beginning.
-func (r *AgentRunReconciler) wholeInput(ctx context.Context, run *v1alpha1.AgentRun) error {
+func (r *Reconciler) wholeInput(ctx context.Context, run *v1alpha1.AgentRun) error {
 	st := &run.Status
 	if st.InputDigest == "" {
 		return nil
@@ -76,12 +76,12 @@ func (r *AgentRunReconciler) wholeInput(ctx context.Context, run *v1alpha1.Agent
 }
 
 // findInput looks for the run's whole input in the transcript.
-func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentRun) (string, bool, error) {
+func (r *Reconciler) findInput(ctx context.Context, run *v1alpha1.AgentRun) (string, bool, error) {
 	st := &run.Status
 	var candidates []string
 	if st.LastDecision > 0 || run.Spec.From != nil {
 		// A run started from an earlier one recorded its input when it started.
-		rec, ok, err := r.transcript.Get(ctx, string(run.UID), records.DecisionKey(st))
+		rec, ok, err := r.Transcript.Get(ctx, string(run.UID), records.DecisionKey(st))
 		if err != nil {
 			return "", false, err
 		}
@@ -91,7 +91,7 @@ func (r *AgentRunReconciler) findInput(ctx context.Context, run *v1alpha1.AgentR
 		}
 	}
 	if st.StepCount > 0 {
-		rec, ok, err := r.transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: st.StepCount})
+		rec, ok, err := r.Transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: st.StepCount})
 		if err != nil {
 			return "", false, err
 		}

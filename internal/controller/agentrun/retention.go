@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -25,7 +26,7 @@ import (
 
 // expire deletes a finished run whose time to live has passed, with its transcript, or brings
 // the run back when it will have.
-func (r *AgentRunReconciler) expire(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+func (r *Reconciler) expire(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
 	ttl := run.Spec.TTLSecondsAfterFinished
 	if ttl == nil && run.Status.ConfigRevision != "" {
 		if spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision); err == nil {
@@ -44,11 +45,20 @@ func (r *AgentRunReconciler) expire(ctx context.Context, run *v1alpha1.AgentRun)
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(2).Info("Deleted a finished run past its ttlSecondsAfterFinished", "agentRun", klog.KObj(run), "ttl", *ttl)
-	if err := r.transcript.Delete(ctx, string(uid)); err != nil {
+	if err := r.Transcript.Delete(ctx, string(uid)); err != nil {
 		// The sweep deletes it later.
 		log.FromContext(ctx).Error(err, "Deleting a run's transcript", "agentRun", klog.KObj(run))
 	}
 	return ctrl.Result{}, nil
+}
+
+// NewSweep is the runnable that deletes, every so often (a minute when every is 0), the
+// transcripts of runs that no longer exist. It runs on the leader.
+func NewSweep(reader client.Reader, store transcript.Store, clk clock.PassiveClock, log logr.Logger, every time.Duration) manager.Runnable {
+	if every <= 0 {
+		every = time.Minute
+	}
+	return &transcriptSweep{reader: reader, store: store, clock: clk, log: log, every: every, grace: 2 * every}
 }
 
 // transcriptSweep deletes the transcripts of runs that no longer exist. It runs on the leader.

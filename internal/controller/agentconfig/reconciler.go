@@ -1,4 +1,6 @@
-package controllers
+// Package agentconfig is the AgentConfig controller, and the check of a config that it and the
+// AgentRun controller share: whether runs can start with it in this operator build.
+package agentconfig
 
 import (
 	"context"
@@ -20,10 +22,10 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// AgentConfigReconciler reports in each AgentConfig's status whether runs can start with it:
+// Reconciler reports in each AgentConfig's status whether runs can start with it:
 // the checks the API server cannot make (such as a provider this build lacks) show up here
 // before a run ends ConfigInvalid on them.
-type AgentConfigReconciler struct {
+type Reconciler struct {
 	client.Client
 	Providers *agents.Providers
 }
@@ -32,7 +34,7 @@ type AgentConfigReconciler struct {
 
 // Reconcile writes the config's Ready condition (and Stalled when runs cannot start with it),
 // once per spec generation.
-func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg := &v1alpha1.AgentConfig{}
 	if err := r.Get(ctx, req.NamespacedName, cfg); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -42,7 +44,7 @@ func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	status.ObservedGeneration = cfg.Generation
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonValid,
 		Message: "runs can start with this config"}
-	if _, errs := checkConfig(cfg.Spec, nil, r.Providers); len(errs) > 0 {
+	if _, errs := Check(cfg.Spec, nil, r.Providers); len(errs) > 0 {
 		ready.Status, ready.Reason = metav1.ConditionFalse, string(v1alpha1.ReasonConfigInvalid)
 		ready.Message = fmt.Sprintf("runs of this config end ConfigInvalid: %v", errs.ToAggregate())
 	}
@@ -71,8 +73,8 @@ func (r *AgentConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return ctrl.Result{}, nil
 }
 
-// checkConfig builds a run's plan and lists the reasons runs cannot start with it.
-func checkConfig(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides, providers *agents.Providers) (*workflow.Plan, field.ErrorList) {
+// Check builds a run's plan and lists the reasons runs cannot start with it.
+func Check(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides, providers *agents.Providers) (*workflow.Plan, field.ErrorList) {
 	plan, errs := workflow.NewPlan(spec, overrides)
 	for i, a := range spec.Agents {
 		if _, err := providers.For(a.Model.Provider); err != nil {
@@ -84,7 +86,7 @@ func checkConfig(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrid
 }
 
 // SetupWithManager registers the controller.
-func (r *AgentConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)

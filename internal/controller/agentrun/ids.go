@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"github.com/baton-dev/baton/api/v1alpha1"

@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -25,14 +25,14 @@ const conflictRetry = 200 * time.Millisecond
 // write patches the run's status to the update, once, and emits the update's Events after
 // the write succeeded. No change, no write. The patch carries the resourceVersion it was
 // computed from, so an update made on a stale copy is refused rather than applied.
-func (r *AgentRunReconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, error) {
+func (r *Reconciler) write(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, error) {
 	res, _, err := r.patchStatus(ctx, run, plan, d)
 	return res, err
 }
 
 // patchStatus is write that also reports whether the update is now in the API server: false
 // after a conflict, whose retry must decide again on a fresh copy.
-func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, bool, error) {
+func (r *Reconciler) patchStatus(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, d workflow.Update) (ctrl.Result, bool, error) {
 	workflow.Observe(&d.Status, run.Generation)
 	orig := run.DeepCopy()
 	if base, held := r.runs.base(run); held {
@@ -56,7 +56,7 @@ func (r *AgentRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.Agen
 		if decided {
 			kept = whole
 		}
-		if _, err := r.transcript.Append(ctx, records.DecisionBody{Decisions: d.Decided, Context: d.Context, Input: kept}.Record(idOf(run), &d.Status, r.Clock.Now())); err != nil {
+		if _, err := r.Transcript.Append(ctx, records.DecisionBody{Decisions: d.Decided, Context: d.Context, Input: kept}.Record(idOf(run), &d.Status, r.Clock.Now())); err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("writing decisions to the transcript: %w", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -25,7 +26,7 @@ var errFrom = errors.New("spec.from")
 // transcript (workflow.Replay says which gates and tool calls they pass), the transcript up to
 // that step is copied to the new run, and the new run starts there. The earlier run is only
 // read.
-func (r *AgentRunReconciler) startFrom(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) startFrom(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
 	from := run.Spec.From
 	earlier, err := r.earlierRun(ctx, run)
 	switch {
@@ -51,7 +52,7 @@ func (r *AgentRunReconciler) startFrom(ctx context.Context, run *v1alpha1.AgentR
 	d := workflow.StartFrom(plan, replayed, run.Spec.Input, revision, from.Run, from.Step, now)
 	// The next agent's whole input, which status holds only the beginning of, is found here
 	// after a restart (findInput).
-	if _, err := r.transcript.Append(ctx, records.DecisionBody{Input: d.Status.Input}.Record(idOf(run), &d.Status, now)); err != nil {
+	if _, err := r.Transcript.Append(ctx, records.DecisionBody{Input: d.Status.Input}.Record(idOf(run), &d.Status, now)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the run's input to the transcript: %w", err)
 	}
 	r.runs.setPlan(run, plan)
@@ -60,7 +61,7 @@ func (r *AgentRunReconciler) startFrom(ctx context.Context, run *v1alpha1.AgentR
 
 // pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
 // and the revision pinned. With no plan, the run waits or ends, and the result says so.
-func (r *AgentRunReconciler) pinCurrent(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
+func (r *Reconciler) pinCurrent(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {
@@ -70,7 +71,7 @@ func (r *AgentRunReconciler) pinCurrent(ctx context.Context, run *v1alpha1.Agent
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
-	plan, errs := checkConfig(cfg.Spec, run.Spec.Limits, r.Providers)
+	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
 	if len(errs) > 0 {
 		res, err := r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
@@ -88,7 +89,7 @@ func (r *AgentRunReconciler) pinCurrent(ctx context.Context, run *v1alpha1.Agent
 }
 
 // earlierRun is the run spec.from names, if a run can start from it.
-func (r *AgentRunReconciler) earlierRun(ctx context.Context, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, error) {
+func (r *Reconciler) earlierRun(ctx context.Context, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, error) {
 	from := run.Spec.From
 	earlier := &v1alpha1.AgentRun{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: from.Run}, earlier)
@@ -109,16 +110,16 @@ func (r *AgentRunReconciler) earlierRun(ctx context.Context, run *v1alpha1.Agent
 
 // replayFrom rebuilds the earlier run's status after the step spec.from names, on the new run's
 // plan, reading the earlier run's transcript a page at a time.
-func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun, plan *workflow.Plan) (v1alpha1.AgentRunStatus, error) {
+func (r *Reconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun, plan *workflow.Plan) (v1alpha1.AgentRunStatus, error) {
 	last := run.Spec.From.Step
 	var earlierCreator string
-	if r.trust.Trusted(ctx) {
+	if r.Trust.Trusted(ctx) {
 		earlierCreator = earlier.Annotations[v1alpha1.AnnotationCreatedBy]
 	}
 	replay := workflow.NewReplay(plan, earlier.Name, earlierCreator, earlier.Spec.Input, earlier.Status.ConfigRevision, earlier.Status.StartTime.Time)
 	calls := map[int32][]workflow.RecordedCall{}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindTool}
-	err := records.Each(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
+	err := records.Each(ctx, r.Transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		switch {
 		case rec.Step > last:
 		case rec.Kind == transcript.KindTool:
@@ -156,7 +157,7 @@ func (r *AgentRunReconciler) replayFrom(ctx context.Context, run, earlier *v1alp
 // copyFrom copies the earlier run's steps up to spec.from's, and the decisions between them,
 // to the new run's transcript, a page at a time. Copies keep their keys, so a copy made again
 // after a restart stores nothing twice.
-func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun) error {
+func (r *Reconciler) copyFrom(ctx context.Context, run, earlier *v1alpha1.AgentRun) error {
 	last := run.Spec.From.Step
 	var page []transcript.Record
 	size := 0
@@ -164,7 +165,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		if len(page) == 0 {
 			return nil
 		}
-		_, err := r.transcript.Append(ctx, page...)
+		_, err := r.Transcript.Append(ctx, page...)
 		page, size = page[:0], 0
 		if err != nil {
 			return fmt.Errorf("copying run %s's transcript: %w", earlier.Name, err)
@@ -172,7 +173,7 @@ func (r *AgentRunReconciler) copyFrom(ctx context.Context, run, earlier *v1alpha
 		return nil
 	}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision}
-	err := records.Each(ctx, r.transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
+	err := records.Each(ctx, r.Transcript, transcript.Query{RunUID: string(earlier.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		if rec.Kind == transcript.KindStep && rec.Step > last {
 			return false, nil
 		}

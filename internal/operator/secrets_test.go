@@ -1,4 +1,4 @@
-package controllers
+package operator
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 func TestSecretsAreReadOnlyInTheListedNamespaces(t *testing.T) {
@@ -17,7 +19,7 @@ func TestSecretsAreReadOnlyInTheListedNamespaces(t *testing.T) {
 	secret := func(ns string) *corev1.Secret {
 		s := &corev1.Secret{Data: map[string][]byte{"apiKey": []byte("sk-" + ns)}}
 		s.Name, s.Namespace = "llm", ns
-		s.Labels = map[string]string{LabelAPIKey: "true"}
+		s.Labels = map[string]string{v1alpha1.LabelAPIKey: "true"}
 		return s
 	}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret("team-a"), secret("team-b")).Build()

@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (t *runTable) history(key types.NamespacedName, uid types.UID, stored []v1a
 }
 
 // wholeHistory puts the whole handoff sequence into a status that holds its latest records.
-func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.AgentRun) error {
+func (r *Reconciler) wholeHistory(ctx context.Context, run *v1alpha1.AgentRun) error {
 	st := &run.Status
 	if len(st.HandoffSequence) == 0 {
 		return nil
@@ -54,7 +54,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 	q := transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep}, Newest: true,
 		Limit: workflow.HistoryLength + 1, MaxBytes: records.ReadPage}
 	for read := 0; read < workflow.HistoryLength+1; {
-		recs, err := r.transcript.List(ctx, q)
+		recs, err := r.Transcript.List(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func (r *AgentRunReconciler) wholeHistory(ctx context.Context, run *v1alpha1.Age
 
 // whole puts back what status holds only the beginning of: the next agent's input and the
 // handoff history. The workflow core sees them whole.
-func (r *AgentRunReconciler) whole(ctx context.Context, run *v1alpha1.AgentRun) error {
+func (r *Reconciler) whole(ctx context.Context, run *v1alpha1.AgentRun) error {
 	if err := r.wholeInput(ctx, run); err != nil {
 		return err
 	}

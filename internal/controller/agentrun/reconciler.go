@@ -1,7 +1,7 @@
-// Package controllers holds the AgentRun controller. It loads a run, calls one agent step at a
-// time through the agents package, and writes what the workflow package decides: one status
-// write per step (or per batch of steps that end close together), Events after the write.
-package controllers
+// Package agentrun is the AgentRun controller. It loads a run, has package steps take its
+// agent steps one at a time, and writes what the workflow core decides: one status write per
+// step (or per batch of steps that end close together), Events after the write.
+package agentrun
 
 import (
 	"context"
@@ -29,10 +29,9 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
-	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/steps"
-	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/webhook"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -54,110 +53,48 @@ func pendingOnConfig(o client.Object) []string {
 	return []string{run.Spec.ConfigRef.Name}
 }
 
-// Options tune the AgentRun controller.
-type Options struct {
-	// MaxConcurrentReconciles is the number of reconcile workers.
-	MaxConcurrentReconciles int
-	// MaxStepsInFlight bounds the agent steps running at once across all runs.
-	MaxStepsInFlight int
-	// StatusBatchPeriod is how long a run's status may wait to be written with the steps
-	// that end after it, while the run goes on (0: every step is written when it ends). Every
-	// step is in the transcript as it ends either way.
-	StatusBatchPeriod time.Duration
-	// EnableWebhooks serves the decisions admission webhook.
-	EnableWebhooks bool
-	// DisableControllers leaves out the controllers, to serve only the webhook.
-	DisableControllers bool
-	// TrustDecisionQueue takes the decision queue's "by" as who decided, and the created-by
-	// annotation as who created the run, while the admission webhook is seen installed (it
-	// alone writes both then; trust.go). Without it anyone who may patch a run could write them,
-	// so every decision is recorded as unverified and no run's creator is known.
-	TrustDecisionQueue bool
-	// WebhookProbeNamespace is where the operator dry-runs a run's creation to see the webhook
-	// installed ("": the namespace it runs in, else default).
-	WebhookProbeNamespace string
-	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
-	Transcript transcript.Store
-	// TranscriptSweep is how often the transcripts of deleted runs are looked for and deleted
-	// (default a minute).
-	TranscriptSweep time.Duration
-	// TranscriptAddr is where the transcript API listens ("" or "0": it is not served), over
-	// HTTPS with the certificate in TranscriptCertDir (self-signed when empty).
-	TranscriptAddr    string
-	TranscriptCertDir string
-	// TranscriptListening, when set, is told the address the transcript API listens on.
-	TranscriptListening func(addr string)
-	// TranscriptReauthorize is how often a transcript stream checks again that its caller may
-	// read the run (default transcriptapi.DefaultReauthorize).
-	TranscriptReauthorize time.Duration
-	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
-	Tools toolbox.Clients
-	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
-	// Off, spans carry names, counts, timings and outcomes only.
-	TraceContent bool
-	// Egress is the policy every call a config makes goes through: models, HTTP agents, tools
-	// (nil: egress.Default(), which refuses loopback, link-local and metadata addresses).
-	Egress *egress.Policy
-	// SecretNamespaces, when it names any, are the only namespaces whose labelled Secrets the
-	// operator reads (and caches); Setup's caller passes the same list to CacheOptions.
-	SecretNamespaces []string
-}
-
-// AgentRunReconciler advances AgentRuns one agent step per reconcile.
-type AgentRunReconciler struct {
-	client.Client
+// Config is what the AgentRun reconciler works with.
+type Config struct {
+	Client client.Client
+	// APIReader reads past the cache: the ControllerRevisions a run pins, right after their
+	// creation.
+	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
 	Clock     clock.Clock
 	Providers *agents.Providers
-
-	// runs holds what the operator keeps in memory of each run it works on (runs.go).
-	runs *runTable
-	// steps runs the runs' agent steps.
-	steps     *steps.Runner
-	revisions *revisions
-	secrets   agents.SecretReader
-	// toolboxes make the toolboxes of steps of agents with tools.
-	toolboxes  *toolbox.Maker
-	transcript transcript.Store
-	options    Options
-	// trust says whether the decision queue and creators are the webhook's (nil: never).
-	trust *webhook.Trust
+	// Secrets reads the API keys agents need.
+	Secrets agents.SecretReader
+	// Transcript is the store of runs' records.
+	Transcript transcript.Store
+	// Steps runs the runs' agent steps.
+	Steps *steps.Runner
+	// Trust says whether the decision queue and creators are the admission webhook's (nil:
+	// never; decisions are recorded unverified and no run's creator is known).
+	Trust *webhook.Trust
+	// MaxConcurrentReconciles is the number of reconcile workers.
+	MaxConcurrentReconciles int
+	// StatusBatchPeriod is how long a run's status may wait to be written with the steps that
+	// end after it, while the run goes on (0: every step is written when it ends). Every step
+	// is in the transcript as it ends either way.
+	StatusBatchPeriod time.Duration
+	// Forget, when set, is told of each run the reconciler drops (it ended or is gone), so
+	// that what others keep of it goes too.
+	Forget func(types.NamespacedName)
 }
 
-// NewAgentRunReconciler builds the reconciler. apiReader reads past the cache.
-func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder,
-	clk clock.Clock, providers *agents.Providers, secrets agents.SecretReader, opts Options) *AgentRunReconciler {
-	runs := newRunTable()
-	secretData := func(context.Context, string, string) (map[string]string, error) {
-		return nil, errors.New("this operator reads no Secret data")
-	}
-	if sr, ok := secrets.(interface {
-		SecretData(ctx context.Context, namespace, name string) (map[string]string, error)
-	}); ok {
-		secretData = sr.SecretData
-	}
-	var trust *webhook.Trust
-	if opts.TrustDecisionQueue {
-		trust = webhook.NewTrust(c, opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
-	}
-	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secretData, Store: opts.Transcript, Content: opts.TraceContent}
-	return &AgentRunReconciler{
-		trust:     trust,
-		toolboxes: toolboxes,
-		Client:    c,
-		Scheme:    scheme,
-		Recorder:  recorder,
-		Clock:     clk,
-		Providers: providers,
-		runs:      runs,
-		steps: steps.New(steps.Config{Store: opts.Transcript, Providers: providers, Toolboxes: toolboxes, Clock: clk,
-			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight}),
-		revisions:  newRevisions(c, apiReader, scheme),
-		secrets:    secrets,
-		transcript: opts.Transcript,
-		options:    opts,
-	}
+// Reconciler advances AgentRuns one agent step per reconcile.
+type Reconciler struct {
+	client.Client
+	Config
+	// runs holds what the reconciler keeps in memory of each run it works on (runs.go).
+	runs      *runTable
+	revisions *revisions
+}
+
+// New builds the reconciler.
+func New(cfg Config) *Reconciler {
+	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme)}
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
@@ -169,7 +106,7 @@ func NewAgentRunReconciler(c client.Client, apiReader client.Reader, scheme *run
 // Reconcile takes a run one step further: it starts the run, starts its next step, or applies
 // the step that just ended, and writes the status once. A run comes back at normal priority
 // unless the reconcile asks for less.
-func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if result.Priority == nil {
 		result.Priority = ptr.To(0)
@@ -177,7 +114,7 @@ func (r *AgentRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return result, err
 }
 
-func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Order: the end of the run, then a cancel, then people's decisions, then the work.
 	run := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
@@ -208,7 +145,7 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 	if annotations, d, ok := rawDecision(run, now); ok {
 		return r.intake(ctx, run, annotations, d)
 	}
-	pending := pendingDecisions(ctx, run, r.trust.Trusted(ctx))
+	pending := pendingDecisions(ctx, run, r.Trust.Trusted(ctx))
 	if !run.Status.Phase.Started() {
 		if len(pending) > 0 {
 			return r.write(ctx, run, nil, workflow.DecideAll(nil, run.Status, pending, now))
@@ -243,12 +180,12 @@ func (r *AgentRunReconciler) reconcile(ctx context.Context, req ctrl.Request) (c
 
 // advance checks the guards and runs the next step: it starts the step, or applies the step that
 // just ended.
-func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) advance(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
 	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
 		return r.write(ctx, run, plan, d)
 	}
 	step := workflow.Next(plan, &run.Status)
-	state, res, err := r.steps.Next(ctx, run, step)
+	state, res, err := r.Steps.Next(ctx, run, step)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -257,19 +194,19 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	case steps.Ended:
 		d := workflow.Apply(plan, run.Status, res, now)
 		d.Context = nil // the step's record holds it
-		if mayHold(d, r.options.StatusBatchPeriod) {
+		if mayHold(d, r.StatusBatchPeriod) {
 			// The run goes on at once: its next step starts before this one's status is
 			// written, then the status is written if it is due (the batch period has passed),
 			// else with the steps that end soon after. The transcript has the step already.
 			r.runs.hold(run, d.Status, now)
-			r.steps.Consumed(run, step.Number)
+			r.Steps.Consumed(run, step.Number)
 			run.Status = d.Status
 			return r.advance(ctx, run, plan, r.Clock.Now())
 		}
 		before := run.ResourceVersion
 		result, written, err := r.patchStatus(ctx, run, plan, d)
 		if written {
-			r.steps.Consumed(run, step.Number)
+			r.Steps.Consumed(run, step.Number)
 		}
 		if err != nil || run.ResourceVersion == before || run.Status.Phase != v1alpha1.PhaseRunning || run.Status.StepCount != step.Number {
 			return result, err
@@ -282,11 +219,11 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 		return r.advance(ctx, run, plan, r.Clock.Now())
 	case steps.NotStarted:
 		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
-		r.steps.Start(run, plan, step)
+		r.Steps.Start(run, plan, step)
 		started = true
 	}
 	result := r.requeueAtDeadline(plan, run, now)
-	if due, held := r.runs.heldDue(run, r.options.StatusBatchPeriod); held {
+	if due, held := r.runs.heldDue(run, r.StatusBatchPeriod); held {
 		// What the run did before its step in flight is written once it is due.
 		wait := due.Sub(now)
 		switch {
@@ -304,13 +241,6 @@ func (r *AgentRunReconciler) advance(ctx context.Context, run *v1alpha1.AgentRun
 	return result, nil
 }
 
-// DefaultMaxStepsInFlight is the manager's --max-steps-in-flight default.
-const DefaultMaxStepsInFlight = 1024
-
-// DefaultStatusBatchPeriod is the manager's --status-batch-period default: a run whose steps
-// end quickly one after another is written about once a second, not once a step.
-const DefaultStatusBatchPeriod = time.Second
-
 // mayHold reports whether a step's update may be held while the run's next step starts: steps
 // are batched (batch > 0), the run goes on, and it says nothing in Events (they follow the write
 // that they explain). A held update is written once the batch period since the oldest change
@@ -326,7 +256,7 @@ func mayHold(d workflow.Update, batch time.Duration) bool {
 const startGrace = 3 * time.Second
 
 // start pins the run's config and starts the run, or keeps it Pending until the config exists.
-func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
 	if run.Spec.From != nil {
 		return r.startFrom(ctx, run, now)
 	}
@@ -338,7 +268,7 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan, errs := checkConfig(cfg.Spec, run.Spec.Limits, r.Providers)
+	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
 	if len(errs) > 0 {
 		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
@@ -370,13 +300,13 @@ func (r *AgentRunReconciler) start(ctx context.Context, run *v1alpha1.AgentRun, 
 const secretRetry = 5 * time.Second
 
 // missingSecret says which Secret an agent of the plan needs and cannot have, if any.
-func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string, plan *workflow.Plan) string {
+func (r *Reconciler) missingSecret(ctx context.Context, namespace string, plan *workflow.Plan) string {
 	for _, a := range plan.Spec.Agents {
 		ref := a.Model.APIKeySecretRef
 		if ref == nil || a.Model.Provider == v1alpha1.ProviderScripted {
 			continue
 		}
-		if _, err := r.secrets.SecretKey(ctx, namespace, ref.Name, ref.Key); err != nil {
+		if _, err := r.Secrets.SecretKey(ctx, namespace, ref.Name, ref.Key); err != nil {
 			return fmt.Sprintf("agent %s needs its API key: %v", a.Name, err)
 		}
 	}
@@ -384,14 +314,16 @@ func (r *AgentRunReconciler) missingSecret(ctx context.Context, namespace string
 }
 
 // forget drops what the reconciler holds for a run that ended or is gone.
-func (r *AgentRunReconciler) forget(key types.NamespacedName) {
+func (r *Reconciler) forget(key types.NamespacedName) {
 	r.runs.forget(key)
-	r.steps.Forget(key)
-	r.toolboxes.Forget(key)
+	r.Steps.Forget(key)
+	if r.Forget != nil {
+		r.Forget(key)
+	}
 }
 
 // pinnedPlan is the run's plan from the config it pinned at start, built once per run.
-func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
+func (r *Reconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
 	if p := r.runs.plan(run); p != nil {
 		return p, nil
 	}
@@ -402,7 +334,7 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 			return nil, err
 		}
 		var errs field.ErrorList
-		if plan, errs = checkConfig(*spec, run.Spec.Limits, r.Providers); len(errs) > 0 {
+		if plan, errs = agentconfig.Check(*spec, run.Spec.Limits, r.Providers); len(errs) > 0 {
 			return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 		}
 		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
@@ -414,7 +346,7 @@ func (r *AgentRunReconciler) pinnedPlan(ctx context.Context, run *v1alpha1.Agent
 
 // requeueAtDeadline brings a running run back when its timeout expires, so the timeout needs
 // no polling.
-func (r *AgentRunReconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha1.AgentRun, now time.Time) ctrl.Result {
+func (r *Reconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha1.AgentRun, now time.Time) ctrl.Result {
 	if plan == nil || run.Status.Phase.Terminal() {
 		return ctrl.Result{}
 	}
@@ -427,7 +359,7 @@ func (r *AgentRunReconciler) requeueAtDeadline(plan *workflow.Plan, run *v1alpha
 
 // SetupWithManager registers the controller: it watches AgentRuns, the AgentConfigs that
 // Pending runs wait for, and the ends of steps.
-func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, pendingIndex, pendingOnConfig); err != nil {
 		return err
 	}
@@ -438,13 +370,13 @@ func (r *AgentRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.AgentRun{}).
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.steps.Woken(), &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.options.MaxConcurrentReconciles, 1)}).
+		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Complete(r)
 }
 
 // runsWaitingFor maps an AgentConfig to the runs that wait for it to start.
-func (r *AgentRunReconciler) runsWaitingFor(ctx context.Context, cfg client.Object) []reconcile.Request {
+func (r *Reconciler) runsWaitingFor(ctx context.Context, cfg client.Object) []reconcile.Request {
 	runs := &v1alpha1.AgentRunList{}
 	if err := r.List(ctx, runs, client.InNamespace(cfg.GetNamespace()), client.MatchingFields{pendingIndex: cfg.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "Listing runs of an AgentConfig", "agentConfig", klog.KObj(cfg))

@@ -1,4 +1,4 @@
-package controllers
+package agentrun
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, deci
 // intake moves a decision annotation into the run's queue of decisions, as the webhook would
 // have: one update, guarded by the resourceVersion it was read at. Its watch event brings the
 // run back to apply the decision.
-func (r *AgentRunReconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d decisions.Queued) (ctrl.Result, error) {
+func (r *Reconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d decisions.Queued) (ctrl.Result, error) {
 	// A full queue drops the decision, with an Event; its annotations go either way.
 	queued, err := decisions.Add(annotations, d, run.Status.LastDecision)
 	if err != nil {
@@ -66,9 +66,9 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool)
 // forRun is the plan for the run. Its creator is who created it, as the admission webhook
 // recorded it; unknown (empty) when the webhook did not record it, or does not guard the
 // annotation, since anyone who may patch the run could have written it then.
-func (r *AgentRunReconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
+func (r *Reconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
 	var creator string
-	if r.trust.Trusted(ctx) {
+	if r.Trust.Trusted(ctx) {
 		creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
 	}
 	return plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, creator)

@@ -1,4 +1,4 @@
-package controllers
+package operator
 
 import (
 	"context"
@@ -7,14 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
-// LabelAPIKey marks the Secrets agents may use for their API keys. The operator reads no other
-// Secret, so an AgentConfig cannot send an arbitrary Secret to the endpoint it names.
-const LabelAPIKey = "agents.baton.dev/api-key"
-
 // secretReader reads API keys from the manager's cache, whose Secret informer lists and
-// watches only Secrets labelled LabelAPIKey=true (see CacheOptions): the API server filters on
+// watches only Secrets labelled v1alpha1.LabelAPIKey=true (see CacheOptions): the API server filters on
 // the label, so no other Secret's data ever reaches the operator, its memory or its logs. A
 // rotated key takes effect as soon as the watch delivers it.
 type secretReader struct {
@@ -55,7 +53,7 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
-			name, namespace, LabelAPIKey)
+			name, namespace, v1alpha1.LabelAPIKey)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
@@ -77,7 +75,7 @@ func (s *secretReader) SecretData(ctx context.Context, namespace, name string) (
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
-			name, namespace, LabelAPIKey)
+			name, namespace, v1alpha1.LabelAPIKey)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)

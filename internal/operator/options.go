@@ -1,0 +1,65 @@
+package operator
+
+import (
+	"time"
+
+	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/toolbox"
+	"github.com/baton-dev/baton/internal/transcript"
+)
+
+// DefaultMaxStepsInFlight is the manager's --max-steps-in-flight default.
+const DefaultMaxStepsInFlight = 1024
+
+// DefaultStatusBatchPeriod is the manager's --status-batch-period default: a run whose steps
+// end quickly one after another is written about once a second, not once a step.
+const DefaultStatusBatchPeriod = time.Second
+
+// Options are what the manager's flags set: which parts run, and how.
+type Options struct {
+	// MaxConcurrentReconciles is the number of reconcile workers.
+	MaxConcurrentReconciles int
+	// MaxStepsInFlight bounds the agent steps running at once across all runs.
+	MaxStepsInFlight int
+	// StatusBatchPeriod is how long a run's status may wait to be written with the steps
+	// that end after it, while the run goes on (0: every step is written when it ends). Every
+	// step is in the transcript as it ends either way.
+	StatusBatchPeriod time.Duration
+	// EnableWebhooks serves the decisions admission webhook.
+	EnableWebhooks bool
+	// DisableControllers leaves out the controllers, to serve only the webhook.
+	DisableControllers bool
+	// TrustDecisionQueue takes the decision queue's "by" as who decided, and the created-by
+	// annotation as who created the run, while the admission webhook is seen installed (it
+	// alone writes both then; webhook.Trust). Without it anyone who may patch a run could write them,
+	// so every decision is recorded as unverified and no run's creator is known.
+	TrustDecisionQueue bool
+	// WebhookProbeNamespace is where the operator dry-runs a run's creation to see the webhook
+	// installed ("": the namespace it runs in, else default).
+	WebhookProbeNamespace string
+	// Transcript is the store of runs' records. The controllers need it; the webhook does not.
+	Transcript transcript.Store
+	// TranscriptSweep is how often the transcripts of deleted runs are looked for and deleted
+	// (default a minute).
+	TranscriptSweep time.Duration
+	// TranscriptAddr is where the transcript API listens ("" or "0": it is not served), over
+	// HTTPS with the certificate in TranscriptCertDir (self-signed when empty).
+	TranscriptAddr    string
+	TranscriptCertDir string
+	// TranscriptListening, when set, is told the address the transcript API listens on.
+	TranscriptListening func(addr string)
+	// TranscriptReauthorize is how often a transcript stream checks again that its caller may
+	// read the run (default transcriptapi.DefaultReauthorize).
+	TranscriptReauthorize time.Duration
+	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
+	Tools toolbox.Clients
+	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
+	// Off, spans carry names, counts, timings and outcomes only.
+	TraceContent bool
+	// Egress is the policy every call a config makes goes through: models, HTTP agents, tools
+	// (nil: egress.Default(), which refuses loopback, link-local and metadata addresses).
+	Egress *egress.Policy
+	// SecretNamespaces, when it names any, are the only namespaces whose labelled Secrets the
+	// operator reads (and caches); Setup's caller passes the same list to CacheOptions.
+	SecretNamespaces []string
+}

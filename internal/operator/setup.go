@@ -1,0 +1,151 @@
+package operator
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/agents/providers"
+	"github.com/baton-dev/baton/internal/controller/agentconfig"
+	"github.com/baton-dev/baton/internal/controller/agentrun"
+	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/steps"
+	"github.com/baton-dev/baton/internal/telemetry"
+	"github.com/baton-dev/baton/internal/toolbox"
+	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/internal/transcriptapi"
+	batonwebhook "github.com/baton-dev/baton/internal/webhook"
+)
+
+// Package operator puts Baton's parts together in a controller-runtime manager, as the
+// manager's flags say: the AgentRun and AgentConfig controllers with the step runner and the
+// tool clients they use, the transcript API, the admission webhook, and the clients every call
+// of a config goes out through.
+// Setup registers Baton's controllers and its admission webhook with the manager, as the
+// options say. Controllers run on the elected leader only; the webhook is served by every
+// replica, so that people can decide while the leader is away.
+func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk clock.Clock, opts Options) error {
+	if !opts.DisableControllers {
+		if err := setupControllers(ctx, mgr, deps, clk, opts); err != nil {
+			return err
+		}
+	}
+	if opts.EnableWebhooks {
+		// A client of its own: the webhook must answer before the manager's cache has started.
+		c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return err
+		}
+		hook, err := batonwebhook.NewDecisions(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
+		if err != nil {
+			return err
+		}
+		mgr.GetWebhookServer().Register(batonwebhook.Path, &webhook.Admission{Handler: hook})
+	}
+	return nil
+}
+
+// setupControllers registers the controllers, the step runner and the tool clients they use,
+// the sweep of deleted runs' transcripts and the transcript API.
+func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk clock.Clock, opts Options) error {
+	if opts.Transcript == nil {
+		return errors.New("the controllers need a transcript store")
+	}
+	secrets, err := withDependencies(ctx, mgr, &deps, clk, opts)
+	if err != nil {
+		return err
+	}
+	known := providers.New(deps)
+	if opts.Tools == nil {
+		if opts.Tools, err = toolClients(mgr, deps); err != nil {
+			return err
+		}
+	}
+	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secrets.SecretData, Store: opts.Transcript, Content: opts.TraceContent}
+	var trust *batonwebhook.Trust
+	if opts.TrustDecisionQueue {
+		trust = batonwebhook.NewTrust(mgr.GetClient(), opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
+	}
+	metrics.ApprovalsWaiting.Use(mgr.GetCache(), clk)
+	runs := agentrun.New(agentrun.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
+		Transcript: opts.Transcript, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget,
+		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
+			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight})})
+	if err := runs.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(agentrun.NewSweep(mgr.GetClient(), opts.Transcript, clk, ctrl.Log.WithName("transcript-sweep"), opts.TranscriptSweep)); err != nil {
+		return err
+	}
+	if opts.TranscriptAddr != "" && opts.TranscriptAddr != "0" {
+		if err := addTranscriptAPI(ctx, mgr, opts); err != nil {
+			return err
+		}
+	}
+	configs := &agentconfig.Reconciler{Client: mgr.GetClient(), Providers: known}
+	return configs.SetupWithManager(mgr)
+}
+
+// withDependencies fills in what the providers use that the caller left out: the Secrets, the
+// clock, and the HTTP client every call of a config goes out with, through the admin's egress
+// policy and traced. It returns what reads the labelled Secrets.
+func withDependencies(ctx context.Context, mgr ctrl.Manager, deps *agents.Dependencies, clk clock.Clock, opts Options) (*secretReader, error) {
+	// Start the labelled Secrets' informer with the manager, not at the first run's read.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return nil, err
+	}
+	secrets := newSecretReader(mgr.GetClient(), opts.SecretNamespaces)
+	if deps.Secrets == nil {
+		deps.Secrets = secrets
+	}
+	if deps.Clock == nil {
+		deps.Clock = clk
+	}
+	if deps.HTTPClient == nil {
+		policy := opts.Egress
+		if policy == nil {
+			policy = egress.Default()
+		}
+		deps.HTTPClient = policy.Client()
+	}
+	deps.HTTPClient = telemetry.HTTPClient(deps.HTTPClient)
+	return secrets, nil
+}
+
+// toolClients is the pool of tool servers' clients, closed when the manager stops.
+func toolClients(mgr ctrl.Manager, deps agents.Dependencies) (toolbox.Clients, error) {
+	pool := tools.NewPool(tools.Options{HTTPClient: agents.RetryingClient(deps.HTTPClient, deps.Clock), Version: "v1alpha1"})
+	return pool, mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		pool.Close()
+		return nil
+	}))
+}
+
+// addTranscriptAPI serves runs' transcripts to the people who may read the runs.
+func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	kube, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("transcript-api")
+	auth, err := transcriptapi.NewAuth(ctx, kube, log)
+	if err != nil {
+		return err
+	}
+	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Reauthorize: opts.TranscriptReauthorize}
+	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
+		Handler: h.ServeMux(), Log: log, Listening: opts.TranscriptListening})
+}
