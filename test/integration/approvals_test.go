@@ -277,10 +277,18 @@ var _ = Describe("A gate", func() {
 		).Gate("review", "writer", 1).GateTimeout("review", 2*time.Second, "Reject").Obj()
 		run := MakeRun("r", ns).Config(cfg.Name).Obj()
 		create(cfg, run)
-		waitForGate(run, "review", 1)
+		expires := waitForGate(run, "review", 1).Status.PendingApproval.Expires
+		Expect(expires).NotTo(BeNil())
 		stopManager()
-		time.Sleep(3 * time.Second)
+		// Alice decides after the gate expired. A decision's time is kept to the second, so wait
+		// until the second she decides in is not before the gate's expiry.
+		Eventually(func() time.Time { return time.Now().Truncate(time.Second) }, runTimeout, poll).
+			Should(BeTemporally(">=", expires.Time))
 		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
+		queue, err := decisions.Read(get(run).Annotations)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(queue).To(HaveLen(1))
+		Expect(queue[0].Time.Time).To(BeTemporally(">=", expires.Time), "alice's decision is recorded after the gate expired")
 		stopManager = startManager(controllerOptions)
 		done := waitForEnd(run)
 		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonApprovalExpired), "the gate expired before alice approved")
@@ -295,7 +303,9 @@ var _ = Describe("A gate", func() {
 		run := MakeRun("r", ns).Config(cfg.Name).Obj()
 		create(cfg, run)
 		waitForGate(run, "review", 1)
-		time.Sleep(3 * time.Second)
+		// The behaviour is that nothing happens: the run keeps waiting well past its 2 s timeout.
+		Consistently(func() v1alpha1.RunPhase { return get(run).Status.Phase }, 3*time.Second, poll).
+			Should(Equal(v1alpha1.PhaseAwaitingApproval))
 		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
 		done := waitForEnd(run)
 		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), done.Status.TerminationMessage)
