@@ -91,8 +91,9 @@ type AgentConfigStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions holds Ready: True when runs can start with the config, False with the reason
-	// (ConfigInvalid) and the fields at fault otherwise.
+	// conditions are Ready and Stalled. Ready is True when runs can start with the config, and
+	// False with the reason (ConfigInvalid) and the fields at fault otherwise; Stalled is True,
+	// with the same reason and message, while Ready is False, and absent otherwise.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
@@ -100,9 +101,11 @@ type AgentConfigStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// ConditionReady says whether runs can start with an AgentConfig (and, on an AgentRun, whether
-// it succeeded). An AgentConfig runs cannot start with also has Stalled=True, reason
-// ConfigInvalid, which kstatus reads as Failed.
+// ConditionReady is a condition of both kinds. On an AgentConfig it says whether runs can start
+// with it: True, reason Valid; False, reason ConfigInvalid, beside Stalled=True, which kstatus
+// reads as Failed. On an AgentRun it is True once the run ended Succeeded, with the termination
+// reason; False before (reason: its phase) and when it ended otherwise (reason: the termination
+// reason), so kubectl wait --for=condition=Ready waits for success.
 const ConditionReady = "Ready"
 
 // ReasonValid is the Ready reason of a config runs can use.

@@ -155,11 +155,12 @@ const (
 	DetectorRepeatedToolCall LoopDetector = "RepeatedToolCall"
 )
 
-// Condition types of an AgentRun.
+// Condition types of an AgentRun, beside ConditionReady, which it shares with AgentConfig.
 const (
 	// ConditionConfigResolved is True once the run's AgentConfig is found, valid and pinned.
-	// Reasons: ConfigPinned; ConfigNotFound while the config does not exist (the run waits
-	// Pending); ConfigInvalid when it cannot be used (the run ends).
+	// Reasons: ConfigPinned; ConfigNotFound while the config does not exist and SecretNotFound
+	// while a Secret its agents need cannot be read (the run waits Pending); ConfigInvalid
+	// when the config cannot be used (the run ends).
 	ConditionConfigResolved = "ConfigResolved"
 	// ConditionProgressing is True while the run can still take steps (reason: its phase) and
 	// False once it ended (reason: its termination reason).
@@ -169,11 +170,9 @@ const (
 	// Argo CD, kpt) reads it as InProgress.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when the run ended Failed or Cancelled, with the termination
-	// reason and message; absent otherwise. kstatus reads it as Failed.
+	// reason and message; absent otherwise. An AgentConfig runs cannot start with has it too,
+	// reason ConfigInvalid. kstatus reads it as Failed.
 	ConditionStalled = "Stalled"
-	// ConditionReady (shared with AgentConfig) is True when the run ended Succeeded, with the
-	// termination reason; False before (reason: its phase) and when it ended otherwise (reason:
-	// the termination reason). kubectl wait --for=condition=Ready waits for success.
 	// ConditionDecision says what became of the latest human decision: True, reason Applied,
 	// when it took effect; False when it changed nothing, with the reason (NotWaiting,
 	// GateNotPending, AlreadyApproved, SelfApprovalNotAllowed, InvalidValue, UnknownAgent) and
@@ -501,7 +500,12 @@ type AgentRunStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are ConfigResolved, Progressing and Succeeded.
+	// conditions are ConfigResolved, Progressing, Reconciling, Stalled, Ready, Decision and
+	// TokenBudgetWarning. Progressing is True while the run can take steps and False once it
+	// ended; Reconciling, Stalled and Ready are what kstatus reads (Reconciling while the run can
+	// still change, Stalled once it failed or was cancelled, Ready once it succeeded); Decision
+	// says what the latest human decision did; TokenBudgetWarning is set once, at
+	// limits.tokenWarningPercent. Each carries the observedGeneration it was written for.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
