@@ -81,7 +81,10 @@ func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 			}
 			var out bytes.Buffer
 			describe(&out, run, st, c.tail)
-			timeline := out.String()[strings.Index(out.String(), "Timeline:"):]
+			_, timeline, found := strings.Cut(out.String(), "Timeline:")
+			if !found {
+				t.Fatalf("no timeline:\n%s", out.String())
+			}
 			if got := stepLines(timeline); strings.Join(got, ",") != strings.Join(c.steps, ",") {
 				t.Errorf("steps %v, want %v:\n%s", got, c.steps, out.String())
 			}
@@ -120,7 +123,7 @@ func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	run, _ := longRun(3)
 	tail := "the end that matters"
-	args := fmt.Sprintf(`{"note":"%s","then":"%s"}`, strings.Repeat("x", 6000), tail)
+	args := fmt.Sprintf(`{"note":%q,"then":%q}`, strings.Repeat("x", 6000), tail)
 	run.Status.Phase, run.Status.CurrentAgent = v1alpha1.PhaseAwaitingApproval, "crm"
 	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "tool/crm/file", Since: metav1.NewMicroTime(time.Now()),
 		ToolCall: &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 1, Arguments: args[:4093] + "…"}}

@@ -106,7 +106,7 @@ func (o *options) portForward(ctx context.Context, cfg *rest.Config, kube kubern
 	ports, err := fw.GetPorts()
 	if err != nil || len(ports) == 0 {
 		close(stop)
-		return nil, fmt.Errorf("port-forward to the operator pod: %v", err)
+		return nil, fmt.Errorf("port-forward to the operator pod: %w", err)
 	}
 	return newOperatorClient(cfg, fmt.Sprintf("https://127.0.0.1:%d", ports[0].Local), nil, true, func() { close(stop) })
 }

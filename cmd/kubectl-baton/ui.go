@@ -99,14 +99,14 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if err != nil {
 		return err
 	}
-	l, err := listen(port)
+	l, err := listen(ctx, port)
 	if err != nil {
 		return err
 	}
 	url := srv.URL(l.Addr())
 	fmt.Fprintf(o.streams.Out, "Baton console, as %s: %s\nPress Ctrl-C to stop.\n", cmp.Or(opts.User, "you"), url)
 	if openBrowser {
-		if err := open(url); err != nil {
+		if err := open(ctx, url); err != nil {
 			fmt.Fprintf(o.streams.ErrOut, "warning: opening a browser: %v\n", err)
 		}
 	}
@@ -117,17 +117,18 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 // 127.0.0.0/8 to the loopback interface (Linux): a browser sends a host's cookies to every
 // port of that host, so on an address of its own the console's cookie goes to no other local
 // server. Elsewhere, or if that fails, it listens on 127.0.0.1.
-func listen(port int) (net.Listener, error) {
+func listen(ctx context.Context, port int) (net.Listener, error) {
+	var lc net.ListenConfig
 	if runtime.GOOS == "linux" {
 		b := make([]byte, 3)
 		if _, err := rand.Read(b); err == nil {
 			own := fmt.Sprintf("127.%d.%d.%d", b[0], b[1], 1+b[2]%254)
-			if l, err := net.Listen("tcp", net.JoinHostPort(own, strconv.Itoa(port))); err == nil {
+			if l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(own, strconv.Itoa(port))); err == nil {
 				return l, nil
 			}
 		}
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening on 127.0.0.1:%d: %w (choose another with --port)", port, err)
 	}
@@ -135,15 +136,15 @@ func listen(port int) (net.Listener, error) {
 }
 
 // open opens url in the desktop's default browser.
-func open(url string) error {
+func open(ctx context.Context, url string) error {
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		cmd = exec.CommandContext(ctx, "open", url)
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		cmd = exec.CommandContext(ctx, "rundll32", "url.dll,FileProtocolHandler", url)
 	default:
-		cmd = exec.Command("xdg-open", url)
+		cmd = exec.CommandContext(ctx, "xdg-open", url)
 	}
 	if err := cmd.Start(); err != nil {
 		return err

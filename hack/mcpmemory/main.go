@@ -21,8 +21,10 @@ func main() {
 	defer cancel()
 	srv, err := toolservers.StartMemory(start)
 	if err != nil {
+		cancel()
+		stop()
 		fmt.Fprintln(os.Stderr, "starting the MCP memory server:", err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // exitAfterDefer: both contexts are released just above
 	}
 	fmt.Printf("MCP memory server ready at %s (log: %s)\n", srv.URL, srv.Log)
 	<-ctx.Done()

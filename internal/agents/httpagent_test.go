@@ -8,10 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/httpagent"
 	"github.com/baton-dev/baton/internal/agents/providers"
-	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )

@@ -13,9 +13,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/providers"
-	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
 	"github.com/baton-dev/baton/test/fakes"
 )

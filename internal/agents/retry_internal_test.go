@@ -57,8 +57,12 @@ func TestSendOnceIsNotRetried(t *testing.T) {
 	})
 	req, _ := http.NewRequestWithContext(SendOnce(context.Background()), http.MethodPost, "http://tool.invalid/call", http.NoBody)
 	resp, err := NewRetryTransport(next, nil).RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusBadGateway || calls != 1 {
-		t.Fatalf("status %v, err %v, %d calls; want one call", resp, err, calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || calls != 1 {
+		t.Fatalf("status %d, %d calls; want one call", resp.StatusCode, calls)
 	}
 }
 

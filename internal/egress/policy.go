@@ -166,7 +166,7 @@ func parseHost(s string) (string, error) {
 	labels := strings.Split(strings.TrimPrefix(name, "*."), ".")
 	for _, l := range labels {
 		if l == "" || len(l) > 63 || strings.HasPrefix(l, "-") || strings.HasSuffix(l, "-") ||
-			strings.IndexFunc(l, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') }) >= 0 {
+			strings.IndexFunc(l, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' }) >= 0 {
 			return "", errors.New("a CIDR, an IP address or a host name (optionally *.domain) is expected")
 		}
 	}

@@ -54,6 +54,7 @@ func (w *waitingApprovals) Describe(ch chan<- *prometheus.Desc) {
 // WaitingIndex indexes the runs that wait at a gate.
 const WaitingIndex = "baton.waitingAtGate"
 
+// WaitingAtGate is the index function of WaitingIndex.
 func WaitingAtGate(o client.Object) []string {
 	run := o.(*v1alpha1.AgentRun)
 	if run.Status.Phase == v1alpha1.PhaseAwaitingApproval && run.Status.PendingApproval != nil {

@@ -1,3 +1,7 @@
+// Package operator puts Baton's parts together in a controller-runtime manager, as the
+// manager's flags say: the AgentRun and AgentConfig controllers with the step runner and the
+// tool clients they use, the transcript API, the admission webhook, and the clients every call
+// of a config goes out through.
 package operator
 
 import (

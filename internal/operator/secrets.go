@@ -37,7 +37,7 @@ func (s *secretReader) readable(namespace, name string) error {
 	if s.namespaces == nil || s.namespaces[namespace] {
 		return nil
 	}
-	return fmt.Errorf("Secret %s in namespace %s cannot be read: the operator reads Secrets only in the namespaces a cluster admin listed (--secret-namespaces)",
+	return fmt.Errorf("the Secret %s in namespace %s cannot be read: the operator reads Secrets only in the namespaces a cluster admin listed (--secret-namespaces)",
 		name, namespace)
 }
 
@@ -52,7 +52,7 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 	secret := &corev1.Secret{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
+		return "", fmt.Errorf("the Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
 			name, namespace, v1alpha1.LabelAPIKey)
 	}
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *secretReader) SecretKey(ctx context.Context, namespace, name, key strin
 	}
 	value, ok := secret.Data[key]
 	if !ok || len(value) == 0 {
-		return "", fmt.Errorf("Secret %s in namespace %s has no key %q", name, namespace, key)
+		return "", fmt.Errorf("the Secret %s in namespace %s has no key %q", name, namespace, key)
 	}
 	return string(value), nil
 }
@@ -74,7 +74,7 @@ func (s *secretReader) SecretData(ctx context.Context, namespace, name string) (
 	secret := &corev1.Secret{}
 	err := s.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
+		return nil, fmt.Errorf("the Secret %s in namespace %s does not exist or is not labelled %s=true; Baton only reads Secrets marked for it",
 			name, namespace, v1alpha1.LabelAPIKey)
 	}
 	if err != nil {

@@ -33,7 +33,7 @@ func TestSecretsAreReadOnlyInTheListedNamespaces(t *testing.T) {
 		{name: "every namespace when none is listed", namespace: "team-b", want: "sk-team-b"},
 		{name: "a listed namespace", namespaces: []string{"team-a"}, namespace: "team-a", want: "sk-team-a"},
 		{name: "a namespace not listed", namespaces: []string{"team-a"}, namespace: "team-b",
-			want: "Secret llm in namespace team-b cannot be read: the operator reads Secrets only in the namespaces a cluster admin listed (--secret-namespaces)"},
+			want: "the Secret llm in namespace team-b cannot be read: the operator reads Secrets only in the namespaces a cluster admin listed (--secret-namespaces)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,10 +27,6 @@ import (
 	batonwebhook "github.com/baton-dev/baton/internal/webhook"
 )
 
-// Package operator puts Baton's parts together in a controller-runtime manager, as the
-// manager's flags say: the AgentRun and AgentConfig controllers with the step runner and the
-// tool clients they use, the transcript API, the admission webhook, and the clients every call
-// of a config goes out through.
 // Setup registers Baton's controllers and its admission webhook with the manager, as the
 // options say. Controllers run on the elected leader only; the webhook is served by every
 // replica, so that people can decide while the leader is away.

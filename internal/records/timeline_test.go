@@ -118,7 +118,7 @@ func TestTheTimelineHasEveryDecisionOnce(t *testing.T) {
 
 func TestAHeldCallIsShownWhole(t *testing.T) {
 	// Arguments past status's 4 KiB, whose end is what matters.
-	args := fmt.Sprintf(`{"note":"%s","to":"finance@example.com"}`, strings.Repeat("a", 5000))
+	args := fmt.Sprintf(`{"note":%q,"to":"finance@example.com"}`, strings.Repeat("a", 5000))
 	cut := args[:4093] + "…"
 	p := &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 2, Arguments: cut}
 	body, _ := json.Marshal(map[string]any{"agent": "crm", "gate": "tool/crm/file",

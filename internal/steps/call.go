@@ -188,7 +188,7 @@ func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
 }
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
-func (r *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
+func (s *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
 	spec := plan.Agent(step.Agent)
 	req := &agents.Request{
 		Namespace: rid.Namespace,
@@ -205,7 +205,7 @@ func (r *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string
 		Left:      step.Left,
 	}
 	if deadline, ok := workflow.Deadline(plan, from); ok {
-		req.Left.Seconds = int64(deadline.Sub(r.Clock.Now()).Seconds())
+		req.Left.Seconds = int64(deadline.Sub(s.Clock.Now()).Seconds())
 	}
 	for _, h := range spec.Handoffs {
 		if peer := plan.Agent(h); peer != nil {
@@ -248,12 +248,12 @@ func (s *Runner) recorded(ctx context.Context, run *v1alpha1.AgentRun, step work
 // fromTranscript gives the request what the agent sees of the run's earlier steps: the context
 // window within the config's budget, in full, and for a continuation or a repair the answer it
 // works on.
-func (r *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
+func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
 	maxMessages, maxChars := plan.ContextBudget()
 	// A Scripted agent plays its script whatever came before: it needs no window.
 	if maxMessages > 0 && !scripted(&req.Agent) {
 		// A page of the newest records: the window is bounded in characters far below it.
-		recs, err := r.Store.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
+		recs, err := s.Store.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
 			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
@@ -267,9 +267,12 @@ func (r *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 	if !step.Continues && !step.Repairs {
 		return nil
 	}
-	prev, found, err := r.Store.Get(ctx, req.RunUID, transcript.Key{Kind: transcript.KindStep, Step: step.Number - 1})
-	if err != nil || !found {
-		return fmt.Errorf("reading step %d from the run's transcript: found %t, %v", step.Number-1, found, err)
+	prev, found, err := s.Store.Get(ctx, req.RunUID, transcript.Key{Kind: transcript.KindStep, Step: step.Number - 1})
+	if err != nil {
+		return fmt.Errorf("reading step %d from the run's transcript: %w", step.Number-1, err)
+	}
+	if !found {
+		return fmt.Errorf("reading step %d from the run's transcript: it is not there", step.Number-1)
 	}
 	var body records.StepBody
 	if err := json.Unmarshal(prev.Body, &body); err != nil {

@@ -224,11 +224,11 @@ func (s *Runner) Woken() <-chan event.GenericEvent { return s.wake }
 type State int
 
 const (
-	// NotStarted: the step is to be started.
+	// NotStarted means the step is to be started.
 	NotStarted State = iota
-	// Running: the step runs, or waits for a slot.
+	// Running means the step runs, or waits for a slot.
 	Running
-	// Ended: the step ended and is to be applied.
+	// Ended means the step ended and is to be applied.
 	Ended
 )
 

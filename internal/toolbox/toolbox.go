@@ -1,4 +1,4 @@
-// Package Box is what an agent step calls its tools with: a step's Box offers the agent's
+// Package toolbox is what an agent step calls its tools with: a step's Box offers the agent's
 // tools, records every turn and call in the transcript, checks the run's guards before each
 // call, holds calls at their gates and never sends a call of a tool with side effects twice. The
 // clients of the tool servers themselves are package tools'.
@@ -101,6 +101,7 @@ func (b *Box) load(ctx context.Context) error {
 	return nil
 }
 
+// Progress is what the step did before this execution of it, read from the transcript.
 func (b *Box) Progress() agents.Progress { return b.progress }
 
 // Offered lists the agent's tools. A server that cannot be listed is left out of this step,
@@ -404,7 +405,10 @@ func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, 
 		approvals:   from.Approvals,
 		uses:        uses,
 	}
-	return b, b.load(ctx)
+	if err := b.load(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Done keeps the run's counts, this step's calls included, for its next step; a step that

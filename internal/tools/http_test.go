@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/test/toolservers"
 	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/test/toolservers"
 )
 
 func TestHTTPToolIsOneTool(t *testing.T) {

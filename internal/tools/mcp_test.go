@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/baton-dev/baton/test/toolservers"
 	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/test/toolservers"
 )
 
 // The reference server-everything, run for real: what a deployed MCP server answers.

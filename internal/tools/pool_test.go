@@ -11,8 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/test/toolservers"
 	"github.com/baton-dev/baton/internal/tools"
+	"github.com/baton-dev/baton/test/toolservers"
 )
 
 func sessions(s *sdkServer) int {

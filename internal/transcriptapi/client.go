@@ -60,7 +60,9 @@ func (c *Client) Pages(ctx context.Context, namespace, name string, step int32, 
 			return fmt.Errorf("calling the transcript API: %w", err)
 		}
 		var page Page
-		if err := decode(resp, &page); err != nil {
+		err = decode(resp, &page)
+		_ = resp.Body.Close()
+		if err != nil {
 			return err
 		}
 		if err := each(page); err != nil {
@@ -84,7 +86,7 @@ func (c *Client) Stream(ctx context.Context, namespace, name string, each func(r
 	if err != nil {
 		return "", fmt.Errorf("calling the transcript API: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return "", decode(resp, nil)
 	}
@@ -116,9 +118,9 @@ func (c *Client) Stream(ctx context.Context, namespace, name string, each func(r
 	return "", sc.Err()
 }
 
-// decode reads a JSON answer, or the error the API gave, as it gave it.
+// decode reads a JSON answer, or the error the API gave, as it gave it; the caller closes the
+// body.
 func decode(resp *http.Response, into any) error {
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		var st Status
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

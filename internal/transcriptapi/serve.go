@@ -29,6 +29,7 @@ type Server struct {
 	Listening func(addr string)
 }
 
+// NeedLeaderElection is false: every replica serves the transcript API.
 func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start listens and serves until ctx ends.
@@ -37,7 +38,8 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", s.Addr)
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("the transcript API cannot listen on %s: %w", s.Addr, err)
 	}

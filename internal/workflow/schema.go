@@ -56,7 +56,7 @@ func CompileSchema(url string, raw []byte) (*jsonschema.Schema, error) {
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
+		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoads{})
@@ -69,7 +69,7 @@ func CompileSchema(url string, raw []byte) (*jsonschema.Schema, error) {
 	case errors.As(err, &refused):
 		return nil, fmt.Errorf("refers to %s: only references inside the schema itself (\"#...\") resolve; Baton never reads a file or fetches a URL for a schema", refused.URL)
 	case err != nil:
-		return nil, fmt.Errorf("not a valid JSON Schema: %v", err)
+		return nil, fmt.Errorf("not a valid JSON Schema: %w", err)
 	}
 	// A schema whose references go round without consuming anything ("$ref": "#") matches no
 	// answer at all; one probe finds it now rather than at every answer.

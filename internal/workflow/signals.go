@@ -2,8 +2,6 @@ package workflow
 
 import (
 	"strings"
-
-	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 // detectSignal is the declared signal a step emitted: its structured signal when that is
@@ -24,14 +22,4 @@ func detectSignal(p *Plan, res StepResult) string {
 		}
 	}
 	return found
-}
-
-// hasSignal reports whether the config declares a signal with this action.
-func hasSignal(p *Plan, action v1alpha1.SignalAction) bool {
-	for _, s := range p.Spec.Signals {
-		if s.Action == action {
-			return true
-		}
-	}
-	return false
 }

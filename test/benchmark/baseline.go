@@ -90,8 +90,8 @@ func takeHandoff(st *BaselineRunStatus, spec BaselineRunSpec, began, now time.Ti
 	st.Step = k
 	st.CurrentAgent = agentName(int(k))
 	st.LastOutput = outputText(from, int(spec.OutputBytes))
-	history := append(st.History, BaselineHandoff{Step: k, From: from, To: st.CurrentAgent, Time: metav1.NewMicroTime(now)})
-	st.History = append([]BaselineHandoff(nil), history[max(len(history)-baselineHistory, 0):]...)
+	st.History = append(st.History, BaselineHandoff{Step: k, From: from, To: st.CurrentAgent, Time: metav1.NewMicroTime(now)})
+	st.History = append([]BaselineHandoff(nil), st.History[max(len(st.History)-baselineHistory, 0):]...)
 	if st.Phase == "" {
 		st.Phase = baselineRunning
 		st.StartTime = &metav1.Time{Time: began}

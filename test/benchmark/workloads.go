@@ -50,9 +50,6 @@ func workloads(scale int) []workload {
 	}
 }
 
-// handoffs is what the workload should take in all.
-func (w workload) handoffs() int { return w.runs * w.steps }
-
 // limit is how long the workload may take before the benchmark gives up.
 func (w workload) limit() time.Duration {
 	return 10*time.Minute + time.Duration(w.runs*w.steps)*(w.delay+50*time.Millisecond)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,7 +182,7 @@ func runTimes(namespace, run string) (time.Time, time.Time) {
 
 // procMemory is a field of a process's /proc status (VmRSS, VmHWM), in bytes.
 func procMemory(pid int, field string) uint64 {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -200,7 +199,7 @@ func procMemory(pid int, field string) uint64 {
 
 // resetPeakRSS starts a process's peak RSS count (VmHWM) again from its current RSS.
 func resetPeakRSS(pid int) {
-	ExpectWithOffset(1, os.WriteFile(filepath.Join("/proc", strconv.Itoa(pid), "clear_refs"), []byte("5"), 0)).To(Succeed())
+	ExpectWithOffset(1, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)).To(Succeed())
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -93,7 +93,7 @@ data:
 		row := regexp.MustCompile(`^ticket-1234\s+(\S+)\s+\S+\s+\S+\s+(\d+)\s`)
 		var handoffs []int
 		for _, l := range lines {
-			if m := row.FindStringSubmatch(l); m != nil && m[1] == "Running" {
+			if m := row.FindStringSubmatch(l); len(m) > 2 && m[1] == "Running" {
 				n, _ := strconv.Atoi(m[2])
 				handoffs = append(handoffs, n)
 			}

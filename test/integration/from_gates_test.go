@@ -6,8 +6,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/internal/transcript"
+	. "github.com/baton-dev/baton/test/builders"
 )
 
 // editConfig changes a config as its author would, on its latest version.

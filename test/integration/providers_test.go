@@ -84,7 +84,7 @@ var _ = Describe("Agents on a model server", func() {
 			c := meta.FindStatusCondition(get(run).Status.Conditions, v1alpha1.ConditionConfigResolved)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(v1alpha1.ReasonSecretNotFound))
-			g.Expect(c.Message).To(Equal("agent solo needs its API key: Secret llm in namespace " + ns +
+			g.Expect(c.Message).To(Equal("agent solo needs its API key: the Secret llm in namespace " + ns +
 				" does not exist or is not labelled agents.baton.dev/api-key=true; Baton only reads Secrets marked for it" +
 				"; the run starts when it can be read"))
 		}, runTimeout, poll).Should(Succeed())

@@ -10,10 +10,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/transcript"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 	"github.com/baton-dev/baton/test/toolservers"
-	"github.com/baton-dev/baton/internal/transcript"
 )
 
 // Tool servers nobody here wrote: the MCP reference servers from npm (server-everything in its
@@ -187,7 +187,7 @@ var _ = Describe("Agents with tools", Ordered, func() {
 
 		By("making the call once approved")
 		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "tool/crm/crm")).To(Succeed())
-		held = waitForGate(run, "tool/crm/crm", 0)
+		waitForGate(run, "tool/crm/crm", 0)
 		Eventually(func() int32 { return get(run).Status.PendingApproval.ToolCall.Call }, runTimeout, poll).Should(BeEquivalentTo(2))
 		Expect(crm.Calls()).To(HaveLen(1))
 		Expect(crm.Calls()[0].IdempotencyKey).To(Equal(string(run.UID) + "/1/1"))

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/internal/transcript"
+	. "github.com/baton-dev/baton/test/builders"
 )
 
 // transcriptOf lists a run's transcript.

@@ -69,7 +69,7 @@ func Start(ctx context.Context) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	if out, err := run("initdb", "-D", data, "-U", "baton", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -100,7 +100,7 @@ func Start(ctx context.Context) (*Server, error) {
 		if time.Now().After(deadline) {
 			out, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
 			s.Stop()
-			return nil, fmt.Errorf("PostgreSQL did not accept connections in 30s: %v\n%s", err, out)
+			return nil, fmt.Errorf("PostgreSQL did not accept connections in 30s: %w\n%s", err, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -123,7 +123,7 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 		}
 		return nil, fmt.Errorf("calling the HTTP agent: %s", agents.Scrub(err.Error(), key))
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
 		return nil, fmt.Errorf("reading the HTTP agent's answer: %w", err)
@@ -134,7 +134,7 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 	}
 	var out HTTPStepResponse
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %v", err)
+		return nil, fmt.Errorf("the HTTP agent's answer is not the documented JSON: %w", err)
 	}
 	if out.FinishReason == "" {
 		out.FinishReason = v1alpha1.FinishStop

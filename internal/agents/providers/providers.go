@@ -3,11 +3,11 @@
 package providers
 
 import (
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/httpagent"
 	"github.com/baton-dev/baton/internal/agents/openai"
 	"github.com/baton-dev/baton/internal/agents/scripted"
-	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 // table is every provider this build knows.

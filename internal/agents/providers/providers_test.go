@@ -3,9 +3,9 @@ package providers_test
 import (
 	"testing"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/providers"
-	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 func TestProvidersRefuseUnknownProviders(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 

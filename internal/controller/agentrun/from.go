@@ -131,10 +131,10 @@ func (r *Reconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.Agen
 		case rec.Kind == transcript.KindStep:
 			res, err := records.ResultOf(rec)
 			if err != nil {
-				return false, fmt.Errorf("%w: %v", errFrom, err)
+				return false, fmt.Errorf("%w: %w", errFrom, err)
 			}
 			if err := replay.Step(rec.Step, workflow.RecordedStep{Result: res, Time: rec.Time, Calls: calls[rec.Step]}); err != nil {
-				return false, fmt.Errorf("%w: run %s cannot be continued after step %d: %v", errFrom, earlier.Name, last, err)
+				return false, fmt.Errorf("%w: run %s cannot be continued after step %d: %w", errFrom, earlier.Name, last, err)
 			}
 			delete(calls, rec.Step)
 			return rec.Step < last, nil
@@ -147,7 +147,7 @@ func (r *Reconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.Agen
 	st, err := replay.Status()
 	switch {
 	case err != nil:
-		return st, fmt.Errorf("%w: run %s cannot be continued after step %d: %v", errFrom, earlier.Name, last, err)
+		return st, fmt.Errorf("%w: run %s cannot be continued after step %d: %w", errFrom, earlier.Name, last, err)
 	case st.StepCount != last:
 		return st, fmt.Errorf("%w: run %s's transcript does not hold step %d", errFrom, earlier.Name, st.StepCount+1)
 	}

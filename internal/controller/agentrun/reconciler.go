@@ -335,7 +335,7 @@ func (r *Reconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*w
 		}
 		var errs field.ErrorList
 		if plan, errs = agentconfig.Check(*spec, run.Spec.Limits, r.Providers); len(errs) > 0 {
-			return nil, fmt.Errorf("%w: pinned config %s cannot run: %v", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
+			return nil, fmt.Errorf("%w: pinned config %s cannot run: %w", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 		}
 		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
 	}

@@ -231,7 +231,7 @@ func (s *sqlStore) List(ctx context.Context, q transcript.Query) ([]transcript.R
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []transcript.Record
 	size := 0
 	for rows.Next() {
@@ -263,7 +263,7 @@ func (s *sqlStore) Runs(ctx context.Context, namespace string) ([]transcript.Run
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []transcript.RunRef
 	for rows.Next() {
 		var r transcript.RunRef
