@@ -361,7 +361,3 @@ type SecretKeyRef struct {
 	// +required
 	Key string `json:"key,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&AgentConfig{}, &AgentConfigList{})
-}

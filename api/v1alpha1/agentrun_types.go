@@ -29,7 +29,7 @@ const (
 	AnnotationCreatedBy = "agents.baton.dev/created-by"
 )
 
-// LabelAPIKey, set to "true", marks the Secrets that agents and tool servers may take their API
+// LabelAPIKey is the label that, set to "true", marks the Secrets that agents and tool servers may take their API
 // keys and headers from. The operator lists and watches only Secrets with this label: an
 // AgentConfig cannot send any other Secret's data anywhere.
 const LabelAPIKey = "agents.baton.dev/api-key"
@@ -44,19 +44,19 @@ const ApproveVerb = "approve"
 type RunPhase string
 
 const (
-	// PhasePending: not started yet, e.g. waiting for its AgentConfig.
+	// PhasePending is a run not started yet, e.g. waiting for its AgentConfig.
 	PhasePending RunPhase = "Pending"
-	// PhaseRunning: agents are taking steps.
+	// PhaseRunning is a run whose agents are taking steps.
 	PhaseRunning RunPhase = "Running"
-	// PhaseAwaitingApproval: waiting at a human gate.
+	// PhaseAwaitingApproval is a run waiting at a human gate.
 	PhaseAwaitingApproval RunPhase = "AwaitingApproval"
-	// PhaseAwaitingInput: waiting for a person's reply.
+	// PhaseAwaitingInput is a run waiting for a person's reply.
 	PhaseAwaitingInput RunPhase = "AwaitingInput"
-	// PhaseSucceeded: ended Completed or Terminated. Terminal.
+	// PhaseSucceeded is a run that ended Completed or Terminated. Terminal.
 	PhaseSucceeded RunPhase = "Succeeded"
-	// PhaseFailed: ended by a limit, a detector, an error or a rejection. Terminal.
+	// PhaseFailed is a run ended by a limit, a detector, an error or a rejection. Terminal.
 	PhaseFailed RunPhase = "Failed"
-	// PhaseCancelled: ended by the cancel annotation. Terminal.
+	// PhaseCancelled is a run ended by the cancel annotation. Terminal.
 	PhaseCancelled RunPhase = "Cancelled"
 )
 
@@ -74,6 +74,8 @@ func (p RunPhase) Terminal() bool {
 // +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded
 type TerminationReason string
 
+// The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
+// and Phase which phase it ends in.
 const (
 	ReasonCompleted              TerminationReason = "Completed"
 	ReasonTerminated             TerminationReason = "Terminated"
@@ -92,7 +94,7 @@ const (
 	ReasonApprovalExpired        TerminationReason = "ApprovalExpired"
 	ReasonConfigInvalid          TerminationReason = "ConfigInvalid"
 	ReasonToolCallLimitExceeded  TerminationReason = "ToolCallLimitExceeded"
-	// ReasonTranscriptBudgetExceeded: the run's transcript holds limits.maxTranscriptBytes.
+	// ReasonTranscriptBudgetExceeded ends a run whose transcript holds limits.maxTranscriptBytes.
 	ReasonTranscriptBudgetExceeded TerminationReason = "TranscriptBudgetExceeded"
 )
 
@@ -124,21 +126,22 @@ const (
 type StepOutcome string
 
 const (
-	// OutcomeHandoff: the agent handed control to another agent.
+	// OutcomeHandoff is a step whose agent handed control to another agent.
 	OutcomeHandoff StepOutcome = "Handoff"
-	// OutcomeReturned: the agent answered without a handoff and control went back to the
-	// entrypoint or supervisor.
+	// OutcomeReturned is a step whose agent answered without a handoff; control went back to
+	// the entrypoint or supervisor.
 	OutcomeReturned StepOutcome = "Returned"
-	// OutcomeSignal: the agent emitted a signal that ended, paused or routed the run.
+	// OutcomeSignal is a step whose agent emitted a signal that ended, paused or routed the run.
 	OutcomeSignal StepOutcome = "Signal"
-	// OutcomeFinal: the agent's answer is the run's final answer.
+	// OutcomeFinal is a step whose agent's answer is the run's final answer.
 	OutcomeFinal StepOutcome = "Final"
-	// OutcomeTruncated: the answer was cut at the output-token limit; the agent is asked again.
+	// OutcomeTruncated is a step whose answer was cut at the output-token limit; the agent is
+	// asked again.
 	OutcomeTruncated StepOutcome = "Truncated"
-	// OutcomeInvalid: the answer did not match the agent's outputSchema; the agent is asked to
-	// repair it.
+	// OutcomeInvalid is a step whose answer did not match the agent's outputSchema; the agent
+	// is asked to repair it.
 	OutcomeInvalid StepOutcome = "Invalid"
-	// OutcomeFailed: the step errored, timed out or asked for a refused handoff.
+	// OutcomeFailed is a step that errored, timed out or asked for a refused handoff.
 	OutcomeFailed StepOutcome = "Failed"
 )
 
@@ -146,12 +149,13 @@ const (
 // +kubebuilder:validation:Enum=Window;Cycle;RepeatedInput;RepeatedOutput;RepeatedToolCall
 type LoopDetector string
 
+// The loop detectors; docs/guards.md says what each looks for.
 const (
 	DetectorWindow         LoopDetector = "Window"
 	DetectorCycle          LoopDetector = "Cycle"
 	DetectorRepeatedInput  LoopDetector = "RepeatedInput"
 	DetectorRepeatedOutput LoopDetector = "RepeatedOutput"
-	// DetectorRepeatedToolCall: the same tool called with the same arguments too often.
+	// DetectorRepeatedToolCall finds the same tool called with the same arguments too often.
 	DetectorRepeatedToolCall LoopDetector = "RepeatedToolCall"
 )
 
@@ -511,8 +515,4 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
-func init() {
-	SchemeBuilder.Register(&AgentRun{}, &AgentRunList{})
 }

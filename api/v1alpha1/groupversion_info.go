@@ -5,8 +5,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -14,7 +15,11 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "agents.baton.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this API with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &AgentConfig{}, &AgentConfigList{}, &AgentRun{}, &AgentRunList{})
+		metav1.AddToGroupVersion(s, GroupVersion)
+		return nil
+	})
 
 	// AddToScheme adds the kinds of this API to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
