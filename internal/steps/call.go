@@ -35,8 +35,8 @@ type stepCall struct {
 	rid  records.RunID
 	// task is the run's input, config the name of its AgentConfig.
 	task, config string
-	// from is the status the step started from: Apply decides from it what the step adds to
-	// the context.
+	// from is the status the step started from: the core decides from it what the step adds
+	// to the context, which the step's record keeps.
 	from v1alpha1.AgentRunStatus
 
 	// sent is the request as the agent got it, and box the step's toolbox, for the record; the
@@ -152,16 +152,14 @@ func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time)
 		unavailable, toolBytes = b.Unavailable(), b.RecordBytes()
 	}
 	prev := previous(c.from, c.step.Number)
-	d := workflow.Apply(c.plan, c.from, res, ended)
-	rec := stepRecord(c.rid, c.step, c.spec, req, res, d.Context, unavailable, prev, started, ended, toolBytes)
+	rec := stepRecord(c.rid, c.step, c.spec, req, res, workflow.Context(c.plan, &c.from, res), unavailable, prev, started, ended, toolBytes)
 	if len(rec.Body) <= transcript.MaxBody {
 		return rec
 	}
 	// A record the store cannot take fails its step now, saying so, rather than be tried
 	// again until the run's timeout: the failure is what is recorded, without the messages.
 	res = tooLarge(res, len(rec.Body))
-	d = workflow.Apply(c.plan, c.from, res, ended)
-	return stepRecord(c.rid, c.step, c.spec, nil, res, d.Context, unavailable, prev, started, ended, toolBytes)
+	return stepRecord(c.rid, c.step, c.spec, nil, res, workflow.Context(c.plan, &c.from, res), unavailable, prev, started, ended, toolBytes)
 }
 
 // stepRecord is the transcript record of a step that ended. Without req, the record holds no

@@ -37,6 +37,19 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	return d
 }
 
+// Context is what a step's result adds to what later agents see, as Apply records it, decided
+// from the status before the step: what a step's transcript record keeps, written before the
+// step is applied. It decides nothing else.
+func Context(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) []ContextEntry {
+	if st.Phase != v1alpha1.PhaseRunning || res.Held != nil {
+		return nil
+	}
+	d := Update{}
+	d.Status.StepCount = st.StepCount + 1
+	addStepContext(&d, classify(p, st, res))
+	return d.Context
+}
+
 // resultKind is what a step amounted to.
 type resultKind int
 

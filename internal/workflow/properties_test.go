@@ -499,3 +499,22 @@ func playLong(t *rapid.T) played {
 
 // t0 is when the generated runs start.
 var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+// TestPropertyContextIsWhatApplyRecords checks that what a step's record keeps of its context,
+// decided before the step is applied (workflow.Context), is what Apply records for it, for
+// every step of every generated run: answers, failures, cut and invalid answers, in every mode.
+func TestPropertyContextIsWhatApplyRecords(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := play(t, genConfig(t), drawDurations(t))
+		for i, st := range p.statuses {
+			res, ok := p.results[st.StepCount+1]
+			if !ok || st.Phase != v1alpha1.PhaseRunning {
+				continue
+			}
+			want := workflow.Apply(p.plan, st, res, t0).Context
+			if got := workflow.Context(p.plan, &st, res); !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+				t.Fatalf("status %d, step %d: Context %v, Apply records %v", i, st.StepCount+1, got, want)
+			}
+		}
+	})
+}
