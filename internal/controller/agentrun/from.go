@@ -26,23 +26,24 @@ var errFrom = errors.New("spec.from")
 // transcript (workflow.Replay says which gates and tool calls they pass), the transcript up to
 // that step is copied to the new run, and the new run starts there. The earlier run is only
 // read.
-func (r *Reconciler) startFrom(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
+	run := w.AgentRun
 	from := run.Spec.From
 	earlier, err := r.earlierRun(ctx, run)
 	switch {
 	case errors.Is(err, errFrom):
-		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	plan, revision, res, err := r.pinCurrent(ctx, run, now)
+	plan, revision, res, err := r.pinCurrent(ctx, w, now)
 	if plan == nil || err != nil {
 		return res, err
 	}
 	replayed, err := r.replayFrom(ctx, run, earlier, plan)
 	switch {
 	case errors.Is(err, errFrom):
-		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
 	case err != nil:
 		return ctrl.Result{}, err
 	}
@@ -56,16 +57,17 @@ func (r *Reconciler) startFrom(ctx context.Context, run *v1alpha1.AgentRun, now 
 		return ctrl.Result{}, fmt.Errorf("writing the run's input to the transcript: %w", err)
 	}
 	r.runs.setPlan(run, plan)
-	return r.write(ctx, run, plan, d)
+	return r.write(ctx, w, plan, d)
 }
 
 // pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
 // and the revision pinned. With no plan, the run waits or ends, and the result says so.
-func (r *Reconciler) pinCurrent(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
+func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
+	run := w.AgentRun
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {
-		res, err := r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
+		res, err := r.write(ctx, w, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
 		return nil, "", res, err
 	}
 	if err != nil {
@@ -73,12 +75,12 @@ func (r *Reconciler) pinCurrent(ctx context.Context, run *v1alpha1.AgentRun, now
 	}
 	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
 	if len(errs) > 0 {
-		res, err := r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+		res, err := r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 		return nil, "", res, err
 	}
 	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
-		_, err := r.write(ctx, run, nil, workflow.WaitForSecret(run.Status, problem, now))
+		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
 		return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
 	}
 	revision, err := r.revisions.pin(ctx, cfg)

@@ -116,127 +116,128 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Order: the end of the run, then a cancel, then people's decisions, then the work.
-	run := &v1alpha1.AgentRun{}
-	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+	cached := &v1alpha1.AgentRun{}
+	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	run = r.runs.latest(run)
-	if run.Status.Phase.Terminal() {
+	w, err := r.load(ctx, cached)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if w.Status.Phase.Terminal() {
 		// A terminal run never changes again, whatever is annotated or edited later; it only
 		// goes away once its time to live has passed.
 		r.forget(req.NamespacedName)
-		return r.expire(ctx, run)
-	}
-	// A status decided and not yet written is the run's status; it is whole already.
-	if !r.runs.resume(run) {
-		if err := r.whole(ctx, run); err != nil {
-			return ctrl.Result{}, err
-		}
+		return r.expire(ctx, w.AgentRun)
 	}
 	now := r.Clock.Now()
-
-	if why, ok := run.Annotations[v1alpha1.AnnotationCancel]; ok {
-		return r.write(ctx, run, nil, workflow.Cancel(run.Status, why, now))
+	if why, ok := w.Annotations[v1alpha1.AnnotationCancel]; ok {
+		return r.write(ctx, w, nil, workflow.Cancel(w.Status, why, now))
 	}
-	if annotations, d, ok := rawDecision(run, now); ok {
-		return r.intake(ctx, run, annotations, d)
+	if annotations, d, ok := rawDecision(w.AgentRun, now); ok {
+		return r.intake(ctx, w.AgentRun, annotations, d)
 	}
-	pending := pendingDecisions(ctx, run, r.Trust.Trusted(ctx))
-	if !run.Status.Phase.Started() {
+	pending := pendingDecisions(ctx, w.AgentRun, r.Trust.Trusted(ctx))
+	if !w.Status.Phase.Started() {
 		if len(pending) > 0 {
-			return r.write(ctx, run, nil, workflow.DecideAll(nil, run.Status, pending, now))
+			return r.write(ctx, w, nil, workflow.DecideAll(nil, w.Status, pending, now))
 		}
-		return r.start(ctx, run, now)
+		return r.start(ctx, w, now)
 	}
-
-	plan, err := r.pinnedPlan(ctx, run)
+	plan, err := r.pinnedPlan(ctx, w.AgentRun)
 	switch {
 	case errors.Is(err, errRevisionGone):
-		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("the pinned config %s no longer exists (the AgentConfig was deleted)", run.Status.ConfigRevision), now))
+		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid,
+			fmt.Sprintf("the pinned config %s no longer exists (the AgentConfig was deleted)", w.Status.ConfigRevision), now))
 	case errors.Is(err, errPlanInvalid):
-		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
 	case err != nil:
 		return ctrl.Result{}, err
 	}
 	if len(pending) > 0 {
-		return r.write(ctx, run, plan, workflow.DecideAll(plan, run.Status, pending, now))
+		return r.write(ctx, w, plan, workflow.DecideAll(plan, w.Status, pending, now))
 	}
-	switch run.Status.Phase {
+	switch w.Status.Phase {
 	case v1alpha1.PhaseAwaitingApproval:
-		if d, expired := workflow.CheckWaiting(plan, run.Status, now); expired {
-			return r.write(ctx, run, plan, d)
+		if d, expired := workflow.CheckWaiting(plan, w.Status, now); expired {
+			return r.write(ctx, w, plan, d)
 		}
-		return r.requeueAtDeadline(plan, run, now), nil
+		return r.requeueAtDeadline(plan, w.AgentRun, now), nil
 	case v1alpha1.PhaseAwaitingInput:
 		return ctrl.Result{}, nil
 	}
-	return r.advance(ctx, run, plan, now)
+	return r.advance(ctx, w, plan, now)
 }
 
-// advance checks the guards and runs the next step: it starts the step, or applies the step that
-// just ended.
-func (r *Reconciler) advance(ctx context.Context, run *v1alpha1.AgentRun, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
-	if d, tripped := workflow.Check(plan, run.Status, now); tripped {
-		return r.write(ctx, run, plan, d)
-	}
-	step := workflow.Next(plan, &run.Status)
-	state, res, err := r.Steps.Next(ctx, run, step)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	started := false
-	switch state {
-	case steps.Ended:
-		d := workflow.Apply(plan, run.Status, res, now)
+// advance takes the run as far as it goes now: the guards before each step, then the step's
+// start, or the step that just ended applied and, while the run goes on, the next step's start.
+// A step whose run goes on is held to be written with the steps after it (mayHold).
+func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
+	for {
+		if d, tripped := workflow.Check(plan, w.Status, now); tripped {
+			return r.write(ctx, w, plan, d)
+		}
+		step := workflow.Next(plan, &w.Status)
+		state, res, err := r.Steps.Next(ctx, w.AgentRun, step)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		switch state {
+		case steps.Running:
+			return r.whileRunning(ctx, w, plan, now, false)
+		case steps.NotStarted:
+			log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(w), "step", step.Number, "agent", step.Agent)
+			r.Steps.Start(w.AgentRun, plan, step)
+			return r.whileRunning(ctx, w, plan, now, true)
+		}
+		d := workflow.Apply(plan, w.Status, res, now)
 		d.Context = nil // the step's record holds it
 		if mayHold(d, r.StatusBatchPeriod) {
 			// The run goes on at once: its next step starts before this one's status is
 			// written, then the status is written if it is due (the batch period has passed),
 			// else with the steps that end soon after. The transcript has the step already.
-			r.runs.hold(run, d.Status, now)
-			r.Steps.Consumed(run, step.Number)
-			run.Status = d.Status
-			return r.advance(ctx, run, plan, r.Clock.Now())
+			r.runs.hold(w, d.Status, now)
+			r.Steps.Consumed(w.AgentRun, step.Number)
+			w.Status, now = d.Status, r.Clock.Now()
+			continue
 		}
-		before := run.ResourceVersion
-		result, written, err := r.patchStatus(ctx, run, plan, d)
+		before := w.ResourceVersion
+		result, written, err := r.store(ctx, w, plan, d)
 		if written {
-			r.Steps.Consumed(run, step.Number)
+			r.Steps.Consumed(w.AgentRun, step.Number)
 		}
-		if err != nil || run.ResourceVersion == before || run.Status.Phase != v1alpha1.PhaseRunning || run.Status.StepCount != step.Number {
+		if err != nil || w.ResourceVersion == before || w.Status.Phase != v1alpha1.PhaseRunning || w.Status.StepCount != step.Number {
 			return result, err
 		}
 		// The run goes on: its next step starts now, from the status just written, not once
 		// the write's watch event has come back (that reconcile finds the step running).
-		if err := r.whole(ctx, run); err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.advance(ctx, run, plan, r.Clock.Now())
-	case steps.NotStarted:
-		log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(run), "step", step.Number, "agent", step.Agent)
-		r.Steps.Start(run, plan, step)
-		started = true
+		now = r.Clock.Now()
 	}
-	result := r.requeueAtDeadline(plan, run, now)
-	if due, held := r.runs.heldDue(run, r.StatusBatchPeriod); held {
-		// What the run did before its step in flight is written once it is due.
-		wait := due.Sub(now)
-		switch {
-		case wait <= 0 && started && r.runs.deferWrite(run):
-			// This reconcile started a step: the write comes back at low priority, after the
-			// runs whose steps ended meanwhile have started their next ones, so that a burst of
-			// writes does not stand between runs and their next steps.
-			result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
-		case wait <= 0:
-			return r.write(ctx, run, plan, workflow.Update{Status: run.Status})
-		case result.RequeueAfter == 0 || wait < result.RequeueAfter:
-			result.RequeueAfter = wait
-		}
+}
+
+// whileRunning is what a run whose step runs waits for: its timeout, and, when what it did
+// before the step is held, the write of it once it is due.
+func (r *Reconciler) whileRunning(ctx context.Context, w *working, plan *workflow.Plan, now time.Time, started bool) (ctrl.Result, error) {
+	result := r.requeueAtDeadline(plan, w.AgentRun, now)
+	due, held := r.runs.heldDue(w.AgentRun, r.StatusBatchPeriod)
+	if !held {
+		return result, nil
+	}
+	wait := due.Sub(now)
+	switch {
+	case wait <= 0 && started && r.runs.deferWrite(w.AgentRun):
+		// This reconcile started a step: the write comes back at low priority, after the runs
+		// whose steps ended meanwhile have started their next ones, so that a burst of writes
+		// does not stand between runs and their next steps.
+		result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
+	case wait <= 0:
+		return r.write(ctx, w, plan, workflow.Update{Status: w.Status})
+	case result.RequeueAfter == 0 || wait < result.RequeueAfter:
+		result.RequeueAfter = wait
 	}
 	return result, nil
 }
@@ -256,25 +257,26 @@ func mayHold(d workflow.Update, batch time.Duration) bool {
 const startGrace = 3 * time.Second
 
 // start pins the run's config and starts the run, or keeps it Pending until the config exists.
-func (r *Reconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
+	run := w.AgentRun
 	if run.Spec.From != nil {
-		return r.startFrom(ctx, run, now)
+		return r.startFrom(ctx, w, now)
 	}
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {
-		return r.write(ctx, run, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
+		return r.write(ctx, w, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
 	if len(errs) > 0 {
-		return r.write(ctx, run, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 	}
 	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
-		_, err := r.write(ctx, run, nil, workflow.WaitForSecret(run.Status, problem, now))
+		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
 		return ctrl.Result{RequeueAfter: secretRetry}, err
 	}
 	revision, err := r.revisions.pin(ctx, cfg)
@@ -284,16 +286,16 @@ func (r *Reconciler) start(ctx context.Context, run *v1alpha1.AgentRun, now time
 	plan = r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run)
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
 	if d.Status.Phase != v1alpha1.PhaseRunning {
-		return r.write(ctx, run, plan, d)
+		return r.write(ctx, w, plan, d)
 	}
 	// The start is written with the first step's result (or once startGrace has passed):
 	// starting a run costs no write of its own. Should the operator stop before that write,
 	// the run is still Pending and starts again; its first step, if it ended, is applied from
 	// the transcript.
-	r.runs.hold(run, d.Status, now)
+	r.runs.hold(w, d.Status, now)
 	run.Status = d.Status
 	r.runs.setPlan(run, plan)
-	return r.advance(ctx, run, plan, now)
+	return r.advance(ctx, w, plan, now)
 }
 
 // secretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.

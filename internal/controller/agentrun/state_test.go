@@ -1,62 +1,58 @@
 package agentrun
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// TestHeldStatusKeepsTheServersBase checks what a run's held status is written against and when:
-// the status the API server holds stays the base however many steps are held on top of it, a
-// start alone is due after startGrace and held steps after the batch period, a change of the
-// run's metadata keeps what is held, and a status that changed under it drops it.
-func TestHeldStatusKeepsTheServersBase(t *testing.T) {
+// TestAHeldStatusIsResumedOnTheStatusItWasDecidedOn checks when a run's held status is what a
+// reconcile works on: however many steps are held on the status the API server holds, while the
+// run's metadata changes, until a write; a start alone is due after startGrace and held steps
+// after the batch period; a status that changed under it drops it.
+func TestAHeldStatusIsResumedOnTheStatusItWasDecidedOn(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "u1", ResourceVersion: "10"}}
 	table := newRunTable()
 	const batch = time.Second
+	load := func() *working { return &working{AgentRun: run.DeepCopy(), stored: run.Status} }
 
-	started := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}
-	table.hold(run, started, t0)
+	w := load()
+	table.hold(w, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}, t0)
 	if due, held := table.heldDue(run, batch); !held || !due.Equal(t0.Add(startGrace)) {
 		t.Fatalf("a held start is due at %v (held %t), want %v", due, held, t0.Add(startGrace))
 	}
-
-	// Two steps applied on top of the held start, as a reconcile does: resume, then hold.
+	// Two steps applied on top of the held start, as reconciles do: resume, then hold.
 	for step := int32(1); step <= 2; step++ {
-		if !table.resume(run) || run.Status.StepCount != step-1 {
-			t.Fatalf("step %d: resumed step %d", step, run.Status.StepCount)
+		w := load()
+		st, held := table.heldStatus(w)
+		if !held || st.StepCount != step-1 {
+			t.Fatalf("step %d: resumed step %d (held %t)", step, st.StepCount, held)
 		}
-		table.hold(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: step}, t0.Add(time.Duration(step)*100*time.Millisecond))
-		run.Status = v1alpha1.AgentRunStatus{} // what the cache still has
-	}
-	base, held := table.base(run)
-	if !held || base.Phase != "" || base.StepCount != 0 {
-		t.Fatalf("base %+v (held %t): want the status the API server holds, Pending", base, held)
+		table.hold(w, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: step}, t0.Add(time.Duration(step)*100*time.Millisecond))
 	}
 	if due, _ := table.heldDue(run, batch); !due.Equal(t0.Add(batch)) {
 		t.Fatalf("held steps are due at %v, want the batch period after the first held change, %v", due, t0.Add(batch))
 	}
-
 	run.ResourceVersion = "11" // an annotation changed; status did not
-	if !table.resume(run) || run.Status.StepCount != 2 {
-		t.Fatalf("after a metadata change resumed step %d, want 2", run.Status.StepCount)
+	if st, held := table.heldStatus(load()); !held || st.StepCount != 2 {
+		t.Fatalf("after a metadata change resumed step %d (held %t), want 2", st.StepCount, held)
 	}
-
 	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 1, StartTime: &metav1.MicroTime{Time: t0}}
-	if table.resume(run) {
+	if _, held := table.heldStatus(load()); held {
 		t.Fatal("a held status was resumed on a status that changed under it")
 	}
 	if _, held := table.heldDue(run, batch); held {
 		t.Fatal("a held status decided on another status was kept")
 	}
-
-	table.hold(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 2}, t0)
+	table.hold(load(), v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 2}, t0)
 	run.ResourceVersion = "12"
-	table.wrote(run)
+	table.wrote(run, "", nil)
 	if _, held := table.heldDue(run, batch); held {
 		t.Fatal("a written status is still held")
 	}
@@ -68,24 +64,51 @@ func TestHeldStatusKeepsTheServersBase(t *testing.T) {
 func TestWriteIsPutOffOncePerHeldStatus(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "u1", ResourceVersion: "10"}}
+	w := &working{AgentRun: run}
 	table := newRunTable()
 	if table.deferWrite(run) {
 		t.Fatal("a write was put off with nothing held")
 	}
-	table.hold(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 1}, t0)
+	table.hold(w, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 1}, t0)
 	if !table.deferWrite(run) {
 		t.Fatal("the first held status's write could not be put off")
 	}
-	table.resume(run)
-	table.hold(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 2}, t0.Add(time.Millisecond))
+	table.hold(w, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 2}, t0.Add(time.Millisecond))
 	if table.deferWrite(run) {
 		t.Fatal("a held status's write was put off twice")
 	}
 	run.ResourceVersion = "11"
-	table.wrote(run)
-	table.hold(run, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 3}, t0.Add(2*time.Second))
+	table.wrote(run, "", nil)
+	table.hold(w, v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 3}, t0.Add(2*time.Second))
 	if !table.deferWrite(run) {
 		t.Fatal("the write of a status held after a write could not be put off")
+	}
+}
+
+// TestTheWholePartsAreThoseOfTheStatusWritten checks that the whole input and history a write
+// leaves are what the next load puts back, only into the status they were written with.
+func TestTheWholePartsAreThoseOfTheStatusWritten(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "u1", ResourceVersion: "10"}}
+	var whole []v1alpha1.HandoffRecord
+	for step := int32(1); step <= 30; step++ {
+		whole = append(whole, v1alpha1.HandoffRecord{Step: step, InputDigest: "d", Time: metav1.NewTime(t0.Add(time.Duration(step) * time.Second))})
+	}
+	st := v1alpha1.AgentRunStatus{Input: strings.Repeat("x", 2000), HandoffSequence: whole}
+	wholeInput := st.Input
+	workflow.StoreStatus(&st)
+	run.Status = st
+	table := newRunTable()
+	table.wrote(run, wholeInput, whole)
+
+	input, inputOK, history, historyOK := table.wholeParts(run, &run.Status)
+	if !inputOK || input != wholeInput || !historyOK || len(history) != 30 {
+		t.Fatalf("input %t (%d), history %t (%d): want the whole ones written", inputOK, len(input), historyOK, len(history))
+	}
+	other := run.Status.DeepCopy()
+	other.InputDigest, other.HandoffSequence = "another", other.HandoffSequence[1:]
+	if _, inputOK, _, historyOK := table.wholeParts(run, other); inputOK || historyOK {
+		t.Fatal("whole parts were put into a status they were not written with")
 	}
 }
 
@@ -101,7 +124,7 @@ func TestLatestIsNeverOlderThanTheLastWrite(t *testing.T) {
 	written := cached.DeepCopy()
 	written.ResourceVersion, written.Status.StepCount = "12", 3
 	written.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "baton"}}
-	table.wrote(written)
+	table.wrote(written, "", nil)
 
 	got := table.latest(cached)
 	if got.ResourceVersion != "12" || got.Status.StepCount != 3 || got.ManagedFields != nil {
