@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // kubeClient is a client for Baton's kinds with the user's kubeconfig.
@@ -128,12 +129,7 @@ func (o *options) retryCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
-			run.Namespace, run.GenerateName = old.Namespace, old.Name+"-retry-"
-			if fromStep > 0 {
-				// The earlier run's transcript carries its input; the new run continues from it.
-				run.Spec.From, run.Spec.Input = &v1alpha1.RunFrom{Run: old.Name, Step: fromStep}, ""
-			}
+			run := records.Retry(old, fromStep)
 			if err := c.Create(cmd.Context(), run); err != nil {
 				return err
 			}

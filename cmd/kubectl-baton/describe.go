@@ -72,7 +72,8 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 		// completionTime has a precision of seconds.
 		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
 	}
-	shown, steps, decisions := latest(st.entries, tail)
+	shown, left := records.Latest(st.entries, tail)
+	steps, decisions := left.Steps, left.Decisions
 	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread))
 	describeWaiting(out, run, st)
 	var decided []records.Entry

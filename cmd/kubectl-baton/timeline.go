@@ -58,35 +58,6 @@ func (o *options) story(ctx context.Context, run *v1alpha1.AgentRun) runStory {
 	return runStory{entries: t.Entries(), held: held}
 }
 
-// latest is the part of a timeline from its nth step before the end (every entry when n is 0
-// or the run has no more steps), and how many steps and decisions it leaves out.
-func latest(entries []records.Entry, n int) (shown []records.Entry, steps, decisions int) {
-	if n <= 0 {
-		return entries, 0, 0
-	}
-	cut, seen := 0, 0
-	for i := len(entries) - 1; i >= 0; i-- {
-		if entries[i].Kind == records.EntryStep {
-			if seen++; seen == n {
-				cut = i
-				break
-			}
-		}
-	}
-	if seen < n {
-		return entries, 0, 0
-	}
-	for _, e := range entries[:cut] {
-		switch e.Kind {
-		case records.EntryStep:
-			steps++
-		case records.EntryDecision:
-			decisions++
-		}
-	}
-	return entries[cut:], steps, decisions
-}
-
 // earlier says what a timeline that starts after step 1 leaves out, and where to find it.
 func earlier(shown []records.Entry, steps, decisions int, unread string) string {
 	first := int32(0)
@@ -132,7 +103,8 @@ func (o *options) handoffsCmd() *cobra.Command {
 
 // handoffs prints one line a step: N. from -> to: reason.
 func handoffs(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
-	shown, steps, decisions := latest(st.entries, tail)
+	shown, left := records.Latest(st.entries, tail)
+	steps, decisions := left.Steps, left.Decisions
 	if note := earlier(shown, steps, decisions, st.unread); note != "" {
 		fmt.Fprintf(out, "  ... (%s)\n", note)
 	}

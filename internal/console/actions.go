@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
+	"github.com/baton-dev/baton/internal/records"
 )
 
 // maxForm bounds a form's body.
@@ -171,12 +172,9 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, r, namespace, name, statusOf(err), apiMessage(err))
 		return
 	}
-	run := &v1alpha1.AgentRun{Spec: *old.Spec.DeepCopy()}
-	// The API server shortens a long name to fit the random suffix, as kubectl baton retry relies on.
-	run.Namespace, run.GenerateName = namespace, name+"-retry-"
+	run := records.Retry(old, int32(from))
 	notice := "Started again from the beginning."
 	if from > 0 {
-		run.Spec.From, run.Spec.Input = &v1alpha1.RunFrom{Run: name, Step: int32(from)}, ""
 		notice = fmt.Sprintf("Started from where %s was after step %d.", name, from)
 	}
 	if err := s.opts.Kube.Create(r.Context(), run); err != nil {

@@ -78,7 +78,7 @@ type runView struct {
 	// what comes before them.
 	Timeline []records.Entry
 	Tail     int
-	LeftOut  leftOut
+	LeftOut  records.LeftOut
 	Team     Team
 	Gate     *gateView
 	Input    *v1alpha1.PendingInput
@@ -146,7 +146,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	cfg := s.config(ctx, run)
 	// The team counts every handoff the run took; the timeline shows the latest steps.
 	v.Team = team(cfg, run, tr.timeline)
-	v.Timeline, v.LeftOut = latest(tr.timeline, v.Tail)
+	v.Timeline, v.LeftOut = records.Latest(tr.timeline, v.Tail)
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")

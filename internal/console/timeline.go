@@ -3,7 +3,6 @@ package console
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
@@ -84,42 +83,3 @@ func (t runTranscript) judge(run *v1alpha1.AgentRun) string {
 // (?tail=N, 0 for every step), as kubectl baton describe does: a run of 10,000 steps still
 // makes a page a browser draws at once.
 const defaultTail = 200
-
-// leftOut is what a run's page leaves out of the timeline: its earlier steps, and the
-// decisions made between them.
-type leftOut struct {
-	Steps, Decisions int
-}
-
-// latest is the part of a timeline from its nth step before the end (every entry when n is 0
-// or the run has no more steps), and what it leaves out.
-func latest(entries []records.Entry, n int) ([]records.Entry, leftOut) {
-	cut, seen := 0, 0
-	for i := len(entries) - 1; i >= 0 && n > 0; i-- {
-		if entries[i].Kind == records.EntryStep {
-			if seen++; seen == n {
-				cut = i
-				break
-			}
-		}
-	}
-	var out leftOut
-	for _, e := range entries[:cut] {
-		switch e.Kind {
-		case records.EntryStep:
-			out.Steps++
-		case records.EntryDecision:
-			out.Decisions++
-		}
-	}
-	return entries[cut:], out
-}
-
-// clip shortens s to n characters, on one line.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}

@@ -123,9 +123,9 @@ func (t *Timeline) Add(r Record) {
 func recordedStep(r Record, b StepBody) Entry {
 	e := Entry{Kind: EntryStep, Time: r.Time, Step: r.Step, Agent: b.Agent, Tokens: b.Tokens, Recorded: true,
 		Latency: time.Duration(b.LatencyMs) * time.Millisecond, Reason: b.Reason,
-		Text: clip(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
+		Text: Clip(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
 	if b.Error != "" {
-		e.Text, e.Reason = clip(b.Error, maxText), clip(b.Error, maxText)
+		e.Text, e.Reason = Clip(b.Error, maxText), Clip(b.Error, maxText)
 	}
 	switch {
 	case b.Routing != nil:
@@ -195,7 +195,7 @@ func (t *Timeline) Entries() []Entry {
 
 func decisionEntry(a v1alpha1.ApprovalRecord, at time.Time) Entry {
 	return Entry{Kind: EntryDecision, Time: at, Step: a.Step, Gate: a.Gate, Decision: a.Decision, By: a.By,
-		Feedback: clip(a.Feedback, maxFeedback), To: a.Revise}
+		Feedback: Clip(a.Feedback, maxFeedback), To: a.Revise}
 }
 
 // decisionKey tells a decision apart from the others of its run: status and the records have
@@ -204,8 +204,52 @@ func decisionKey(a v1alpha1.ApprovalRecord) string {
 	return fmt.Sprintf("%s\x00%d\x00%d\x00%s\x00%s\x00%d", a.Gate, a.Step, a.ToolCall, a.Decision, a.By, a.Time.Unix())
 }
 
-// clip shortens s to n characters, on one line.
-func clip(s string, n int) string {
+// LeftOut is what a part of a timeline leaves out: the earlier steps, and the decisions made
+// between them.
+type LeftOut struct {
+	Steps, Decisions int
+}
+
+// Latest is the part of a timeline from its nth step before the end (every entry when n is 0 or
+// the run has no more steps), and what it leaves out: what kubectl baton describe and the
+// console's run page show of a long run.
+func Latest(entries []Entry, n int) ([]Entry, LeftOut) {
+	cut, seen := 0, 0
+	for i := len(entries) - 1; i >= 0 && n > 0; i-- {
+		if entries[i].Kind == EntryStep {
+			if seen++; seen == n {
+				cut = i
+				break
+			}
+		}
+	}
+	var out LeftOut
+	for _, e := range entries[:cut] {
+		switch e.Kind {
+		case EntryStep:
+			out.Steps++
+		case EntryDecision:
+			out.Decisions++
+		}
+	}
+	return entries[cut:], out
+}
+
+// Retry is a new run of the same config, input, limits and approvals as run; with step > 0, one
+// that continues where run was after that step (spec.from: the earlier run's transcript carries
+// its input). The API server names it: run's name and a suffix.
+func Retry(run *v1alpha1.AgentRun, step int32) *v1alpha1.AgentRun {
+	retry := &v1alpha1.AgentRun{Spec: *run.Spec.DeepCopy()}
+	// The API server shortens a long name to fit the random suffix.
+	retry.Namespace, retry.GenerateName = run.Namespace, run.Name+"-retry-"
+	if step > 0 {
+		retry.Spec.From, retry.Spec.Input = &v1alpha1.RunFrom{Run: run.Name, Step: step}, ""
+	}
+	return retry
+}
+
+// Clip shortens s to n characters, on one line.
+func Clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
