@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 func (o *options) getCmd() *cobra.Command {
@@ -86,7 +87,7 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 		fmt.Fprintln(out, "\nDecisions:")
 		for _, a := range decided {
 			fmt.Fprintf(out, "  %s  %s %s by %s%s%s\n", a.Time.Format(time.RFC3339), a.Decision, a.Gate, a.By,
-				prefixed(", back to ", a.To), prefixed(": ", oneLine(a.Feedback, 80)))
+				prefixed(", back to ", a.To), prefixed(": ", textbound.Line(a.Feedback, 80)))
 		}
 	}
 	if s.Output != "" {
@@ -114,7 +115,7 @@ func describeSteps(out io.Writer, shown []records.Entry, before string) {
 			if e.Recorded {
 				latency = e.Latency.String()
 			}
-			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Step, e.Agent, to(e), oneLine(e.Outcome, 40), e.Tokens, latency, oneLine(reason(e), 70))
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Step, e.Agent, to(e), textbound.Line(e.Outcome, 40), e.Tokens, latency, textbound.Line(reason(e), 70))
 		case records.EntryRunning:
 			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\n", e.Step, e.Agent)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -112,7 +113,7 @@ func handoffs(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 		if e.Kind != records.EntryStep {
 			continue
 		}
-		fmt.Fprintf(out, "  %d. %s -> %s%s\n", e.Step, e.Agent, to(e), prefixed(": ", oneLine(reason(e), 120)))
+		fmt.Fprintf(out, "  %d. %s -> %s%s\n", e.Step, e.Agent, to(e), prefixed(": ", textbound.Line(reason(e), 120)))
 	}
 	if st.unread != "" {
 		fmt.Fprintf(out, "(transcript not read: %s)\n", st.unread)

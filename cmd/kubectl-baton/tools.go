@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // printToolRecord prints a tool record in full, for people.
@@ -55,7 +56,7 @@ func toolLine(r records.Record) string {
 		}
 		what = fmt.Sprintf("%s asks for %s", b.Agent, strings.Join(calls, ", "))
 	case "tool":
-		what = fmt.Sprintf("#%d %s/%s -> %s%s", b.Index, b.Server, b.Tool, oneLine(b.Content, 80), toolNote(b))
+		what = fmt.Sprintf("#%d %s/%s -> %s%s", b.Index, b.Server, b.Tool, textbound.Line(b.Content, 80), toolNote(b))
 	case "tool-start":
 		what = fmt.Sprintf("#%d %s/%s sending", r.Call, b.Server, b.Tool)
 	case "tool-gate":

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
@@ -176,7 +177,7 @@ func logLine(r records.Record) string {
 			parts = append(parts, records.Said(decided))
 		}
 		for _, c := range d.Context {
-			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(string(c.Kind)), c.From, oneLine(c.Text, 80)))
+			parts = append(parts, fmt.Sprintf("%s from %s: %s", strings.ToLower(string(c.Kind)), c.From, textbound.Line(c.Text, 80)))
 		}
 		if len(parts) == 0 {
 			return ""
@@ -189,15 +190,7 @@ func logLine(r records.Record) string {
 		text = b.Error
 	}
 	return fmt.Sprintf("%s  step %-3d %-16s %-40s %6d tokens %8s  %s", r.Time.Format("15:04:05"), r.Step, b.Agent,
-		oneLine(b.Next(), 40), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond, oneLine(text, 80))
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+		textbound.Line(b.Next(), 40), b.Tokens, time.Duration(b.LatencyMs)*time.Millisecond, textbound.Line(text, 80))
 }
 
 func indent(s string) string {

@@ -8,9 +8,9 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -96,8 +96,10 @@ func (c *checked) keysOf(ctx context.Context, req *Request) []string {
 
 // checkAnswer cleans a provider's answer, or says why it cannot be used.
 func checkAnswer(res workflow.Result, keys []string) (workflow.Result, error) {
-	clean := func(s string, n int) string { return BoundBytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n) }
-	res.Output = BoundStored(redact(strings.ToValidUTF8(res.Output, "\uFFFD"), keys), maxAnswerBytes)
+	clean := func(s string, n int) string {
+		return textbound.Bytes(redact(strings.ToValidUTF8(s, "\uFFFD"), keys), n)
+	}
+	res.Output = textbound.Stored(redact(strings.ToValidUTF8(res.Output, "\uFFFD"), keys), maxAnswerBytes)
 	res.Handoff = clean(res.Handoff, maxNameBytes)
 	res.Reason = clean(res.Reason, maxReasonBytes)
 	res.Signal = clean(res.Signal, maxNameBytes)
@@ -152,23 +154,11 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.cause }
 
 func redactError(err error, keys []string) error {
-	msg := BoundBytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxReasonBytes)
+	msg := textbound.Bytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxReasonBytes)
 	if clean := redact(msg, keys); clean != err.Error() {
 		return &redactedError{msg: clean, cause: err}
 	}
 	return err
-}
-
-// BoundBytes cuts s to at most n bytes on a character boundary.
-func BoundBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }
 
 // limitBodies makes every answer body fail once it passes maxBodyBytes, so that a server

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"pgregory.net/rapid"
-
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -20,39 +18,6 @@ func stored(t interface{ Fatal(...any) }, s string) []byte {
 		t.Fatal(err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-func TestStoredLenIsTheLengthOfTheStoredJSON(t *testing.T) {
-	for name, s := range map[string]string{
-		"plain":            "hello",
-		"html":             "<b>&amp;</b>",
-		"controls":         "\x01\x02\x1b[31m\a\b\f",
-		"quotes and lines": "say \"hi\"\n\r\t\\",
-		"separators":       "a\u2028b\u2029c",
-		"invalid bytes":    "a\xff\xfeb",
-		"emoji":            "🎉é",
-	} {
-		if got, want := StoredLen(s), len(stored(t, s))-2; got < want {
-			t.Errorf("%s: StoredLen %d, the JSON takes %d", name, got, want)
-		}
-	}
-}
-
-func TestPropertyBoundStoredFitsItsBound(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		s := rapid.StringOf(rapid.RuneFrom([]rune{'a', '<', '"', '\n', '\x01', 'é', '🎉', '\u2028'})).Draw(t, "s")
-		n := rapid.IntRange(0, 200).Draw(t, "n")
-		cut := BoundStored(s, n)
-		if !strings.HasPrefix(s, cut) {
-			t.Fatalf("%q is not a prefix of %q", cut, s)
-		}
-		if got := len(stored(t, cut)) - 2; got > n {
-			t.Fatalf("%q takes %d bytes stored, more than %d", cut, got, n)
-		}
-		if cut != s && len(stored(t, s[:len(cut)+len(string([]rune(s[len(cut):])[0]))]))-2 <= n {
-			t.Fatalf("%q was cut short of its bound %d", cut, n)
-		}
-	})
 }
 
 func TestAnHTMLAnswerIsBoundedByItsStoredSize(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // page is what every page shows around its content.
@@ -44,7 +44,7 @@ func (s *Server) page(r *http.Request, title, nav string) page {
 			scope = "namespaces " + strings.Join(scopes, ", ")
 		}
 	}
-	p := page{Title: title, Nav: nav, User: s.opts.User, Scope: scope, Notice: records.Clip(r.URL.Query().Get("notice"), 300)}
+	p := page{Title: title, Nav: nav, User: s.opts.User, Scope: scope, Notice: textbound.Line(r.URL.Query().Get("notice"), 300)}
 	if r.Method == http.MethodGet {
 		p.Self = r.URL.RequestURI()
 	}

@@ -5,10 +5,10 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
@@ -123,9 +123,9 @@ func (t *Timeline) Add(r Record) {
 func recordedStep(r Record, b StepBody) Entry {
 	e := Entry{Kind: EntryStep, Time: r.Time, Step: r.Step, Agent: b.Agent, Tokens: b.Tokens, Recorded: true,
 		Latency: time.Duration(b.LatencyMs) * time.Millisecond, Reason: b.Reason,
-		Text: Clip(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
+		Text: textbound.Line(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
 	if b.Error != "" {
-		e.Text, e.Reason = Clip(b.Error, maxText), Clip(b.Error, maxText)
+		e.Text, e.Reason = textbound.Line(b.Error, maxText), textbound.Line(b.Error, maxText)
 	}
 	switch {
 	case b.Routing != nil:
@@ -195,7 +195,7 @@ func (t *Timeline) Entries() []Entry {
 
 func decisionEntry(a v1alpha1.ApprovalRecord, at time.Time) Entry {
 	return Entry{Kind: EntryDecision, Time: at, Step: a.Step, Gate: a.Gate, Decision: a.Decision, By: a.By,
-		Feedback: Clip(a.Feedback, maxFeedback), To: a.Revise}
+		Feedback: textbound.Line(a.Feedback, maxFeedback), To: a.Revise}
 }
 
 // decisionKey tells a decision apart from the others of its run: status and the records have
@@ -246,13 +246,4 @@ func Retry(run *v1alpha1.AgentRun, step int32) *v1alpha1.AgentRun {
 		retry.Spec.From, retry.Spec.Input = &v1alpha1.RunFrom{Run: run.Name, Step: step}, ""
 	}
 	return retry
-}
-
-// Clip shortens s to n characters, on one line.
-func Clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

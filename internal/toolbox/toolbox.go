@@ -26,6 +26,7 @@ import (
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -161,19 +162,19 @@ func (b *Box) client(ctx context.Context, server string) (tools.Client, error) {
 func (b *Box) Asked(ctx context.Context, turn *agents.Turn) error {
 	b.turns++
 	turn.Number = b.turns
-	turn.Text = agents.BoundStored(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
+	turn.Text = textbound.Stored(strings.ToValidUTF8(turn.Text, "\uFFFD"), maxTurnTextBytes)
 	turn.Tokens = max(turn.Tokens, 0)
 	for i := range turn.Calls {
 		b.calls++
 		c := &turn.Calls[i]
 		c.Index = b.calls
-		c.ID = agents.BoundBytes(c.ID, maxCallIDBytes)
+		c.ID = textbound.Bytes(c.ID, maxCallIDBytes)
 		if c.ID == "" {
 			c.ID = fmt.Sprintf("call_%d", c.Index)
 		}
 		if len(c.Arguments) > maxArgumentsBytes || !json.Valid(c.Arguments) {
 			// Kept as a string, so the record stays small and the model sees what it sent.
-			quoted, _ := json.Marshal(agents.BoundBytes(string(c.Arguments), 256))
+			quoted, _ := json.Marshal(textbound.Bytes(string(c.Arguments), 256))
 			c.Arguments = quoted
 		}
 	}
@@ -293,7 +294,7 @@ func (b *Box) markStarted(ctx context.Context, body records.CallBody) (started b
 // the step's deadline passed meanwhile: it is what keeps the call from being sent again.
 func (b *Box) recordCall(ctx context.Context, body records.CallBody) error {
 	b.count(body)
-	body.Content = agents.BoundStored(body.Content, tools.MaxResultBytes)
+	body.Content = textbound.Stored(body.Content, tools.MaxResultBytes)
 	data := transcript.Body(body)
 	return b.append(ctx, b.run.Record(transcript.Key{Kind: transcript.KindTool, Step: b.step, Call: body.Index}, time.Now(), data))
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // Bounds of an HTTP tool's answer.
@@ -100,8 +101,8 @@ func (c *httpClient) Call(ctx context.Context, call Call) (Result, error) {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		text := strings.ToValidUTF8(strings.TrimSpace(string(body)), "\uFFFD")
-		return Result{IsError: true, Content: bound(c.redact.text(fmt.Sprintf("HTTP %d %s: %s",
-			resp.StatusCode, http.StatusText(resp.StatusCode), bound(text, maxErrorBodyBytes))), MaxResultBytes)}, nil
+		return Result{IsError: true, Content: textbound.StoredNoted(c.redact.text(fmt.Sprintf("HTTP %d %s: %s",
+			resp.StatusCode, http.StatusText(resp.StatusCode), textbound.StoredNoted(text, maxErrorBodyBytes))), MaxResultBytes)}, nil
 	}
 	return c.answer(resp.Header.Get("Content-Type"), body), nil
 }
@@ -113,16 +114,16 @@ func (c *httpClient) answer(contentType string, body []byte) Result {
 	if isJSON(contentType, doc) {
 		if c.output != nil {
 			if problems, ok := c.output.check(doc); !ok {
-				return Result{IsError: true, Content: bound("the tool's result does not match its output schema: "+c.redact.text(problems), MaxResultBytes)}
+				return Result{IsError: true, Content: textbound.StoredNoted("the tool's result does not match its output schema: "+c.redact.text(problems), MaxResultBytes)}
 			}
 		}
 		return structuredResult(c.redact.json(doc), false)
 	}
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
 	if c.output != nil {
-		return Result{IsError: true, Content: bound("the tool declares an output schema but its answer is not JSON: "+c.redact.text(text), MaxResultBytes)}
+		return Result{IsError: true, Content: textbound.StoredNoted("the tool declares an output schema but its answer is not JSON: "+c.redact.text(text), MaxResultBytes)}
 	}
-	return Result{Content: bound(c.redact.text(text), MaxResultBytes)}
+	return Result{Content: textbound.StoredNoted(c.redact.text(text), MaxResultBytes)}
 }
 
 // isJSON reports whether an answer is a JSON document: one that parses, and is declared as JSON

@@ -13,7 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -58,7 +58,7 @@ func newToolList(ctx context.Context, server string, listed []*mcp.Tool, redact 
 			description = t.Title
 		}
 		l.tools = append(l.tools, Tool{Server: server, Name: t.Name, InputSchema: input,
-			Description: agents.BoundBytes(redact.text(description), maxDescriptionBytes)})
+			Description: textbound.Bytes(redact.text(description), maxDescriptionBytes)})
 		l.schemas[t.Name] = nil
 		if t.OutputSchema == nil {
 			continue
@@ -114,7 +114,7 @@ func resultOf(res *mcp.CallToolResult, schema *outputSchema, redact redactor) Re
 		if err == nil && string(structured) != "null" {
 			if schema != nil && !res.IsError {
 				if problems, ok := schema.check(structured); !ok {
-					return Result{IsError: true, Content: bound("the tool's result does not match its output schema: "+redact.text(problems), MaxResultBytes)}
+					return Result{IsError: true, Content: textbound.StoredNoted("the tool's result does not match its output schema: "+redact.text(problems), MaxResultBytes)}
 				}
 			}
 			return structuredResult(redact.json(structured), out.IsError)
@@ -122,9 +122,9 @@ func resultOf(res *mcp.CallToolResult, schema *outputSchema, redact redactor) Re
 	}
 	text := contentText(res.Content)
 	if schema != nil && !res.IsError {
-		return Result{IsError: true, Content: bound("the tool declares an output schema but gave no structured result; it said: "+redact.text(text), MaxResultBytes)}
+		return Result{IsError: true, Content: textbound.StoredNoted("the tool declares an output schema but gave no structured result; it said: "+redact.text(text), MaxResultBytes)}
 	}
-	out.Content = bound(redact.text(text), MaxResultBytes)
+	out.Content = textbound.StoredNoted(redact.text(text), MaxResultBytes)
 	return out
 }
 
@@ -135,8 +135,8 @@ func structuredResult(doc json.RawMessage, isError bool) Result {
 	if err := json.Compact(&compact, doc); err == nil {
 		doc = compact.Bytes()
 	}
-	if agents.StoredLen(string(doc)) > MaxResultBytes {
-		return Result{Content: bound(string(doc), MaxResultBytes), IsError: isError}
+	if textbound.StoredLen(string(doc)) > MaxResultBytes {
+		return Result{Content: textbound.StoredNoted(string(doc), MaxResultBytes), IsError: isError}
 	}
 	return Result{Content: string(doc), Structured: doc, IsError: isError}
 }

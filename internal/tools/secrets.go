@@ -5,10 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // Header values come from a Secret. They are sent to the server they are meant for and nowhere
@@ -102,7 +101,7 @@ func (r redactor) err(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := agents.BoundBytes(strings.ToValidUTF8(r.text(err.Error()), "\uFFFD"), maxErrorBytes)
+	msg := textbound.Bytes(strings.ToValidUTF8(r.text(err.Error()), "\uFFFD"), maxErrorBytes)
 	if msg == err.Error() {
 		return err
 	}
@@ -166,14 +165,4 @@ func clientWith(base *http.Client, rt func(http.RoundTripper) http.RoundTripper)
 	c := *base
 	c.Transport = rt(base.Transport)
 	return &c
-}
-
-// bound cuts s so that it takes at most n bytes as the transcript stores it (agents.StoredLen),
-// saying how long it was.
-func bound(s string, n int) string {
-	if len(s) <= n/6 || agents.StoredLen(s) <= n {
-		return s
-	}
-	note := "…[truncated: " + strconv.Itoa(len(s)) + " bytes in all]"
-	return agents.BoundStored(s, n-len(note)) + note
 }

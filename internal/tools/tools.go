@@ -57,5 +57,5 @@ type Client interface {
 const IdempotencyMetaKey = "agents.baton.dev/idempotency-key"
 
 // MaxResultBytes bounds the content of one result given to a model and kept in the transcript,
-// in bytes as the transcript stores it (agents.StoredLen).
+// in bytes as the transcript stores it (textbound.StoredLen).
 const MaxResultBytes = 256 << 10

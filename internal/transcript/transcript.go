@@ -115,7 +115,7 @@ type Store interface {
 }
 
 // Body encodes a record's body as the store keeps it: JSON with <, > and & as they are, so that
-// an answer of HTML takes its own length, not six bytes a character (agents.StoredLen counts
+// an answer of HTML takes its own length, not six bytes a character (textbound.StoredLen counts
 // the same way).
 func Body(v any) json.RawMessage {
 	var buf bytes.Buffer

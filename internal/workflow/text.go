@@ -5,13 +5,12 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // Every text the core writes, in status or in an Event, is bounded in bytes as the API server
@@ -56,57 +55,14 @@ func IsInput(s *v1alpha1.AgentRunStatus, text string) bool {
 	return s.InputDigest != "" && digest(text) == s.InputDigest
 }
 
-// statusText is s as a text of at most n bytes as stored: as it is when it fits, else cut on a
-// character boundary with the cut marked. Invalid UTF-8 is replaced, so it is always valid.
-func statusText(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if fitsStatus(s, n) {
-		return s
-	}
-	const mark = "…"
-	size, cut := 0, 0
-	for i, r := range s {
-		size += runeStatusLen(r, s[i:])
-		if size > n-len(mark) {
-			break
-		}
-		cut = i + utf8.RuneLen(r)
-	}
-	return s[:cut] + mark
-}
+// statusText is s as a text of at most n bytes as the API server stores it (textbound.Status).
+func statusText(s string, n int) string { return textbound.Status(s, n) }
 
-// fitsStatus reports whether s takes at most n bytes as stored. A text is never shorter stored
-// than it is, so one longer than n bytes is not read through.
-func fitsStatus(s string, n int) bool {
-	return len(s) <= n && statusLen(s) <= n
-}
+// statusLen is the bytes s takes as the API server stores it (textbound.StatusLen).
+func statusLen(s string) int { return textbound.StatusLen(s) }
 
-// statusLen is the bytes s takes inside a JSON string as Go (and so the API server) writes it,
-// or a little more: an upper bound.
-func statusLen(s string) int {
-	n := 0
-	for i, r := range s {
-		n += runeStatusLen(r, s[i:])
-	}
-	return n
-}
-
-// runeStatusLen is the bytes r, found at the start of rest, takes inside a JSON string.
-func runeStatusLen(r rune, rest string) int {
-	switch {
-	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
-		return 2
-	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
-		return 6
-	case r == utf8.RuneError:
-		if _, size := utf8.DecodeRuneInString(rest); size == 1 {
-			return 6 // invalid UTF-8 is written as \ufffd
-		}
-	}
-	return utf8.RuneLen(r)
-}
+// fitsStatus reports whether s takes at most n bytes as the API server stores it.
+func fitsStatus(s string, n int) bool { return textbound.FitsStatus(s, n) }
 
 // digest is a short, stable digest of a step's input or output.
 func digest(s string) string {

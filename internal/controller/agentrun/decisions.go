@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -32,7 +33,7 @@ func (r *Reconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotat
 	// A full queue drops the decision, with an Event; its annotations go either way.
 	queued, err := decisions.Add(annotations, d, run.Status.LastDecision)
 	if err != nil {
-		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", boundedBytes(err.Error(), maxEventNote))
+		r.Recorder.Eventf(run, nil, workflow.EventWarning, workflow.EventDecisionIgnored, "Intake", "%s", textbound.BytesMarked(err.Error(), maxEventNote))
 	}
 	orig := run.DeepCopy()
 	run.Annotations = queued

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -101,18 +101,10 @@ func (r *Reconciler) emit(w *working, events []workflow.Event) {
 		default:
 			action = fmt.Sprintf("Step%d", w.Status.StepCount)
 		}
-		r.Recorder.Eventf(w.AgentRun, nil, e.Type, e.Reason, action, "%s", boundedBytes(e.Message, maxEventNote))
+		r.Recorder.Eventf(w.AgentRun, nil, e.Type, e.Reason, action, "%s", textbound.BytesMarked(e.Message, maxEventNote))
 		metrics.APIWrites.WithLabelValues("event").Inc()
 	}
 }
 
 // maxEventNote keeps Event notes under the API's 1 KiB limit.
 const maxEventNote = 1000
-
-// boundedBytes cuts s to at most n bytes on a character boundary.
-func boundedBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return agents.BoundBytes(s, n-len("…")) + "…"
-}
