@@ -60,8 +60,9 @@ type stop struct {
 
 // gateAt decides which gate, if any, holds the run at a stop. It is the one place that says
 // where runs wait:
-//   - after an agent's step, at the gate after that agent; not after a failed step or an answer
-//     cut at the output-token limit;
+//   - after an agent's step, at the gate after that agent; not after a failed step, an answer
+//     cut at the output-token limit or one sent back to its agent for repair, which people
+//     judge once the agent has finished it;
 //   - when the step would complete the run, at the gate after its agent, else at the gate
 //     before Complete; a run that ends any other way waits for no one;
 //   - past a gate that held a completion, at the gate before Complete, unless that is the one
@@ -96,7 +97,7 @@ func (p *Plan) gateAt(at stop) (v1alpha1.ApprovalGate, bool) {
 			return g, true
 		}
 		return p.gateBeforeComplete()
-	case at.outcome == v1alpha1.OutcomeFailed || at.outcome == v1alpha1.OutcomeTruncated:
+	case at.outcome == v1alpha1.OutcomeFailed || at.outcome == v1alpha1.OutcomeTruncated || at.outcome == v1alpha1.OutcomeInvalid:
 		return none, false
 	}
 	return p.gateAfter(at.agent)

@@ -141,3 +141,25 @@ func TestEachDecisionSaysWhatItAddsToTheContext(t *testing.T) {
 		t.Fatalf("the context holds the whole output: %d characters", len(d.Context[0].Text))
 	}
 }
+
+// TestAGateAfterAnAgentWaitsForItsRepairedAnswer checks that people are asked to judge an
+// agent's answer only once it matches its outputSchema: an answer sent back for repair opens no
+// gate, the repaired one does.
+func TestAGateAfterAnAgentWaitsForItsRepairedAnswer(t *testing.T) {
+	schema := `{"type":"object","required":["plan"],"properties":{"plan":{"type":"string"}}}`
+	c := MakeConfig("typed", "ns").Agents(
+		MakeAgent("planner").HandsOffTo("worker"),
+		MakeAgent("worker").Terminator(),
+	).Gate("plan", "planner", 1)
+	c.Spec.Agents[0].OutputSchema = &apiextensionsv1.JSON{Raw: []byte(schema)}
+	p := mustPlan(t, c).ForRun("r", "ns", v1alpha1.ApprovalsRequired, "")
+
+	st := Apply(p, started(p), StepResult{Agent: "planner", Input: "task", Result: turn{Output: "not JSON", Handoff: "worker"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseRunning || st.PendingApproval != nil || st.CurrentAgent != "planner" {
+		t.Fatalf("an answer sent back for repair opened a gate: %s %+v, %s has control", st.Phase, st.PendingApproval, st.CurrentAgent)
+	}
+	st = Apply(p, st, StepResult{Agent: "planner", Input: "task", Result: turn{Output: `{"plan":"three steps"}`, Handoff: "worker"}}, t0).Status
+	if st.Phase != v1alpha1.PhaseAwaitingApproval || st.PendingApproval == nil || st.PendingApproval.Gate != "plan" {
+		t.Fatalf("the repaired answer did not open the gate: %s %+v", st.Phase, st.PendingApproval)
+	}
+}
