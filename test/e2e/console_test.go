@@ -139,6 +139,8 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		ctx := tab(alice)
 		run(ctx, chromedp.Navigate(origin(alice)+"/runs/console/acme"))
 		waitText(ctx, "Waiting at gate final")
+		judged := gateSince(ctx)
+		Expect(judged).NotTo(BeEmpty())
 		run(ctx,
 			chromedp.SetValue(chromedp.CSS(`form.revise select[name=revise]`), "crm"),
 			chromedp.SendKeys(chromedp.CSS(`form.revise textarea[name=feedback]`), "check whether the disputes are resolved"),
@@ -147,6 +149,11 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		markPage(ctx)
 		waitText(ctx, "Rejected final by alice, back to crm: “check whether the disputes are resolved”")
 		waitText(ctx, "Risk: low")
+		// The timeline follows the transcript, which is written before the status: the page
+		// may show the new analysis while the gate it offers is still the one judged. The
+		// gate has opened again once the page offers a gate opened at another time.
+		Eventually(func() string { return gateSince(ctx) }, time.Minute, 100*time.Millisecond).
+			ShouldNot(Or(BeEmpty(), Equal(judged)), func() string { return pageText(ctx) })
 		waitText(ctx, "Waiting at gate final")
 		Expect(samePage(ctx)).To(BeTrue())
 		Expect(pageText(ctx)).To(ContainSubstring("crm → analysis: 2"))
@@ -507,6 +514,16 @@ func pageText(ctx context.Context) string {
 	defer cancel()
 	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 	return text
+}
+
+// gateSince is when the gate the page offers to decide opened, as its approve form says, or
+// "" when the page offers none.
+func gateSince(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	since, _ := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`(document.querySelector("form.approve input[name=since]") || {value: ""}).value`))
+	return since
 }
 
 // waitText waits until the page shows text; the page is not reloaded for it.
