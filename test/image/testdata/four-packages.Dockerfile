@@ -11,7 +11,7 @@ RUN go mod download
 COPY cmd/manager/ cmd/manager/
 COPY api/ api/
 COPY internal/agents/ internal/agents/
-COPY controllers/ controllers/
+COPY internal/controller/ internal/controller/
 
 # A static binary: no libc in the final image.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
