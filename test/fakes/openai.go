@@ -1,6 +1,7 @@
 // Package fakes serves the wire formats Baton's providers speak, on loopback, for tests: an
 // OpenAI-compatible chat completions server and an HTTP agent. They answer what a test queues
-// and record what they were sent.
+// and record what they were sent; the model server also enforces rate limits as OpenAI does, and
+// counts what it answered, for tests and benchmarks of clients under load.
 package fakes
 
 import (
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,8 +30,14 @@ type Reply struct {
 	ToolCalls []ToolCall
 	// FinishReason defaults to "stop", or "tool_calls" when there are tool calls.
 	FinishReason string
-	// Tokens is the usage reported (split between prompt and completion).
+	// Tokens is the usage reported: total_tokens, split between prompt and completion.
 	Tokens int64
+	// PromptTokens is the prompt's part of Tokens; half of Tokens, rounded down, unless set.
+	PromptTokens int64
+	// CachedTokens is the part of the prompt reported as read from the cache
+	// (prompt_tokens_details.cached_tokens). It is not checked against the prompt's part, so a
+	// test can send usage that does not add up.
+	CachedTokens int64
 	// Raw, when set, is sent as the body instead, e.g. malformed JSON.
 	Raw string
 	// Hang waits until the client gives up.
@@ -49,6 +57,7 @@ type ChatRequest struct {
 	Messages            []ChatMsg   `json:"messages"`
 	Tools               []ChatTool  `json:"tools"`
 	MaxCompletionTokens int64       `json:"max_completion_tokens"`
+	MaxTokens           int64       `json:"max_tokens"`
 	Temperature         *float64    `json:"temperature"`
 	ResponseFormat      any         `json:"response_format"`
 }
@@ -82,6 +91,30 @@ func (r ChatRequest) ToolResults() []ChatMsg {
 	return out
 }
 
+// PromptEstimate is the request's prompt in tokens as OpenAI estimates it before counting it
+// against a token limit: the bytes of its messages' text and tool calls, four to a token,
+// rounded up.
+func (r ChatRequest) PromptEstimate() int64 {
+	var n int
+	for _, m := range r.Messages {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Function.Name) + len(c.Function.Arguments)
+		}
+	}
+	return int64((n + 3) / 4)
+}
+
+// CountedTokens is what the request counts against a token limit: its prompt estimate and the
+// completion it allows, max_completion_tokens or else max_tokens (none when it sets neither).
+func (r ChatRequest) CountedTokens() int64 {
+	completion := r.MaxCompletionTokens
+	if completion <= 0 {
+		completion = max(r.MaxTokens, 0)
+	}
+	return r.PromptEstimate() + completion
+}
+
 // ChatTool is one tool a request offered.
 type ChatTool struct {
 	Function struct {
@@ -111,14 +144,64 @@ func (r ChatRequest) Agent() string {
 var agentName = regexp.MustCompile(`You are the agent "([^"]+)"`)
 
 // OpenAI is a fake OpenAI-compatible server. Replies are queued per agent (read from the system
-// message) or for any agent; an agent's last reply repeats once its queue runs out.
+// message) or for any agent; an agent's last reply repeats once its queue runs out, and the
+// Default reply answers when no reply was ever queued for the agent or for any agent.
+//
+// Its limits (Limit) are off until set. Stats counts what it answered; Record(false) stops it
+// keeping what it was sent, for runs of many requests.
 type OpenAI struct {
 	*httptest.Server
 	mu       sync.Mutex
 	queues   map[string][]Reply
 	last     map[string]Reply
 	requests []ChatRequest
-	calls    int
+	calls    atomic.Int64
+	// scripted is set once a reply is queued: until then every request gets the default reply,
+	// without reading its agent.
+	scripted atomic.Bool
+	settings atomic.Pointer[settings]
+	limits   limiter
+	answered struct{ ok, limited, other atomic.Int64 }
+}
+
+// settings are how the server answers; replaced whole, so a request reads them without a lock.
+type settings struct {
+	fallback *Reply
+	latency  time.Duration
+	forget   bool
+	observe  func(Answer)
+}
+
+// Answer is how the server answered one request, for an observer.
+type Answer struct {
+	// Start is when the request arrived, Duration how long the server took to answer it.
+	Start    time.Time
+	Duration time.Duration
+	// Status is the status answered.
+	Status int
+	// Limit names the limit a 429 of the server's limits was for: "requests", "tokens" or
+	// "concurrency"; empty for other answers.
+	Limit string
+	// Tokens is what the request counted against a token limit, or would have.
+	Tokens int64
+}
+
+// Stats are what the server has answered so far.
+type Stats struct {
+	// OK counts answers with status 200.
+	OK int64
+	// RateLimited counts the 429s the limits answered; a queued 429 counts as Other.
+	RateLimited int64
+	// Other counts every other answer: queued errors, or no reply to give.
+	Other int64
+	// InFlight is the admitted requests not yet answered, PeakInFlight the most there were.
+	InFlight, PeakInFlight int
+	// PeakWindowRequests is the most requests admitted within one window (a minute unless the
+	// limits say otherwise), whether or not a limit is set: a client that paced itself to a
+	// limit reaches it, and no more.
+	PeakWindowRequests int64
+	// PeakWindowTokens is the most tokens the requests admitted within one window counted.
+	PeakWindowTokens int64
 }
 
 // NewOpenAI starts a fake model server; its URL is the base URL to configure (".../v1").
@@ -139,6 +222,64 @@ func (f *OpenAI) ReplyTo(agent string, r ...Reply) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.queues[agent] = append(f.queues[agent], r...)
+	f.scripted.Store(true)
+}
+
+// Default sets the reply for requests that nothing was queued for: the cheapest answer, for
+// load.
+func (f *OpenAI) Default(r Reply) { f.configure(func(s *settings) { s.fallback = &r }) }
+
+// Latency makes every admitted request wait d before its answer (a 429 of the limits is
+// immediate), holding its place among the requests in flight but no lock.
+func (f *OpenAI) Latency(d time.Duration) { f.configure(func(s *settings) { s.latency = d }) }
+
+// Record sets whether the server keeps what it is sent for Requests; it does unless told not
+// to. Stats are counted either way.
+func (f *OpenAI) Record(on bool) { f.configure(func(s *settings) { s.forget = !on }) }
+
+// Observe calls fn after each answer, from the goroutine that served it: fn must be safe to
+// call concurrently, and quick.
+func (f *OpenAI) Observe(fn func(Answer)) { f.configure(func(s *settings) { s.observe = fn }) }
+
+// Limit sets the limits the server enforces from now on; what the window holds is kept.
+//
+// Every answer then carries OpenAI's headers for each limit set: x-ratelimit-limit-requests,
+// x-ratelimit-remaining-requests (after this request counted) and x-ratelimit-reset-requests
+// (how long until one more request would be admitted, "0s" when it would be now), and the same
+// for -tokens (how long until a request counting as many tokens as this one would be). Beyond a
+// limit the answer is 429 with OpenAI's error object (type "requests", "tokens" or
+// "concurrency", code "rate_limit_exceeded"), Retry-After in whole seconds rounded up and
+// retry-after-ms; a request counting more tokens than the limit gets no Retry-After, as it
+// never will be admitted.
+func (f *OpenAI) Limit(l RateLimits) {
+	f.limits.mu.Lock()
+	defer f.limits.mu.Unlock()
+	f.limits.limits = l
+}
+
+// Stats returns what the server has answered so far; it may be read while it serves.
+func (f *OpenAI) Stats() Stats {
+	s := Stats{OK: f.answered.ok.Load(), RateLimited: f.answered.limited.Load(), Other: f.answered.other.Load()}
+	f.limits.mu.Lock()
+	defer f.limits.mu.Unlock()
+	s.InFlight, s.PeakInFlight = f.limits.inFlight, f.limits.peak
+	s.PeakWindowRequests, s.PeakWindowTokens = f.limits.peakRequests, f.limits.peakTokens
+	return s
+}
+
+func (f *OpenAI) configure(change func(*settings)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := *f.current()
+	change(&s)
+	f.settings.Store(&s)
+}
+
+func (f *OpenAI) current() *settings {
+	if s := f.settings.Load(); s != nil {
+		return s
+	}
+	return &settings{}
 }
 
 // Requests returns what the server was sent, oldest first.
@@ -148,7 +289,14 @@ func (f *OpenAI) Requests() []ChatRequest {
 	return append([]ChatRequest(nil), f.requests...)
 }
 
-func (f *OpenAI) next(agent string) (Reply, bool) {
+func (f *OpenAI) next(req *ChatRequest, fallback *Reply) (Reply, bool) {
+	if !f.scripted.Load() {
+		if fallback != nil {
+			return *fallback, true
+		}
+		return Reply{}, false
+	}
+	agent := req.Agent()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, key := range []string{agent, ""} {
@@ -161,11 +309,17 @@ func (f *OpenAI) next(agent string) (Reply, bool) {
 			return r, true
 		}
 	}
-	r, ok := f.last[""]
-	return r, ok
+	if r, ok := f.last[""]; ok {
+		return r, true
+	}
+	if fallback != nil {
+		return *fallback, true
+	}
+	return Reply{}, false
 }
 
 func (f *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
 		return
@@ -173,15 +327,59 @@ func (f *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var req ChatRequest
 	_ = json.Unmarshal(body, &req)
-	req.Header = r.Header.Clone()
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	f.mu.Unlock()
-
-	reply, ok := f.next(req.Agent())
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "the fake has no reply queued for "+req.Agent())
+	cfg := f.current()
+	if !cfg.forget {
+		req.Header = r.Header.Clone()
+		f.mu.Lock()
+		f.requests = append(f.requests, req)
+		f.mu.Unlock()
+	}
+	answer := Answer{Start: start, Tokens: req.CountedTokens()}
+	adm := f.limits.admit(answer.Tokens, cfg.latency)
+	adm.setHeaders(w.Header())
+	if adm.refused != "" {
+		writeAPIError(w, http.StatusTooManyRequests, adm.message, adm.refused, "rate_limit_exceeded")
+		f.answered.limited.Add(1)
+		answer.Limit = adm.refused
+		f.observed(cfg, answer, http.StatusTooManyRequests)
 		return
+	}
+	status := f.answer(w, r, &req, cfg)
+	f.limits.release()
+	if status == 0 {
+		return
+	}
+	if status == http.StatusOK {
+		f.answered.ok.Add(1)
+	} else {
+		f.answered.other.Add(1)
+	}
+	f.observed(cfg, answer, status)
+}
+
+func (f *OpenAI) observed(cfg *settings, a Answer, status int) {
+	if cfg.observe != nil {
+		a.Status, a.Duration = status, time.Since(a.Start)
+		cfg.observe(a)
+	}
+}
+
+// answer writes the reply to an admitted request and returns its status, or 0 when the client
+// gave up first.
+func (f *OpenAI) answer(w http.ResponseWriter, r *http.Request, req *ChatRequest, cfg *settings) int {
+	reply, ok := f.next(req, cfg.fallback)
+	if !ok {
+		writeAPIError(w, http.StatusInternalServerError, "the fake has no reply queued for "+req.Agent(), "invalid_request_error", nil)
+		return http.StatusInternalServerError
+	}
+	if cfg.latency > 0 && !reply.Hang {
+		t := time.NewTimer(cfg.latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return 0
+		}
 	}
 	for k, v := range reply.Header {
 		w.Header().Set(k, v)
@@ -192,15 +390,22 @@ func (f *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		case <-time.After(time.Minute):
 		}
-		return
+		return 0
 	case reply.Status != 0 && reply.Status != http.StatusOK:
-		writeError(w, reply.Status, reply.ErrorMessage)
-		return
+		writeAPIError(w, reply.Status, reply.ErrorMessage, "invalid_request_error", nil)
+		return reply.Status
 	case reply.Raw != "":
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, reply.Raw)
-		return
+		return http.StatusOK
 	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(f.completion(req.Model, &reply))
+	return http.StatusOK
+}
+
+// completion is the chat completion object a reply is sent as.
+func (f *OpenAI) completion(model string, reply *Reply) chatCompletion {
 	finish := reply.FinishReason
 	if finish == "" {
 		finish = "stop"
@@ -208,29 +413,65 @@ func (f *OpenAI) serve(w http.ResponseWriter, r *http.Request) {
 			finish = "tool_calls"
 		}
 	}
-	calls := make([]map[string]any, len(reply.ToolCalls))
-	f.mu.Lock()
-	for i, c := range reply.ToolCalls {
-		f.calls++
-		calls[i] = map[string]any{"id": fmt.Sprintf("call_%d", f.calls), "type": "function",
-			"function": map[string]any{"name": c.Name, "arguments": c.Args}}
-	}
-	f.mu.Unlock()
-	message := map[string]any{"role": "assistant", "content": reply.Content}
-	if len(calls) > 0 {
-		message["tool_calls"] = calls
+	message := chatMessage{Role: "assistant", Content: reply.Content}
+	for _, c := range reply.ToolCalls {
+		call := chatToolCall{ID: fmt.Sprintf("call_%d", f.calls.Add(1)), Type: "function"}
+		call.Function.Name, call.Function.Arguments = c.Name, c.Args
+		message.ToolCalls = append(message.ToolCalls, call)
 	}
 	prompt := reply.Tokens / 2
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-fake", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-		"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}},
-		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": reply.Tokens - prompt, "total_tokens": reply.Tokens},
-	})
+	if reply.PromptTokens != 0 {
+		prompt = reply.PromptTokens
+	}
+	out := chatCompletion{ID: "chatcmpl-fake", Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+		Choices: []chatChoice{{Message: message, FinishReason: finish}},
+		Usage:   chatUsage{PromptTokens: prompt, CompletionTokens: reply.Tokens - prompt, TotalTokens: reply.Tokens}}
+	out.Usage.PromptTokensDetails.CachedTokens = reply.CachedTokens
+	return out
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   chatUsage    `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// writeAPIError answers with OpenAI's error object.
+func writeAPIError(w http.ResponseWriter, status int, msg, typ string, code any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": code}})
 }
