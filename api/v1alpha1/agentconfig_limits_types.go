@@ -74,6 +74,33 @@ type Limits struct {
 	// +kubebuilder:validation:Maximum=17179869184
 	// +optional
 	MaxTranscriptBytes *int64 `json:"maxTranscriptBytes,omitempty"`
+
+	// maxCost is what a run may spend, as a decimal string in its endpoints' currency (each
+	// step's cost comes from its ModelEndpoint's prices). Before each model call, the call's
+	// worst case (its prompt and its whole output cap at full price) is added to what the run
+	// spent: a call that could pass maxCost is not made, and the run ends CostBudgetExceeded
+	// (or wraps up). The run warns once at 90% (condition CostBudgetWarning). Unset, a run's
+	// cost is counted but not capped.
+	// +kubebuilder:validation:MaxLength=25
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,12}(\.[0-9]{1,12})?$`
+	// +optional
+	MaxCost *string `json:"maxCost,omitempty"`
+
+	// wrapUp names an agent that has one last turn when the next step would pass a step,
+	// handoff, token, cost or time limit: with no handoffs and no tools, told which limit ran
+	// out, its worst-case cost reserved ahead so the budget holds. The run then ends Succeeded,
+	// reason WrappedUp, with the limit as evidence.
+	// +optional
+	WrapUp *WrapUp `json:"wrapUp,omitempty"`
+}
+
+// WrapUp names the agent that ends a run with an answer when a limit runs out.
+type WrapUp struct {
+	// agent is the agent that wraps up: the name of an agent in spec.agents.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Agent string `json:"agent,omitempty"`
 }
 
 // LoopDetection configures the detectors that end a run going round in circles.

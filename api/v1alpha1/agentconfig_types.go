@@ -126,6 +126,7 @@ type AgentConfigList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.agent) || self.agents.exists(a, a.name == s.agent))",message="states[].agent: every state's agent must be the name of an agent in spec.agents",fieldPath=".states",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, (!has(s.transitions) || s.transitions.all(k, self.states.exists(t, t.name == s.transitions[k]))) && (!has(s.onError) || self.states.exists(t, t.name == s.onError)))",message="states[].transitions: every transition (transitions and onError) must lead to a state in spec.states",fieldPath=".states",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.states) || self.states.all(s, !has(s.transitions) || s.transitions.all(k, has(self.signals) && self.signals.exists(g, g.name == k)))",message="states[].transitions: every transition must be keyed by a signal declared in spec.signals",fieldPath=".states",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !has(self.limits.wrapUp) || self.agents.exists(a, a.name == self.limits.wrapUp.agent)",messageExpression="self.limits.wrapUp.agent + ' is not the name of an agent in spec.agents'",fieldPath=".limits.wrapUp.agent",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Supervisor' || has(self.routing)",message="required in Supervisor mode",fieldPath=".routing",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.agents.exists(a, a.name == self.routing.supervisor)",messageExpression="self.routing.supervisor + ' is not the name of an agent in spec.agents'",fieldPath=".routing.supervisor",reason=FieldValueInvalid
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || !has(self.routing.defaultAgent) || self.agents.exists(a, a.name == self.routing.defaultAgent)",messageExpression="self.routing.defaultAgent + ' is not the name of an agent in spec.agents'",fieldPath=".routing.defaultAgent",reason=FieldValueInvalid
@@ -231,7 +232,7 @@ type ContextBudget struct {
 }
 
 // Agent is one member of the team.
-// +kubebuilder:validation:XValidation:rule="!has(self.script) || size(self.script) == 0 || !has(self.model) || !has(self.model.provider) || self.model.provider == 'Scripted'",message="only allowed when model.provider is Scripted",fieldPath=".script",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.script) || size(self.script) == 0 || !has(self.model) || ((!has(self.model.provider) || self.model.provider == 'Scripted') && !has(self.model.endpointRef))",message="only allowed when model.provider is Scripted and model.endpointRef is not set",fieldPath=".script",reason=FieldValueForbidden
 type Agent struct {
 	// name identifies the agent in handoffs, states and status. A DNS-1123 label.
 	// +kubebuilder:validation:MinLength=1
@@ -310,8 +311,10 @@ type Agent struct {
 }
 
 // ModelSpec says what runs an agent's steps.
-// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'HTTP' || (has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is HTTP",fieldPath=".endpoint",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'HTTP' || has(self.endpointRef) || (has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is HTTP, unless endpointRef is set",fieldPath=".endpoint",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.endpointRef) || ((!has(self.endpoint) || size(self.endpoint) == 0) && !has(self.apiKeySecretRef))",message="endpoint and apiKeySecretRef come from endpointRef: leave them out",fieldPath=".endpointRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'OpenAI' || (has(self.name) && size(self.name) > 0)",message="required when provider is OpenAI",fieldPath=".name",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.endpointRef) || (has(self.name) && size(self.name) > 0)",message="required with endpointRef: the model to call, and to price",fieldPath=".name",reason=FieldValueRequired
 type ModelSpec struct {
 	// provider is the implementation: Scripted (deterministic turns, offline), OpenAI (any
 	// OpenAI-compatible server) or HTTP (an agent behind an HTTP endpoint).
@@ -324,7 +327,15 @@ type ModelSpec struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// endpoint is the base URL of an OpenAI-compatible server, or the HTTP agent's URL.
+	// endpointRef names a ModelEndpoint or ClusterModelEndpoint the agent's steps use: its URL,
+	// key, shared limits and prices. With it, the provider, URL and key are the endpoint's:
+	// provider may be left at its default or must match.
+	// +optional
+	EndpointRef *EndpointReference `json:"endpointRef,omitempty"`
+
+	// endpoint is the base URL of an OpenAI-compatible server, or the HTTP agent's URL. An
+	// endpoint given here is not paced with other runs and its steps cost nothing: name a
+	// ModelEndpoint in endpointRef for that.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self == '' || isURL(self)",message="must be an absolute URL"
 	// +optional

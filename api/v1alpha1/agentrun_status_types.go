@@ -46,6 +46,11 @@ type HandoffRecord struct {
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
 
+	// cost is what the step cost, as a decimal string, when its endpoint has prices.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Cost string `json:"cost,omitempty"`
+
 	// toolCalls is the number of tool calls the step made.
 	// +optional
 	ToolCalls int32 `json:"toolCalls,omitempty"`

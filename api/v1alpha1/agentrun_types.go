@@ -40,12 +40,15 @@ const LabelAPIKey = "agents.baton.dev/api-key"
 const ApproveVerb = "approve"
 
 // RunPhase is where a run is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;AwaitingInput;Succeeded;Failed;Cancelled
+// +kubebuilder:validation:Enum=Pending;Queued;Running;AwaitingApproval;AwaitingInput;Succeeded;Failed;Cancelled
 type RunPhase string
 
 const (
 	// PhasePending is a run not started yet, e.g. waiting for its AgentConfig.
 	PhasePending RunPhase = "Pending"
+	// PhaseQueued is a run waiting for room in its namespace's AgentQuota, or for Kueue to
+	// admit it; it has not started.
+	PhaseQueued RunPhase = "Queued"
 	// PhaseRunning is a run whose agents are taking steps.
 	PhaseRunning RunPhase = "Running"
 	// PhaseAwaitingApproval is a run waiting at a human gate.
@@ -71,7 +74,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -96,12 +99,16 @@ const (
 	ReasonToolCallLimitExceeded  TerminationReason = "ToolCallLimitExceeded"
 	// ReasonTranscriptBudgetExceeded ends a run whose transcript holds limits.maxTranscriptBytes.
 	ReasonTranscriptBudgetExceeded TerminationReason = "TranscriptBudgetExceeded"
+	// ReasonCostBudgetExceeded ends a run whose next model call could pass limits.maxCost.
+	ReasonCostBudgetExceeded TerminationReason = "CostBudgetExceeded"
+	// ReasonWrappedUp ends a run Succeeded whose wrap-up agent answered when a limit ran out.
+	ReasonWrappedUp TerminationReason = "WrappedUp"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
 func (r TerminationReason) Phase() RunPhase {
 	switch r {
-	case ReasonCompleted, ReasonTerminated:
+	case ReasonCompleted, ReasonTerminated, ReasonWrappedUp:
 		return PhaseSucceeded
 	case ReasonCancelled:
 		return PhaseCancelled
@@ -185,6 +192,9 @@ const (
 	// ConditionTokenBudgetWarning is set True, once, when the tokens used reach
 	// limits.tokenWarningPercent of limits.maxTokens. Reason: ThresholdReached.
 	ConditionTokenBudgetWarning = "TokenBudgetWarning"
+	// ConditionCostBudgetWarning is set True, once, when the run's cost reaches 90% of
+	// limits.maxCost. Reason: ThresholdReached.
+	ConditionCostBudgetWarning = "CostBudgetWarning"
 )
 
 // Condition reasons that are not termination reasons.
@@ -193,8 +203,17 @@ const (
 	ReasonConfigNotFound = "ConfigNotFound"
 	// ReasonSecretNotFound keeps a run Pending while a Secret its agents need cannot be read.
 	ReasonSecretNotFound = "SecretNotFound"
-	// ReasonThresholdReached is the TokenBudgetWarning reason.
+	// ReasonThresholdReached is the TokenBudgetWarning and CostBudgetWarning reason.
 	ReasonThresholdReached = "ThresholdReached"
+	// ReasonRateLimited is the Progressing reason of a Running run whose step waits for its
+	// model endpoint's capacity.
+	ReasonRateLimited = "RateLimited"
+	// ReasonQuotaExceeded is the Progressing reason of a Queued run waiting for room in an
+	// AgentQuota (named in the message, with the run's place in line).
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonAwaitingAdmission is the Progressing reason of a Queued run waiting for Kueue to
+	// admit its Workload.
+	ReasonAwaitingAdmission = "AwaitingAdmission"
 	// Decision condition reasons.
 	ReasonApplied         = "Applied"
 	ReasonNotWaiting      = "NotWaiting"
@@ -216,6 +235,7 @@ const (
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.currentAgent`
 // +kubebuilder:printcolumn:name="Handoffs",type=integer,JSONPath=`.status.handoffCount`
 // +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokensUsed`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.terminationReason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.configRef.name`,priority=1
@@ -272,6 +292,13 @@ type AgentRunSpec struct {
 	// agent. The earlier run is not changed.
 	// +optional
 	From *RunFrom `json:"from,omitempty"`
+
+	// priority orders runs that wait Queued for room in their namespace's AgentQuota: higher
+	// first, then the earlier created. Defaults to 0.
+	// +kubebuilder:validation:Minimum=-1000000
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run, and its transcript, this long after it ended.
 	// Defaults to the config's ttlSecondsAfterFinished; unset in both, the run is kept.
@@ -364,13 +391,19 @@ type LimitOverrides struct {
 	// +kubebuilder:validation:Maximum=17179869184
 	// +optional
 	MaxTranscriptBytes *int64 `json:"maxTranscriptBytes,omitempty"`
+
+	// maxCost overrides limits.maxCost.
+	// +kubebuilder:validation:MaxLength=25
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,12}(\.[0-9]{1,12})?$`
+	// +optional
+	MaxCost *string `json:"maxCost,omitempty"`
 }
 
 // AgentRunStatus is a run's progress. It stays small however long the run: the handoff
 // sequence keeps only its latest entries and no step's output piles up in it.
 type AgentRunStatus struct {
-	// phase is where the run is: Pending, Running, AwaitingApproval, AwaitingInput, or one of
-	// the terminal phases Succeeded, Failed and Cancelled.
+	// phase is where the run is: Pending, Queued, Running, AwaitingApproval, AwaitingInput, or
+	// one of the terminal phases Succeeded, Failed and Cancelled.
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the phase is part of the API contract and the PHASE column; the conditions say the same for tools
 
@@ -400,6 +433,17 @@ type AgentRunStatus struct {
 	// tokensUsed is the total tokens the steps reported.
 	// +optional
 	TokensUsed int64 `json:"tokensUsed,omitempty"`
+
+	// cost is what the run's steps cost, as a decimal string in currency, from their
+	// endpoints' prices.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Cost string `json:"cost,omitempty"`
+
+	// currency is the ISO 4217 code of cost, from the endpoints' prices.
+	// +kubebuilder:validation:MaxLength=3
+	// +optional
+	Currency string `json:"currency,omitempty"`
 
 	// toolCalls is the number of tool calls the run's steps made.
 	// +optional
@@ -504,12 +548,14 @@ type AgentRunStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are ConfigResolved, Progressing, Reconciling, Stalled, Ready, Decision and
-	// TokenBudgetWarning. Progressing is True while the run can take steps and False once it
-	// ended; Reconciling, Stalled and Ready are what kstatus reads (Reconciling while the run can
-	// still change, Stalled once it failed or was cancelled, Ready once it succeeded); Decision
-	// says what the latest human decision did; TokenBudgetWarning is set once, at
-	// limits.tokenWarningPercent. Each carries the observedGeneration it was written for.
+	// conditions are ConfigResolved, Progressing, Reconciling, Stalled, Ready, Decision,
+	// TokenBudgetWarning and CostBudgetWarning. Progressing is True while the run can take steps
+	// (reason RateLimited while a step waits for its endpoint's capacity, QuotaExceeded while
+	// the run waits Queued) and False once it ended; Reconciling, Stalled and Ready are what
+	// kstatus reads (Reconciling while the run can still change, Stalled once it failed or was
+	// cancelled, Ready once it succeeded); Decision says what the latest human decision did;
+	// TokenBudgetWarning is set once, at limits.tokenWarningPercent, CostBudgetWarning once, at
+	// 90% of limits.maxCost. Each carries the observedGeneration it was written for.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16

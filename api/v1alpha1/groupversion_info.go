@@ -1,5 +1,7 @@
 // Package v1alpha1 holds the agents.baton.dev/v1alpha1 API: AgentConfig, which describes a team
-// of agents, its workflow and its limits, and AgentRun, one execution of that team.
+// of agents, its workflow and its limits; AgentRun, one execution of that team; ModelEndpoint
+// and ClusterModelEndpoint, model server accounts that runs share, with their limits and
+// prices; and AgentQuota, what a namespace's runs may use.
 // +kubebuilder:object:generate=true
 // +groupName=agents.baton.dev
 package v1alpha1
@@ -16,7 +18,9 @@ var (
 
 	// SchemeBuilder registers the kinds of this API with a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &AgentConfig{}, &AgentConfigList{}, &AgentRun{}, &AgentRunList{})
+		s.AddKnownTypes(GroupVersion, &AgentConfig{}, &AgentConfigList{}, &AgentRun{}, &AgentRunList{},
+			&ModelEndpoint{}, &ModelEndpointList{}, &ClusterModelEndpoint{}, &ClusterModelEndpointList{},
+			&AgentQuota{}, &AgentQuotaList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})

@@ -3,11 +3,13 @@ package main
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/baton-dev/baton/internal/operator"
+	batonwebhook "github.com/baton-dev/baton/internal/webhook"
 )
 
 // config is what the manager's flags say.
@@ -58,8 +60,16 @@ func parseFlags() config {
 		appendList(&c.egressDeny))
 	flag.Func("secret-namespaces", "The only namespaces whose Secrets labelled agents.baton.dev/api-key=true the operator reads, comma-separated; may be repeated. Empty: every namespace (the ClusterRole lists Secrets cluster-wide).",
 		appendList(&o.SecretNamespaces))
+	flag.StringVar(&o.OperatorNamespace, "operator-namespace", "",
+		"The namespace the operator runs in, where ClusterModelEndpoints' API key Secrets are; defaults to POD_NAMESPACE, else the ServiceAccount's namespace, else default. Its labelled Secrets are read whatever --secret-namespaces says.")
 	c.log.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if o.OperatorNamespace == "" {
+		o.OperatorNamespace = batonwebhook.OperatorNamespace()
+	}
+	if len(o.SecretNamespaces) > 0 && !slices.Contains(o.SecretNamespaces, o.OperatorNamespace) {
+		o.SecretNamespaces = append(o.SecretNamespaces, o.OperatorNamespace)
+	}
 	if o.TranscriptCertDir == "" {
 		o.TranscriptCertDir = c.webhookCertDir
 	}

@@ -54,13 +54,25 @@ type Request struct {
 	Tools Toolbox
 	// ModelCalls, when set, is told of each call of the model the step makes.
 	ModelCalls ModelCalls
+	// SecretNamespace, when set, is where the Secret of Agent.Model.APIKeySecretRef is: the
+	// operator's namespace, for a ClusterModelEndpoint's key. Unset, it is the run's.
+	SecretNamespace string
+}
+
+// KeyNamespace is the namespace of the Secret that holds the agent's API key.
+func (r *Request) KeyNamespace() string {
+	if r.SecretNamespace != "" {
+		return r.SecretNamespace
+	}
+	return r.Namespace
 }
 
 // ModelCalls is told of each call of a model a step makes: before the call, with what the step
-// did so far, and, through the function it returns, once the model answered or failed. Traces
-// hang here, outside the providers and the core.
+// did so far, and, through the function it returns, once the model answered or failed. Traces,
+// pacing and prices hang here, outside the providers and the core. A call it refuses (with a
+// *workflow.ToolTrip: the run's cost budget cannot pay for it) is not made.
 type ModelCalls interface {
-	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(*Reply, error))
+	Call(ctx context.Context, exchanges []Exchange) (context.Context, func(*Reply, error), error)
 }
 
 // Repair is an answer that failed its outputSchema, and the validation errors.
@@ -139,7 +151,7 @@ func RetryingClient(c *http.Client, clk clock.Clock) *http.Client {
 		next = http.DefaultTransport
 	}
 	retrying := *c
-	retrying.Transport = NewRetryTransport(limitBodies{next: next}, clk)
+	retrying.Transport = NewRetryTransport(observeAnswers{next: limitBodies{next: next}}, clk)
 	return &retrying
 }
 

@@ -87,7 +87,7 @@ func (c *checked) keysOf(ctx context.Context, req *Request) []string {
 	if ref == nil || c.secrets == nil || req.Agent.Model.Provider == v1alpha1.ProviderScripted {
 		return nil
 	}
-	key, err := c.secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key)
+	key, err := c.secrets.SecretKey(ctx, req.KeyNamespace(), ref.Name, ref.Key)
 	if err != nil || len(key) < minSecretLen {
 		return nil
 	}

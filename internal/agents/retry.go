@@ -97,7 +97,11 @@ func transient(ctx context.Context, resp *http.Response, err error) bool {
 		// A call the egress policy refuses is refused again.
 		return ctx.Err() == nil && !egress.IsRefused(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	}
-	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// A paced call goes again when its endpoint's pacer says so, not before.
+		return pacedAnswers(ctx) == nil
+	}
+	return resp.StatusCode >= 500
 }
 
 // retryBackoff is the policy's backoff, with its jitter.

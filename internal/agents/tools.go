@@ -88,9 +88,11 @@ type Reply struct {
 	Text  string
 	Calls []workflow.ToolCall
 	// Tokens is the usage the model reported, InputTokens the part of it that was the prompt
-	// (0 when the provider does not say).
-	Tokens      int64
-	InputTokens int64
+	// (0 when the provider does not say), CachedInputTokens the part of the prompt the server
+	// had cached (priced lower).
+	Tokens            int64
+	InputTokens       int64
+	CachedInputTokens int64
 	// Final is the step's answer, when the reply asks for no calls.
 	Final workflow.Result
 }
@@ -123,7 +125,10 @@ func Converse(ctx context.Context, req *Request, ask Ask) (*workflow.Result, err
 func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, error) {
 	var done func(*Reply, error)
 	if calls != nil {
-		ctx, done = calls.Call(ctx, nil)
+		var err error
+		if ctx, done, err = calls.Call(ctx, nil); err != nil {
+			return refused(err)
+		}
 	}
 	reply, err := ask(ctx, nil, nil)
 	if reply == nil {
@@ -133,6 +138,16 @@ func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, 
 		done(reply, err)
 	}
 	return reply.answer(), err
+}
+
+// refused is the end of a step whose model call was refused before it was made: a guard's trip
+// stops the run, anything else fails the step.
+func refused(err error) (*workflow.Result, error) {
+	var trip *workflow.ToolTrip
+	if errors.As(err, &trip) {
+		return &workflow.Result{Trip: trip}, nil
+	}
+	return nil, err
 }
 
 // answer is the step's answer in a reply that asks for no calls, with the reply's usage.
@@ -196,6 +211,10 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {
+			var trip *workflow.ToolTrip
+			if errors.As(err, &trip) {
+				return usage(&workflow.Result{Trip: trip}), nil
+			}
 			return usage(&workflow.Result{}), err
 		}
 		if reply == nil {
@@ -218,7 +237,10 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 // observed is ask, with each call told to calls.
 func observed(ask Ask, calls ModelCalls) Ask {
 	return func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (*Reply, error) {
-		ctx, done := calls.Call(ctx, exchanges)
+		ctx, done, err := calls.Call(ctx, exchanges)
+		if err != nil {
+			return nil, err
+		}
 		reply, err := ask(ctx, exchanges, offered)
 		if reply == nil {
 			reply = &Reply{}

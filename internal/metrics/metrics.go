@@ -84,6 +84,16 @@ var (
 		Help: "Steps that had ended before the operator restarted, applied from their transcript record without calling the agent again.",
 	})
 
+	CostTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_agent_cost_total",
+		Help: "What the agents' model calls cost, from their endpoints' prices, in currency (the status keeps the exact decimal; this is for dashboards).",
+	}, []string{"namespace", "config", "agent", "model", "currency"})
+
+	StepsRateLimited = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "baton_agent_steps_rate_limited_total",
+		Help: "Steps whose first model call the server turned away (429): each went back into its endpoint's line, with no error.",
+	})
+
 	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
 		Help: "Writes this operator made to the API server, by kind (status, event, revision, intake, config-status).",
@@ -93,7 +103,8 @@ var (
 // collectors are Baton's metrics, registered on controller-runtime's registry (served on
 // /metrics beside controller-runtime's own).
 var collectors = []prometheus.Collector{RunsEnded, RunDuration, StepsTotal, StepDuration, TokensTotal, GuardTrips, ToolCalls,
-	ApprovalWait, StepsInFlight, APIWrites, TranscriptWrite, TranscriptWriteErrors, StepsFromTranscript, ApprovalsWaiting}
+	ApprovalWait, StepsInFlight, APIWrites, TranscriptWrite, TranscriptWriteErrors, StepsFromTranscript, ApprovalsWaiting,
+	CostTotal, StepsRateLimited}
 
 func init() { crmetrics.Registry.MustRegister(collectors...) }
 
@@ -143,6 +154,18 @@ func CountTokens(namespace, config string, a *v1alpha1.Agent, res workflow.Resul
 	model := ModelLabel(a)
 	TokensTotal.WithLabelValues(namespace, config, a.Name, model, "input").Add(float64(input))
 	TokensTotal.WithLabelValues(namespace, config, a.Name, model, "output").Add(float64(total - input))
+	countCost(namespace, config, a.Name, model, res)
+}
+
+// countCost counts what a step adds to its run's cost, less what was counted while it was held.
+func countCost(namespace, config, agent, model string, res workflow.Result) {
+	if res.Cost == "" || res.Currency == "" {
+		return
+	}
+	added := workflow.Spent(&v1alpha1.AgentRunStatus{Cost: res.Cost}).Sub(workflow.Spent(&v1alpha1.AgentRunStatus{Cost: res.CountedCost}))
+	if f := added.InexactFloat64(); f > 0 {
+		CostTotal.WithLabelValues(namespace, config, agent, model, res.Currency).Add(f)
+	}
 }
 
 // CountWrite counts what a status write says happened: a run that ended (its reason, its time,

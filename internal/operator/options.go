@@ -64,6 +64,10 @@ type Options struct {
 	// (nil: egress.Default(), which refuses loopback, link-local and metadata addresses).
 	Egress *egress.Policy
 	// SecretNamespaces, when it names any, are the only namespaces whose labelled Secrets the
-	// operator reads (and caches); Setup's caller passes the same list to CacheOptions.
+	// operator reads (and caches); Setup's caller passes the same list to CacheOptions. The
+	// operator's namespace, where ClusterModelEndpoints' keys are, is always among them.
 	SecretNamespaces []string
+	// OperatorNamespace is where the operator runs, and where ClusterModelEndpoints' Secrets
+	// are ("": webhook.OperatorNamespace()).
+	OperatorNamespace string
 }

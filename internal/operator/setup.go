@@ -17,8 +17,11 @@ import (
 	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/controller/agentrun"
+	"github.com/baton-dev/baton/internal/controller/modelendpoint"
 	"github.com/baton-dev/baton/internal/egress"
+	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/pacing"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/toolbox"
@@ -73,12 +76,18 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 		trust = batonwebhook.NewTrust(mgr.GetClient(), opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
 	}
 	metrics.ApprovalsWaiting.Use(mgr.GetCache(), clk)
+	if opts.OperatorNamespace == "" {
+		opts.OperatorNamespace = batonwebhook.OperatorNamespace()
+	}
+	resolver := &endpoints.Resolver{Reader: mgr.GetClient(), OperatorNamespace: opts.OperatorNamespace}
+	pacer := pacing.New(clk)
 	runs := agentrun.New(agentrun.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
 		Transcript: opts.Transcript, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget,
 		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
-			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight})})
+			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight,
+			Endpoints: resolver, Pacer: pacer})})
 	if err := runs.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -89,6 +98,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 		if err := addTranscriptAPI(ctx, mgr, opts); err != nil {
 			return err
 		}
+	}
+	uses := &modelendpoint.Reconciler{Client: mgr.GetClient(), Pacer: pacer, Endpoints: resolver}
+	if err := uses.SetupWithManager(mgr); err != nil {
+		return err
 	}
 	configs := &agentconfig.Reconciler{Client: mgr.GetClient(), Providers: known}
 	return configs.SetupWithManager(mgr)

@@ -13,7 +13,10 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/cost"
+	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/pacing"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -39,6 +42,15 @@ type stepCall struct {
 	// to the context, which the step's record keeps.
 	from v1alpha1.AgentRunStatus
 
+	// endpoint is the agent's model endpoint, when it names one (and resolveErr why it could
+	// not be had); paced is its pacer's line, capacity what the step asks of it, meter what the
+	// step's calls used.
+	endpoint   *endpoints.Endpoint
+	resolveErr error
+	paced      *pacing.Endpoint
+	capacity   pacing.Ask
+	meter      *meter
+
 	// sent is the request as the agent got it, and box the step's toolbox, for the record; the
 	// call may outlive its deadline.
 	mu   sync.Mutex
@@ -53,10 +65,75 @@ func (s *Runner) Start(run *v1alpha1.AgentRun, plan *workflow.Plan, step workflo
 	c := &stepCall{r: s, plan: plan, spec: plan.Agent(step.Agent), step: step,
 		rid:  records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name},
 		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
+	if ref := c.spec.Model.EndpointRef; ref != nil {
+		c.onEndpoint(run, ref)
+	}
 	s.start(run, step, c)
 }
 
-func (c *stepCall) provider() string { return string(c.spec.Model.Provider) }
+// onEndpoint readies a step whose agent names a model endpoint: resolved from the cache, and
+// paced with every other step on it. An endpoint that cannot be had fails the step, saying why.
+func (c *stepCall) onEndpoint(run *v1alpha1.AgentRun, ref *v1alpha1.EndpointReference) {
+	if c.r.Endpoints == nil || c.r.Pacer == nil {
+		c.resolveErr = fmt.Errorf("model endpoint references are not available in this operator")
+		return
+	}
+	c.endpoint, c.resolveErr = c.r.Endpoints.Resolve(context.Background(), run.Namespace, ref)
+	if c.resolveErr != nil {
+		return
+	}
+	c.paced = c.r.Pacer.Endpoint(c.endpoint.Key, c.endpoint.Limits)
+	prompt := c.promptTokens()
+	c.meter = newMeter(c.endpoint, c.paced, prompt, c.spec.Model, workflow.Spent(&c.from), c.plan.Limits)
+	c.capacity = pacing.Ask{Namespace: run.Namespace, Run: run.Namespace + "/" + run.Name, Tokens: prompt + c.meter.outputCap}
+	c.meter.ask = c.capacity
+}
+
+// promptTokens estimates the prompt of the step's first call, for its place in the endpoint's
+// line, from what the status holds: the run's input, the step's input, the agent's
+// instructions, and a little for the rest. The context window, read from the transcript once
+// the step runs, is not known yet: the tokens the call used settle the difference, and the
+// budget check is made on the prompt as it is sent.
+func (c *stepCall) promptTokens() int64 {
+	bytes := int64(len(c.task) + len(c.step.Input) + len(c.spec.Instructions) + len(c.spec.Description) + 1024)
+	return cost.EstimateTokens(bytes, 4)
+}
+
+// promptOf estimates the tokens of a request's prompt as it is sent.
+func promptOf(req *agents.Request) int64 {
+	msgs := agents.Messages(*req)
+	var bytes int64
+	for _, m := range msgs {
+		bytes += int64(len(m.Content))
+	}
+	return cost.EstimateTokens(bytes, len(msgs))
+}
+
+func (c *stepCall) pace() paced {
+	if c.endpoint == nil {
+		return paced{}
+	}
+	return paced{endpoint: c.paced, key: c.endpoint.Key, ask: c.capacity, meter: c.meter}
+}
+
+// again readies a step whose first call was turned away to be made again from the start.
+func (c *stepCall) again() {
+	c.mu.Lock()
+	b := c.box
+	c.sent, c.box = nil, nil
+	c.mu.Unlock()
+	if b != nil {
+		c.r.Toolboxes.Done(b, true)
+	}
+	c.meter.reset()
+}
+
+func (c *stepCall) provider() string {
+	if c.endpoint != nil {
+		return string(c.endpoint.Provider)
+	}
+	return string(c.spec.Model.Provider)
+}
 
 // call makes the step's request and asks the agent's provider, in the step's span. The step's
 // goroutine waits on the agent below this frame: what it keeps for the step is in c.
@@ -78,6 +155,9 @@ func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
 // whole only without an error.
 func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, error) {
 	req := c.r.stepRequest(c.plan, c.rid, c.task, &c.from, c.step)
+	if c.resolveErr != nil {
+		return req, c.resolveErr
+	}
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
 		return req, err
 	}
@@ -94,6 +174,15 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 	if traced {
 		req.ModelCalls = chatCalls{run: tracedRun(c.rid, c.config), agent: c.spec, req: req, content: c.r.TraceContent}
 	}
+	if c.endpoint != nil {
+		m := &req.Agent.Model
+		m.Provider, m.Endpoint, m.APIKeySecretRef, m.EndpointRef = c.endpoint.Provider, c.endpoint.URL, c.endpoint.Secret, nil
+		req.SecretNamespace = c.endpoint.SecretNamespace
+		c.meter.prompt = promptOf(req)
+		c.meter.capOutput(m)
+		c.meter.next = req.ModelCalls
+		req.ModelCalls = c.meter
+	}
 	c.mu.Lock()
 	c.sent = req
 	c.mu.Unlock()
@@ -102,7 +191,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 
 // ask asks the agent's provider, and says what it answered or why it did not.
 func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepResult {
-	agent, err := c.r.Providers.For(c.spec.Model.Provider)
+	agent, err := c.r.Providers.For(req.Agent.Model.Provider)
 	var answer *workflow.Result
 	if err == nil {
 		answer, err = agent.Step(ctx, req)
@@ -110,6 +199,9 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	res := &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input}
 	if answer != nil {
 		res.Result = *answer
+	}
+	if c.meter != nil {
+		c.meter.result(&res.Result)
 	}
 	result := "ok"
 	switch {
@@ -119,7 +211,7 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	default:
 		res.Error, result = err.Error(), "error"
 	}
-	metrics.StepsTotal.WithLabelValues(c.rid.Namespace, c.config, c.step.Agent, string(c.spec.Model.Provider), result).Inc()
+	metrics.StepsTotal.WithLabelValues(c.rid.Namespace, c.config, c.step.Agent, c.provider(), result).Inc()
 	// A continuation joins the pieces: providers return only the new text.
 	if c.step.Continues && res.Error == "" {
 		res.Output = req.Continuation + res.Output

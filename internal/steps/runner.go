@@ -33,7 +33,9 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/pacing"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -52,6 +54,10 @@ type Config struct {
 	Log          logr.Logger
 	// MaxInFlight bounds the steps running at once across all runs.
 	MaxInFlight int
+	// Endpoints resolves agents' model.endpointRef, and Pacer paces the calls of every step on
+	// one endpoint together; both nil, endpoint references cannot be used.
+	Endpoints *endpoints.Resolver
+	Pacer     *pacing.Pacer
 }
 
 // Runner runs the steps of every run the operator works on.
@@ -148,17 +154,46 @@ type flight struct {
 	// done and result are the runTable's, under its lock.
 	done   bool
 	result *workflow.StepResult
+
+	// waiting, under mu, is set while the step waits in its endpoint's line, with what gives
+	// its place up; since is when it began to wait.
+	waiting    *pacing.Key
+	since      time.Time
+	cancelWait func() bool
+}
+
+// pacedWork is the work of a step on a shared endpoint: it waits for the endpoint's capacity
+// before it has a slot.
+type pacedWork interface {
+	pace() paced
+	// again readies the work to be done again, from the start.
+	again()
 }
 
 // cancel gives the step up: one waiting for a slot never starts, a running one's context ends.
 func (f *flight) cancel() {
 	f.mu.Lock()
 	f.stopped = true
-	stop := f.stop
+	stop, cancelWait := f.stop, f.cancelWait
+	f.cancelWait = nil
 	f.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
+	if cancelWait != nil && cancelWait() {
+		// Given up in its endpoint's line: it never had a slot.
+		metrics.StepsInFlight.Dec()
+	}
+}
+
+// waitingFor says which endpoint the step waits for, and since when.
+func (f *flight) waitingFor() (pacing.Key, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.waiting == nil {
+		return pacing.Key{}, time.Time{}, false
+	}
+	return *f.waiting, f.since, true
 }
 
 func (f *flight) givenUp() bool {
@@ -228,6 +263,8 @@ const (
 	NotStarted State = iota
 	// Running means the step runs, or waits for a slot.
 	Running
+	// Waiting means the step waits for its model endpoint's capacity (see WaitingFor).
+	Waiting
 	// Ended means the step ended and is to be applied.
 	Ended
 )
@@ -294,12 +331,25 @@ func (s *Runner) Next(ctx context.Context, run *v1alpha1.AgentRun, step workflow
 			state, res = Ended, *f.result
 		default:
 			state = Running
+			if _, _, waiting := f.waitingFor(); waiting {
+				state = Waiting
+			}
 		}
 	})
 	if !look {
 		return state, res, nil
 	}
 	return s.recorded(ctx, run, step)
+}
+
+// WaitingFor says which model endpoint the run's step waits for, and since when.
+func (s *Runner) WaitingFor(run *v1alpha1.AgentRun) (pacing.Key, time.Time, bool) {
+	var f *flight
+	s.with(run, func(r *runSteps) { f = r.flight })
+	if f == nil {
+		return pacing.Key{}, time.Time{}, false
+	}
+	return f.waitingFor()
 }
 
 // start runs the step in its own goroutine once it has a slot, with the step's deadline: it
@@ -313,7 +363,55 @@ func (s *Runner) start(run *v1alpha1.AgentRun, step workflow.Step, work stepWork
 		r.flight = f
 	})
 	metrics.StepsInFlight.Inc()
+	if p, ok := work.(pacedWork); ok {
+		if on := p.pace(); on.endpoint != nil {
+			s.queue(f, on, false)
+			return
+		}
+	}
 	s.slots.take(f)
+}
+
+// queue puts a step in its endpoint's line (at the front of its namespace's, again, for a step
+// the server turned away): it holds no goroutine and no slot until the endpoint has capacity
+// for its first call, and then takes a slot.
+func (s *Runner) queue(f *flight, on paced, again bool) {
+	key := on.key
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		metrics.StepsInFlight.Dec()
+		return
+	}
+	f.waiting, f.since = &key, s.Clock.Now()
+	f.mu.Unlock()
+	ready := func(g *pacing.Grant) {
+		f.mu.Lock()
+		stopped := f.stopped
+		f.waiting, f.cancelWait = nil, nil
+		f.mu.Unlock()
+		if stopped {
+			g.Done(0, pacing.Signal{})
+			metrics.StepsInFlight.Dec()
+			return
+		}
+		on.meter.admitted(g)
+		s.slots.take(f)
+	}
+	enqueue := on.endpoint.Enqueue
+	if again {
+		enqueue = on.endpoint.Requeue
+	}
+	cancel := enqueue(on.ask, ready)
+	f.mu.Lock()
+	if f.waiting != nil {
+		f.cancelWait = cancel
+	}
+	stopped := f.stopped
+	f.mu.Unlock()
+	if stopped && cancel() {
+		metrics.StepsInFlight.Dec()
+	}
 }
 
 // launch starts a step that has its slot, in a goroutine of its own.
@@ -334,6 +432,18 @@ func (s *Runner) launch(f *flight) {
 func (s *Runner) run(ctx context.Context, f *flight) {
 	began := time.Now()
 	callStep(ctx, &f.step, f.work, func(res *workflow.StepResult) {
+		if p, ok := f.work.(pacedWork); ok {
+			if on := p.pace(); on.endpoint != nil && on.meter.rateLimited() {
+				// The server turned the step's first call away: nothing was done, so the step
+				// goes back to the front of its line, without its slot, its goroutine or an
+				// error, and waits for the capacity the endpoint now paces by.
+				p.again()
+				s.slots.release()
+				metrics.StepsRateLimited.Inc()
+				s.queue(f, on, true)
+				return
+			}
+		}
 		defer metrics.StepsInFlight.Dec()
 		metrics.StepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
 		s.slots.release()

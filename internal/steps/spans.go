@@ -58,7 +58,7 @@ type chatCalls struct {
 
 var _ agents.ModelCalls = chatCalls{}
 
-func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (context.Context, func(*agents.Reply, error)) {
+func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (context.Context, func(*agents.Reply, error), error) {
 	ctx, span := telemetry.Tracer().Start(ctx, telemetry.ChatName(c.agent), telemetry.ChatSpan(c.run, c.agent)...)
 	return ctx, func(reply *agents.Reply, err error) {
 		telemetry.Usage(span, reply.Tokens, reply.InputTokens)
@@ -94,7 +94,7 @@ func (c chatCalls) Call(ctx context.Context, exchanges []agents.Exchange) (conte
 			telemetry.Content(span, input, []telemetry.Message{out})
 		}
 		span.End()
-	}
+	}, nil
 }
 
 func messagesOf(msgs []workflow.Message) []telemetry.Message {

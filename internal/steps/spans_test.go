@@ -32,7 +32,7 @@ func TestSpansCarryContentOnlyWhenAsked(t *testing.T) {
 		recorder.Reset()
 		run := tracedRun(records.RunID{}, "desk")
 		ctx, step := startStep(context.Background(), run, 1, agent)
-		_, done := chatCalls{run: run, agent: agent, req: req, content: content}.Call(ctx, nil)
+		_, done, _ := chatCalls{run: run, agent: agent, req: req, content: content}.Call(ctx, nil)
 		done(&agents.Reply{Text: "", Calls: []workflow.ToolCall{call}, Tokens: 30, InputTokens: 20}, nil)
 		_, tool := toolbox.StartSpan(ctx, call)
 		toolbox.EndSpan(tool, call, workflow.ToolOutcome{Made: true, Content: "customer 1042, plan gold"}, content)

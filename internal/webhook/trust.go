@@ -65,7 +65,7 @@ type Trust struct {
 // NewTrust checks in namespace ("": the operator's own, else default).
 func NewTrust(c client.Client, namespace string, clk clock.PassiveClock, log logr.Logger) *Trust {
 	if namespace == "" {
-		namespace = operatorNamespace()
+		namespace = OperatorNamespace()
 	}
 	return &Trust{c: c, namespace: namespace, clock: clk, log: log, every: time.Minute}
 }
@@ -99,9 +99,9 @@ func (t *Trust) Trusted(ctx context.Context) bool {
 	return trusted
 }
 
-// operatorNamespace is the namespace the operator runs in, as its ServiceAccount says, else
-// POD_NAMESPACE, else default.
-func operatorNamespace() string {
+// OperatorNamespace is the namespace the operator runs in: POD_NAMESPACE, else as its
+// ServiceAccount says, else default.
+func OperatorNamespace() string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
 	}

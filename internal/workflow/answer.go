@@ -37,6 +37,12 @@ type Result struct {
 	InputTokens        int64 `json:"inputTokens,omitempty"`
 	CountedTokens      int64 `json:"countedTokens,omitempty"`
 	CountedInputTokens int64 `json:"countedInputTokens,omitempty"`
+	// Cost is what the step's model calls cost, from its endpoint's prices, as a decimal
+	// string in Currency; CountedCost the part of it already added to the run's status while
+	// the step was held at gates. Empty when the step's endpoint has no prices.
+	Cost        string `json:"cost,omitempty"`
+	CountedCost string `json:"countedCost,omitempty"`
+	Currency    string `json:"currency,omitempty"`
 	// Ignored names the further tool calls of a model that called several; the first won.
 	Ignored []string `json:"ignoredToolCalls,omitempty"`
 	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -33,7 +34,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	d := Update{Status: *st.DeepCopy()}
 	v := classify(p, &st, res)
 	record(&d, v, now)
-	settle(p, &d, v, st.TokensUsed, now)
+	settle(p, &d, v, spent{tokens: st.TokensUsed, cost: Spent(&st)}, now)
 	return d
 }
 
@@ -137,6 +138,7 @@ func record(d *Update, v verdict, now time.Time) {
 		To:          v.to,
 		Time:        metav1.NewTime(now),
 		Tokens:      res.Tokens,
+		Cost:        res.Cost,
 		ToolCalls:   res.ToolCalls,
 		InputDigest: inputDigest,
 		Outcome:     v.outcome,
@@ -166,6 +168,7 @@ func count(s *v1alpha1.AgentRunStatus, v verdict) {
 	res := v.res
 	s.StepCount++
 	s.TokensUsed += res.Tokens - res.CountedTokens
+	addCost(s, res.Result)
 	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
 	s.TranscriptBytes += max(res.RecordBytes, 0)
 	if s.AgentSteps == nil {
@@ -200,13 +203,14 @@ func addStepContext(d *Update, v verdict) {
 
 // settle moves the run on from a recorded step: to its end, to a person's reply, or to the next
 // agent, whose step the guards check first and after which a gate may hold the run. before is
-// the tokens used before the step.
-func settle(p *Plan, d *Update, v verdict, before int64, now time.Time) {
+// what the run had spent before the step.
+func settle(p *Plan, d *Update, v verdict, before spent, now time.Time) {
 	if v.end != "" {
 		finish(p, d, v, now)
 		return
 	}
-	warnTokens(p, d, before, now)
+	warnTokens(p, d, before.tokens, now)
+	warnCost(p, d, before.cost, now)
 	if v.await {
 		awaitInput(p, d, v.res.Agent, v.output, now)
 		return
@@ -243,6 +247,12 @@ func finish(p *Plan, d *Update, v verdict, now time.Time) {
 		s.State = v.state // the final state a StateMachine reached
 	}
 	end(d, t, now)
+}
+
+// spent is what a run had spent before a step, for the warnings the step may carry it past.
+type spent struct {
+	tokens int64
+	cost   decimal.Decimal
 }
 
 // warnTokens warns once, with an Event and a condition, when a step carries the tokens used

@@ -53,6 +53,7 @@ var guards = []guard{
 	stepGuard,
 	handoffGuard,
 	tokenGuard,
+	costGuard,
 	transcriptGuard,
 	agentStepGuard,
 	loopGuard,

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,4 +44,21 @@ func Observe(s *v1alpha1.AgentRunStatus, generation int64) {
 	for i := range s.Conditions {
 		s.Conditions[i].ObservedGeneration = generation
 	}
+}
+
+// RateLimited says, in the run's Progressing condition, that its next step waits for its model
+// endpoint's capacity: the run stays Running, and nothing counts against it but its time.
+// waiting names the endpoint and says how long the step has waited.
+func RateLimited(st v1alpha1.AgentRunStatus, waiting string, now time.Time) Update {
+	d := Update{Status: *st.DeepCopy()}
+	msg := fmt.Sprintf("step %d of agent %s waits for %s; rate limits never fail a run",
+		st.StepCount+1, st.CurrentAgent, waiting)
+	setCondition(&d.Status, now, v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonRateLimited, msg)
+	return d
+}
+
+// IsRateLimited reports whether the run's status says its step waits for capacity.
+func IsRateLimited(st *v1alpha1.AgentRunStatus) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing)
+	return c != nil && c.Reason == v1alpha1.ReasonRateLimited
 }

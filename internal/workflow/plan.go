@@ -4,9 +4,11 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/shopspring/decimal"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/cost"
 )
 
 // Default limits, the same as the API's defaults. They back up configs stored without them.
@@ -55,7 +57,13 @@ type EffectiveLimits struct {
 	MaxHandoffDepth     int32
 	MaxToolCalls        int32
 	MaxTranscriptBytes  int64
+	// CostLimit is limits.maxCost, when CostLimited.
+	CostLimit   decimal.Decimal
+	CostLimited bool
 }
+
+// MaxCost is limits.maxCost, and whether the run has one.
+func (l EffectiveLimits) MaxCost() (decimal.Decimal, bool) { return l.CostLimit, l.CostLimited }
 
 // Plan is a run's pinned config, checked and indexed for the core.
 type Plan struct {
@@ -98,6 +106,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	}}
 	var errs field.ErrorList
 	specPath := field.NewPath("spec")
+	errs = append(errs, p.shared.costLimit(spec.Limits, overrides)...)
 
 	if _, ok := modes[p.Mode()]; !ok {
 		errs = append(errs, field.NotSupported(specPath.Child("mode"), p.Mode(), supportedModes()))
@@ -202,6 +211,23 @@ func (p *Plan) CanHandOff(from, to string) bool {
 		}
 	}
 	return false
+}
+
+// costLimit reads limits.maxCost, the run's override first.
+func (s *shared) costLimit(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) field.ErrorList {
+	raw := l.MaxCost
+	if o != nil && o.MaxCost != nil {
+		raw = o.MaxCost
+	}
+	if raw == nil {
+		return nil
+	}
+	limit, err := cost.Parse(*raw)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "limits", "maxCost"), *raw, err.Error())}
+	}
+	s.Limits.CostLimit, s.Limits.CostLimited = limit, true
+	return nil
 }
 
 func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits {

@@ -79,6 +79,7 @@ const (
 	EventTerminateIgnored   = "TerminateIgnored"
 	EventStepFailed         = "StepFailed"
 	EventTokenBudgetWarning = "TokenBudgetWarning"
+	EventCostBudgetWarning  = "CostBudgetWarning"
 	EventAwaitingApproval   = "AwaitingApproval"
 	EventAwaitingInput      = "AwaitingInput"
 	EventDecisionApplied    = "DecisionApplied"

@@ -222,10 +222,12 @@ func rawOf(j *apiextensionsv1.JSON) []byte {
 func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Update {
 	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
-	before := s.TokensUsed
+	before, beforeCost := s.TokensUsed, Spent(s)
 	s.TokensUsed += res.Tokens - res.CountedTokens
+	addCost(s, res.Result)
 	s.ToolCalls += res.ToolCalls - res.CountedToolCalls
 	warnTokens(p, &d, before, now)
+	warnCost(p, &d, beforeCost, now)
 	if t, ok := check(p, s, now); ok {
 		end(&d, t, now)
 		return d

@@ -89,7 +89,7 @@ data:
 		Eventually(w.output, "30s", "100ms").Should(ContainElement(MatchRegexp(final)))
 		lines := w.output()
 		printed := strings.Join(lines, "\n")
-		Expect(lines).To(ContainElement(MatchRegexp(`^NAME\s+PHASE\s+STATE\s+AGENT\s+HANDOFFS\s+TOKENS\s+REASON\s+AGE$`)), printed)
+		Expect(lines).To(ContainElement(MatchRegexp(`^NAME\s+PHASE\s+STATE\s+AGENT\s+HANDOFFS\s+TOKENS\s+COST\s+REASON\s+AGE$`)), printed)
 		row := regexp.MustCompile(`^ticket-1234\s+(\S+)\s+\S+\s+\S+\s+(\d+)\s`)
 		var handoffs []int
 		for _, l := range lines {

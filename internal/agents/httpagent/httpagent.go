@@ -111,7 +111,7 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 		if h.deps.Secrets == nil {
 			return nil, errors.New("no Secret reader is configured")
 		}
-		if key, err = h.deps.Secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key); err != nil {
+		if key, err = h.deps.Secrets.SecretKey(ctx, req.KeyNamespace(), ref.Name, ref.Key); err != nil {
 			return nil, err
 		}
 		httpReq.Header.Set("Authorization", "Bearer "+key)

@@ -108,7 +108,8 @@ func (o *openAI) Step(ctx context.Context, req *agents.Request) (*workflow.Resul
 // the same answer is dropped, and the model hands off once it has the results.
 func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
 	choice := resp.Choices[0]
-	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens, InputTokens: resp.Usage.PromptTokens}
+	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens, InputTokens: resp.Usage.PromptTokens,
+		CachedInputTokens: resp.Usage.PromptTokensDetails.CachedTokens}
 	byName := make(map[string]agents.OfferedTool, len(offered))
 	for _, t := range offered {
 		byName[t.Name] = t
@@ -195,7 +196,7 @@ func (o *openAI) apiKey(ctx context.Context, req *agents.Request) (string, error
 	if o.deps.Secrets == nil {
 		return "", errors.New("no Secret reader is configured")
 	}
-	return o.deps.Secrets.SecretKey(ctx, req.Namespace, ref.Name, ref.Key)
+	return o.deps.Secrets.SecretKey(ctx, req.KeyNamespace(), ref.Name, ref.Key)
 }
 
 // describeError says what the server answered, without the key.

@@ -189,10 +189,16 @@ func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Pla
 		switch state {
 		case steps.Running:
 			return r.whileRunning(ctx, w, plan, now, false)
+		case steps.Waiting:
+			return r.whileWaiting(ctx, w, plan, now)
 		case steps.NotStarted:
 			log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(w), "step", step.Number, "agent", step.Agent)
 			r.Steps.Start(w.AgentRun, plan, step)
-			return r.whileRunning(ctx, w, plan, now, true)
+			result, err := r.whileRunning(ctx, w, plan, now, true)
+			if _, _, waiting := r.Steps.WaitingFor(w.AgentRun); waiting && err == nil {
+				result.RequeueAfter = soonest(result.RequeueAfter, rateLimitedAfter)
+			}
+			return result, err
 		}
 		d := workflow.Apply(plan, w.Status, res, now)
 		d.Context = nil // the step's record holds it
@@ -240,6 +246,35 @@ func (r *Reconciler) whileRunning(ctx context.Context, w *working, plan *workflo
 		result.RequeueAfter = wait
 	}
 	return result, nil
+}
+
+// rateLimitedAfter is how long a step waits for its endpoint's capacity before its run says so:
+// a short wait costs no status write.
+const rateLimitedAfter = 2 * time.Second
+
+// whileWaiting is whileRunning for a run whose step waits for its endpoint's capacity: once it
+// has waited rateLimitedAfter, the run says so in its Progressing condition (one write; the
+// step's own write puts it back).
+func (r *Reconciler) whileWaiting(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
+	key, since, waiting := r.Steps.WaitingFor(w.AgentRun)
+	if !waiting || workflow.IsRateLimited(&w.Status) {
+		return r.whileRunning(ctx, w, plan, now, false)
+	}
+	if left := since.Add(rateLimitedAfter).Sub(now); left > 0 {
+		result, err := r.whileRunning(ctx, w, plan, now, false)
+		result.RequeueAfter = soonest(result.RequeueAfter, left)
+		return result, err
+	}
+	what := fmt.Sprintf("the capacity of %s %s (waiting %s)", key.Kind, key.Name, now.Sub(since).Round(time.Second))
+	return r.write(ctx, w, plan, workflow.RateLimited(w.Status, what, now))
+}
+
+// soonest is the sooner of two requeue delays, 0 meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
 }
 
 // mayHold reports whether a step's update may be held while the run's next step starts: steps
@@ -304,6 +339,12 @@ const secretRetry = 5 * time.Second
 // missingSecret says which Secret an agent of the plan needs and cannot have, if any.
 func (r *Reconciler) missingSecret(ctx context.Context, namespace string, plan *workflow.Plan) string {
 	for _, a := range plan.Spec.Agents {
+		if e := a.Model.EndpointRef; e != nil {
+			if problem := r.missingEndpoint(ctx, namespace, a.Name, e); problem != "" {
+				return problem
+			}
+			continue
+		}
 		ref := a.Model.APIKeySecretRef
 		if ref == nil || a.Model.Provider == v1alpha1.ProviderScripted {
 			continue
@@ -311,6 +352,25 @@ func (r *Reconciler) missingSecret(ctx context.Context, namespace string, plan *
 		if _, err := r.Secrets.SecretKey(ctx, namespace, ref.Name, ref.Key); err != nil {
 			return fmt.Sprintf("agent %s needs its API key: %v", a.Name, err)
 		}
+	}
+	return ""
+}
+
+// missingEndpoint says why an agent's model endpoint, or the Secret of its key, cannot be had,
+// if it cannot.
+func (r *Reconciler) missingEndpoint(ctx context.Context, namespace, agent string, ref *v1alpha1.EndpointReference) string {
+	if r.Steps.Endpoints == nil {
+		return fmt.Sprintf("agent %s names a model endpoint, and this operator resolves none", agent)
+	}
+	e, err := r.Steps.Endpoints.Resolve(ctx, namespace, ref)
+	if err != nil {
+		return fmt.Sprintf("agent %s needs its model endpoint: %v", agent, err)
+	}
+	if e.Secret == nil {
+		return ""
+	}
+	if _, err := r.Secrets.SecretKey(ctx, e.SecretNamespace, e.Secret.Name, e.Secret.Key); err != nil {
+		return fmt.Sprintf("agent %s needs the API key of %s %s: %v", agent, e.Key.Kind, e.Key.Name, err)
 	}
 	return ""
 }

@@ -1,0 +1,258 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/cost"
+	"github.com/baton-dev/baton/internal/endpoints"
+	"github.com/baton-dev/baton/internal/pacing"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A step on a model endpoint is metered: each of its model calls waits for the endpoint's
+// capacity (the first before the step has a goroutine or a slot, in the endpoint's line; the
+// later ones of a tool loop in the step's goroutine), tells the endpoint's pacer what the server
+// said of its limits, and is priced from the endpoint's prices. A call whose worst case could
+// pass the run's cost budget is not made.
+
+// minOutputTokens is the fewest output tokens a call under a cost budget is allowed: a call the
+// budget cannot pay this much output for is not made.
+const minOutputTokens = 16
+
+// paced is a step on a model endpoint: the endpoint's line, what the step asks of it, and what
+// meters its calls.
+type paced struct {
+	endpoint *pacing.Endpoint
+	key      pacing.Key
+	ask      pacing.Ask
+	meter    *meter
+}
+
+// meter is what a step on a model endpoint keeps of its calls.
+type meter struct {
+	endpoint *pacing.Endpoint
+	ask      pacing.Ask
+	// prompt estimates the prompt tokens of the step's first call.
+	prompt   int64
+	price    cost.Price
+	priced   bool
+	currency string
+	// spent is what the run had spent when the step started; limit, when limited, its budget.
+	spent   decimal.Decimal
+	limit   decimal.Decimal
+	limited bool
+	// outputCap is the output-token cap of each call: the agent's, lowered to what the budget
+	// can pay for; 0 when neither bounds it.
+	outputCap int64
+	// next is told of each call too: the step's traces.
+	next agents.ModelCalls
+
+	mu sync.Mutex
+	// grant is the capacity the step was admitted with, for its first call.
+	grant *pacing.Grant
+	calls int
+	cost  decimal.Decimal
+	// turnedAway is set when the server answered the step's first call 429: nothing was done
+	// yet, so the step goes back into the endpoint's line rather than fail.
+	turnedAway bool
+}
+
+// newMeter meters a step of an agent on endpoint e, in a run that spent spent so far.
+func newMeter(e *endpoints.Endpoint, pace *pacing.Endpoint, prompt int64, model v1alpha1.ModelSpec, spent decimal.Decimal, limits workflow.EffectiveLimits) *meter {
+	m := &meter{endpoint: pace, prompt: prompt, spent: spent, currency: e.Prices.Currency()}
+	m.price, m.priced = e.Prices.For(model.Name)
+	m.limit, m.limited = limits.MaxCost()
+	if model.MaxOutputTokens != nil {
+		m.outputCap = int64(*model.MaxOutputTokens)
+	}
+	return m
+}
+
+// admitted gives the step the capacity it was admitted with, for its first call.
+func (m *meter) admitted(g *pacing.Grant) {
+	m.mu.Lock()
+	m.grant = g
+	m.mu.Unlock()
+}
+
+// release gives back capacity the step was admitted with and never used.
+func (m *meter) release() {
+	m.mu.Lock()
+	g := m.grant
+	m.grant = nil
+	m.mu.Unlock()
+	if g != nil {
+		g.Done(0, pacing.Signal{})
+	}
+}
+
+// Call checks the call against the run's cost budget, waits for the endpoint's capacity, and
+// returns the call's context, in which the server's answers reach the pacer, and what to do
+// once the model answered.
+func (m *meter) Call(ctx context.Context, exchanges []agents.Exchange) (context.Context, func(*agents.Reply, error), error) {
+	input := m.prompt + exchangeTokens(exchanges)
+	if err := m.affordable(input); err != nil {
+		m.release()
+		return ctx, nil, err
+	}
+	m.mu.Lock()
+	g, first := m.grant, m.calls == 0
+	m.grant = nil
+	m.calls++
+	m.mu.Unlock()
+	if g == nil && m.endpoint != nil {
+		ask := m.ask
+		ask.Tokens = input + m.outputCap
+		var err error
+		if g, err = m.endpoint.Acquire(ctx, ask); err != nil {
+			return ctx, nil, err
+		}
+	}
+	var (
+		smu    sync.Mutex
+		signal pacing.Signal
+	)
+	ctx = agents.Paced(ctx, func(status int, h http.Header) {
+		smu.Lock()
+		signal = pacing.ReadSignal(status, h, time.Now())
+		smu.Unlock()
+	})
+	var nextDone func(*agents.Reply, error)
+	if m.next != nil {
+		var err error
+		if ctx, nextDone, err = m.next.Call(ctx, exchanges); err != nil {
+			if g != nil {
+				g.Done(0, pacing.Signal{})
+			}
+			return ctx, nil, err
+		}
+	}
+	return ctx, func(reply *agents.Reply, err error) {
+		smu.Lock()
+		s := signal
+		smu.Unlock()
+		if g != nil {
+			g.Done(max(reply.Tokens, 0), s)
+		}
+		m.answered(reply, s.RateLimited && first)
+		if nextDone != nil {
+			nextDone(reply, err)
+		}
+	}, nil
+}
+
+// answered prices a call's answer; rateLimited marks a first call the server turned away.
+func (m *meter) answered(reply *agents.Reply, rateLimited bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rateLimited {
+		m.turnedAway = true
+	}
+	if !m.priced {
+		return
+	}
+	input := max(reply.InputTokens, 0)
+	m.cost = m.cost.Add(m.price.Of(cost.Usage{Input: input, CachedInput: reply.CachedInputTokens, Output: max(reply.Tokens-input, 0)}))
+}
+
+// affordable says why a call of about input prompt tokens may not be made: its worst case
+// could pass the run's cost budget.
+func (m *meter) affordable(input int64) error {
+	if !m.limited || !m.priced {
+		return nil
+	}
+	m.mu.Lock()
+	spent := m.spent.Add(m.cost)
+	m.mu.Unlock()
+	worst := m.price.Worst(input, max(m.outputCap, minOutputTokens))
+	if cost.Fits(spent, worst, m.limit) {
+		return nil
+	}
+	return &workflow.ToolTrip{Reason: v1alpha1.ReasonCostBudgetExceeded, Message: fmt.Sprintf(
+		"cost budget: %s of %s %s spent; the next model call could cost up to %s (about %d prompt tokens and %d output tokens), so it was not made",
+		cost.Format(spent), cost.Format(m.limit), m.currency, cost.Format(worst), input, max(m.outputCap, minOutputTokens))}
+}
+
+// capOutput lowers the agent's output cap to what the run's budget can pay for on the step's
+// first call, so that a call the meter lets through cannot pass the budget.
+func (m *meter) capOutput(model *v1alpha1.ModelSpec) {
+	if !m.limited || !m.priced || m.price.Output.IsZero() {
+		return
+	}
+	left := m.limit.Sub(m.spent).Sub(m.price.Worst(m.prompt, 0))
+	affordable := left.Mul(decimal.NewFromInt(1_000_000)).Div(m.price.Output).Floor()
+	if !affordable.IsPositive() {
+		return
+	}
+	most := affordable.IntPart()
+	if m.outputCap == 0 || most < m.outputCap {
+		m.outputCap = min(most, 1<<20)
+		c := int32(m.outputCap)
+		model.MaxOutputTokens = &c
+	}
+}
+
+// result adds what the step's calls cost to its result.
+func (m *meter) result(res *workflow.Result) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.priced {
+		return
+	}
+	res.Cost = cost.Format(m.cost.Add(amountOf(res.Cost)))
+	res.Currency = m.currency
+}
+
+// reset readies the meter for the step's second attempt, after its first call was turned away.
+func (m *meter) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.turnedAway, m.calls, m.cost, m.grant = false, 0, decimal.Zero, nil
+}
+
+// rateLimited reports whether the server turned the step's first call away.
+func (m *meter) rateLimited() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.turnedAway
+}
+
+// exchangeTokens estimates the prompt tokens a step's tool exchanges add to its next call.
+func exchangeTokens(exchanges []agents.Exchange) int64 {
+	var bytes int64
+	messages := 0
+	for _, ex := range exchanges {
+		bytes += int64(len(ex.Turn.Text))
+		for _, c := range ex.Turn.Calls {
+			bytes += int64(len(c.Arguments) + len(c.Tool) + len(c.Server))
+		}
+		for _, o := range ex.Outcomes {
+			bytes += int64(len(o.Content))
+		}
+		messages += 1 + len(ex.Outcomes)
+	}
+	if messages == 0 {
+		return 0
+	}
+	return cost.EstimateTokens(bytes, messages)
+}
+
+// amountOf reads an amount a result carries; anything unreadable is zero.
+func amountOf(s string) decimal.Decimal {
+	if s == "" {
+		return decimal.Zero
+	}
+	d, err := cost.Parse(s)
+	if err != nil {
+		return decimal.Zero
+	}
+	return d
+}
