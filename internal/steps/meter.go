@@ -213,9 +213,10 @@ func (m *meter) result(res *workflow.Result) {
 
 // reset readies the meter for the step's second attempt, after its first call was turned away.
 func (m *meter) reset() {
+	m.release()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.turnedAway, m.calls, m.cost, m.grant = false, 0, decimal.Zero, nil
+	m.turnedAway, m.calls, m.cost = false, 0, decimal.Zero
 }
 
 // rateLimited reports whether the server turned the step's first call away.

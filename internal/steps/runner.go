@@ -107,7 +107,7 @@ func (s *slots) take(f *flight) {
 			if !w.givenUp() {
 				kept = append(kept, w)
 			} else {
-				metrics.StepsInFlight.Dec()
+				w.leave()
 			}
 		}
 		clear(s.queue[len(kept):])
@@ -129,7 +129,7 @@ func (s *slots) release() {
 			s.launch(f)
 			return
 		}
-		metrics.StepsInFlight.Dec() // a step given up while it waited
+		f.leave() // a step given up while it waited
 	}
 	s.free++
 	s.mu.Unlock()
@@ -182,7 +182,18 @@ func (f *flight) cancel() {
 	}
 	if cancelWait != nil && cancelWait() {
 		// Given up in its endpoint's line: it never had a slot.
-		metrics.StepsInFlight.Dec()
+		f.leave()
+	}
+}
+
+// leave is the end of a step in the runner, whichever way it ends: it no longer counts in
+// flight, and capacity its endpoint granted it for a call it never made goes back.
+func (f *flight) leave() {
+	metrics.StepsInFlight.Dec()
+	if p, ok := f.work.(pacedWork); ok {
+		if on := p.pace(); on.meter != nil {
+			on.meter.release()
+		}
 	}
 }
 
@@ -380,7 +391,7 @@ func (s *Runner) queue(f *flight, on paced, again bool) {
 	f.mu.Lock()
 	if f.stopped {
 		f.mu.Unlock()
-		metrics.StepsInFlight.Dec()
+		f.leave()
 		return
 	}
 	f.waiting, f.since = &key, s.Clock.Now()
@@ -390,12 +401,11 @@ func (s *Runner) queue(f *flight, on paced, again bool) {
 		stopped := f.stopped
 		f.waiting, f.cancelWait = nil, nil
 		f.mu.Unlock()
+		on.meter.admitted(g)
 		if stopped {
-			g.Done(0, pacing.Signal{})
-			metrics.StepsInFlight.Dec()
+			f.leave()
 			return
 		}
-		on.meter.admitted(g)
 		s.slots.take(f)
 	}
 	enqueue := on.endpoint.Enqueue
@@ -410,7 +420,7 @@ func (s *Runner) queue(f *flight, on paced, again bool) {
 	stopped := f.stopped
 	f.mu.Unlock()
 	if stopped && cancel() {
-		metrics.StepsInFlight.Dec()
+		f.leave()
 	}
 }
 
@@ -419,7 +429,7 @@ func (s *Runner) launch(f *flight) {
 	ctx, ok := f.begin()
 	if !ok {
 		// Given up between the line and its slot.
-		metrics.StepsInFlight.Dec()
+		f.leave()
 		s.slots.release()
 		return
 	}
@@ -444,7 +454,7 @@ func (s *Runner) run(ctx context.Context, f *flight) {
 				return
 			}
 		}
-		defer metrics.StepsInFlight.Dec()
+		defer f.leave()
 		metrics.StepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
 		s.slots.release()
 		s.finish(f, f.work.record(res, began, time.Now()))

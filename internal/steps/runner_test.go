@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/internal/pacing"
+	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -94,3 +96,35 @@ func TestCallStepTakesOneAnswer(t *testing.T) {
 type callFunc func(context.Context) *workflow.StepResult
 
 func (f callFunc) call(ctx context.Context) *workflow.StepResult { return f(ctx) }
+
+// TestAStepGivenUpGivesBackItsEndpointsCapacity checks that a step admitted by its endpoint
+// and given up before it made its call (its run ended while it waited for a slot) hands the
+// capacity back: the endpoint's one call at a time is free again for the next step.
+func TestAStepGivenUpGivesBackItsEndpointsCapacity(t *testing.T) {
+	pacer := pacing.New(nil)
+	endpoint := pacer.Endpoint(pacing.Key{Kind: "ModelEndpoint", Namespace: "team", Name: "llm"}, pacing.Limits{MaxConcurrent: 1})
+	s := New(Config{MaxInFlight: 1})
+	s.slots.free = 0 // every slot is taken: the step waits for one once its endpoint admits it
+	on := paced{endpoint: endpoint, key: pacing.Key{Name: "llm"}, ask: pacing.Ask{Namespace: "team", Run: "team/r"}, meter: &meter{}}
+	f := &flight{step: workflow.Step{Number: 1}, work: pacedStep{on}}
+	s.queue(f, on, false)
+	if got := endpoint.Use().InFlight; got != 1 {
+		t.Fatalf("the endpoint has %d calls in flight, want the step's one", got)
+	}
+	f.cancel()
+	s.slots.release()
+	if got := endpoint.Use().InFlight; got != 0 {
+		t.Fatalf("the endpoint still holds %d calls for a step that was given up", got)
+	}
+}
+
+// pacedStep is a step on an endpoint that is never called.
+type pacedStep struct{ on paced }
+
+func (p pacedStep) provider() string                          { return "OpenAI" }
+func (p pacedStep) call(context.Context) *workflow.StepResult { return &workflow.StepResult{} }
+func (p pacedStep) record(*workflow.StepResult, time.Time, time.Time) transcript.Record {
+	return transcript.Record{}
+}
+func (p pacedStep) pace() paced { return p.on }
+func (p pacedStep) again()      {}
