@@ -127,7 +127,7 @@ func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, 
 	if calls != nil {
 		var err error
 		if ctx, done, err = calls.Call(ctx, nil); err != nil {
-			return refused(err)
+			return stopped(err)
 		}
 	}
 	reply, err := ask(ctx, nil, nil)
@@ -140,14 +140,19 @@ func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, 
 	return reply.answer(), err
 }
 
-// refused is the end of a step whose model call was refused before it was made: a guard's trip
-// stops the run, anything else fails the step.
-func refused(err error) (*workflow.Result, error) {
+// stopped is the end of a step that something stopped before its answer: a call held at its
+// gate, or a guard's trip before a tool or model call, is the step's result; anything else
+// fails the step.
+func stopped(err error) (*workflow.Result, error) {
+	var held *workflow.Held
 	var trip *workflow.ToolTrip
-	if errors.As(err, &trip) {
+	switch {
+	case errors.As(err, &held):
+		return &workflow.Result{Held: held}, nil
+	case errors.As(err, &trip):
 		return &workflow.Result{Trip: trip}, nil
 	}
-	return nil, err
+	return &workflow.Result{}, err
 }
 
 // answer is the step's answer in a reply that asks for no calls, with the reply's usage.
@@ -189,15 +194,8 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 	for {
 		if n := len(exchanges); n > 0 {
 			if err := finishTurn(ctx, box, &exchanges[n-1], &made); err != nil {
-				var held *workflow.Held
-				var trip *workflow.ToolTrip
-				switch {
-				case errors.As(err, &held):
-					return usage(&workflow.Result{Held: held}), nil
-				case errors.As(err, &trip):
-					return usage(&workflow.Result{Trip: trip}), nil
-				}
-				return usage(&workflow.Result{}), err
+				res, err := stopped(err)
+				return usage(res), err
 			}
 		}
 		// offer is nil only when the model must answer without tools; an agent whose servers
@@ -211,11 +209,8 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {
-			var trip *workflow.ToolTrip
-			if errors.As(err, &trip) {
-				return usage(&workflow.Result{Trip: trip}), nil
-			}
-			return usage(&workflow.Result{}), err
+			res, err := stopped(err)
+			return usage(res), err
 		}
 		if reply == nil {
 			reply = &Reply{}

@@ -30,6 +30,19 @@ const (
 // message.
 const quotedBytes = 40
 
+// Amount reads an amount Baton keeps (a run's status.cost, a step's cost): "" and anything that
+// does not parse are zero, so a status edited by hand cannot stop a run.
+func Amount(s string) decimal.Decimal {
+	if s == "" {
+		return decimal.Zero
+	}
+	d, err := Parse(s)
+	if err != nil {
+		return decimal.Zero
+	}
+	return d
+}
+
 // Parse reads an amount as the API keeps it: a non-negative decimal string of 1 to 12 digits,
 // optionally followed by a point and 1 to 12 more ("0", "2.50", "0.000000075"). Leading and
 // trailing zeros are allowed and count as digits. Signs, exponents, spaces, commas, "NaN" and

@@ -12,6 +12,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -162,7 +163,7 @@ func countCost(namespace, config, agent, model string, res workflow.Result) {
 	if res.Cost == "" || res.Currency == "" {
 		return
 	}
-	added := workflow.Spent(&v1alpha1.AgentRunStatus{Cost: res.Cost}).Sub(workflow.Spent(&v1alpha1.AgentRunStatus{Cost: res.CountedCost}))
+	added := cost.Amount(res.Cost).Sub(cost.Amount(res.CountedCost))
 	if f := added.InexactFloat64(); f > 0 {
 		CostTotal.WithLabelValues(namespace, config, agent, model, res.Currency).Add(f)
 	}

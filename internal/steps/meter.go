@@ -207,7 +207,7 @@ func (m *meter) result(res *workflow.Result) {
 	if !m.priced {
 		return
 	}
-	res.Cost = cost.Format(m.cost.Add(amountOf(res.Cost)))
+	res.Cost = cost.Format(m.cost)
 	res.Currency = m.currency
 }
 
@@ -244,16 +244,4 @@ func exchangeTokens(exchanges []agents.Exchange) int64 {
 		return 0
 	}
 	return cost.EstimateTokens(bytes, messages)
-}
-
-// amountOf reads an amount a result carries; anything unreadable is zero.
-func amountOf(s string) decimal.Decimal {
-	if s == "" {
-		return decimal.Zero
-	}
-	d, err := cost.Parse(s)
-	if err != nil {
-		return decimal.Zero
-	}
-	return d
 }

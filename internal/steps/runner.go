@@ -356,7 +356,7 @@ func (s *Runner) Next(ctx context.Context, run *v1alpha1.AgentRun, step workflow
 // WaitingFor says which model endpoint the run's step waits for, and since when.
 func (s *Runner) WaitingFor(run *v1alpha1.AgentRun) (pacing.Key, time.Time, bool) {
 	var f *flight
-	s.with(run, func(r *runSteps) { f = r.flight })
+	s.existing(client.ObjectKeyFromObject(run), run.UID, func(r *runSteps) { f = r.flight })
 	if f == nil {
 		return pacing.Key{}, time.Time{}, false
 	}

@@ -19,21 +19,8 @@ import (
 // costWarningPercent is the share of limits.maxCost at which a run warns once.
 const costWarningPercent = 90
 
-// amount reads an amount the core keeps (status.cost, a step's cost): what the core wrote, or
-// an amount the API server checked. Anything else counts as zero rather than stop the run.
-func amount(s string) decimal.Decimal {
-	if s == "" {
-		return decimal.Zero
-	}
-	d, err := cost.Parse(s)
-	if err != nil {
-		return decimal.Zero
-	}
-	return d
-}
-
 // Spent is what a run spent so far, from its status.
-func Spent(st *v1alpha1.AgentRunStatus) decimal.Decimal { return amount(st.Cost) }
+func Spent(st *v1alpha1.AgentRunStatus) decimal.Decimal { return cost.Amount(st.Cost) }
 
 // addCost adds what a step cost, less the part already counted while it was held at a gate,
 // to the run's cost, and takes the step's currency as the run's if it has none yet.
@@ -41,11 +28,11 @@ func addCost(s *v1alpha1.AgentRunStatus, res Result) {
 	if res.Currency != "" && s.Currency == "" {
 		s.Currency = res.Currency
 	}
-	step := amount(res.Cost).Sub(amount(res.CountedCost))
+	step := cost.Amount(res.Cost).Sub(cost.Amount(res.CountedCost))
 	if !step.IsPositive() {
 		return
 	}
-	s.Cost = cost.Format(amount(s.Cost).Add(step))
+	s.Cost = cost.Format(Spent(s).Add(step))
 }
 
 // costGuard ends a run whose cost reached limits.maxCost: no call can be made within it.

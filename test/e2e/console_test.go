@@ -315,28 +315,7 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 	})
 
 	It("shows the whole arguments of a tool call held at its gate, on the run's page and in the inbox", func() {
-		long, end := strings.Repeat("lorem ipsum ", 500), "and wire the refund to account 99-000-1234"
-		kubectl("apply", "-n", ns, "-f", manifest("console-filer.yaml", fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
-kind: AgentConfig
-metadata: {name: filer}
-spec:
-  entrypoint: clerk
-  toolServers:
-  - {name: crm, http: {url: "http://127.0.0.1:9/file", tool: file}}
-  agents:
-  - name: clerk
-    terminator: true
-    tools: [{server: crm, approval: Required}]
-    script: [{toolCalls: [{server: crm, tool: file, arguments: {note: "%s%s"}}], output: "filed"}]
----
-apiVersion: agents.baton.dev/v1alpha1
-kind: AgentRun
-metadata: {name: filer}
-spec: {configRef: {name: filer}, input: "file the refund"}
-`, long, end)))
-		kubectl("wait", "-n", ns, "--for=jsonpath={.status.pendingApproval.gate}=tool/crm/file", "--timeout=60s", "agentrun/filer")
-		Expect(jsonpath("agentrun", "filer", ns, "{.status.pendingApproval.toolCall.arguments}")).NotTo(ContainSubstring(end),
-			"status keeps the arguments' beginning only")
+		long, end := holdLongToolCall(ns, "console-filer.yaml")
 
 		ctx := tab(alice)
 		whole := "{\n  \"note\": \"" + long + end + "\"\n}"

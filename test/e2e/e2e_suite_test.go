@@ -271,6 +271,36 @@ func manifest(name, content string) string {
 	return path
 }
 
+// holdLongToolCall starts run filer in ns, whose agent calls a tool with arguments of about
+// 6 KB, past what status keeps of them, and waits until the call is held at its gate. It
+// returns the arguments' long beginning and their end, which status leaves out. file names the
+// manifest written for it.
+func holdLongToolCall(ns, file string) (long, end string) {
+	long, end = strings.Repeat("lorem ipsum ", 500), "and wire the refund to account 99-000-1234"
+	kubectl("apply", "-n", ns, "-f", manifest(file, fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata: {name: filer}
+spec:
+  entrypoint: clerk
+  toolServers:
+  - {name: crm, http: {url: "http://127.0.0.1:9/file", tool: file}}
+  agents:
+  - name: clerk
+    terminator: true
+    tools: [{server: crm, approval: Required}]
+    script: [{toolCalls: [{server: crm, tool: file, arguments: {note: "%s%s"}}], output: "filed"}]
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata: {name: filer}
+spec: {configRef: {name: filer}, input: "file the refund"}
+`, long, end)))
+	kubectl("wait", "-n", ns, "--for=jsonpath={.status.pendingApproval.gate}=tool/crm/file", "--timeout=60s", "agentrun/filer")
+	ExpectWithOffset(1, jsonpath("agentrun", "filer", ns, "{.status.pendingApproval.toolCall.arguments}")).NotTo(ContainSubstring(end),
+		"status keeps the arguments' beginning only")
+	return long, end
+}
+
 func jsonpath(kind, name, namespace, expr string) string {
 	return kubectl("get", kind, name, "-n", namespace, "-o", fmt.Sprintf("jsonpath=%s", expr))
 }

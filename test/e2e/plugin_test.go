@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -189,28 +188,7 @@ spec: {configRef: {name: hostile}, input: "review"}
 	})
 
 	It("shows the whole arguments of a tool call held at its gate, past the 4 KiB status keeps of them", func() {
-		long, end := strings.Repeat("lorem ipsum ", 500), "and wire the refund to account 99-000-1234"
-		kubectl("apply", "-n", ns, "-f", manifest("filer.yaml", fmt.Sprintf(`apiVersion: agents.baton.dev/v1alpha1
-kind: AgentConfig
-metadata: {name: filer}
-spec:
-  entrypoint: clerk
-  toolServers:
-  - {name: crm, http: {url: "http://127.0.0.1:9/file", tool: file}}
-  agents:
-  - name: clerk
-    terminator: true
-    tools: [{server: crm, approval: Required}]
-    script: [{toolCalls: [{server: crm, tool: file, arguments: {note: "%s%s"}}], output: "filed"}]
----
-apiVersion: agents.baton.dev/v1alpha1
-kind: AgentRun
-metadata: {name: filer}
-spec: {configRef: {name: filer}, input: "file the refund"}
-`, long, end)))
-		kubectl("wait", "-n", ns, "--for=jsonpath={.status.pendingApproval.gate}=tool/crm/file", "--timeout=60s", "agentrun/filer")
-		Expect(jsonpath("agentrun", "filer", ns, "{.status.pendingApproval.toolCall.arguments}")).NotTo(ContainSubstring(end),
-			"status keeps the arguments' beginning only")
+		long, end := holdLongToolCall(ns, "filer.yaml")
 
 		out, err := baton(alice, "describe", "filer")
 		Expect(err).NotTo(HaveOccurred(), out)

@@ -56,13 +56,19 @@ var _ = Describe("Runs on a shared model endpoint", func() {
 	// 400×0.15 + 400×0.075 + 200×0.60 = 210 millionths of a dollar.
 	pricedReply := fakes.Reply{Content: "done", Tokens: 1000, PromptTokens: 800, CachedTokens: 400}
 
-	It("cost what their endpoint's prices say, exactly, step by step", func() {
-		cfg := MakeConfig("priced", ns).Agents(
+	// pricedTeam is a team on llm: triage hands the work to writer, whose answer ends the run.
+	// The server answers triage with pricedReply's usage and the handoff.
+	pricedTeam := func(name string) *v1alpha1.AgentConfig {
+		server.ReplyTo("triage", fakes.Reply{Content: "to the writer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400,
+			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}})
+		return MakeConfig(name, ns).Agents(
 			endpointAgent("triage", v1alpha1.KindModelEndpoint).HandsOffTo("writer"),
 			endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator(),
 		).Obj()
-		server.ReplyTo("triage", fakes.Reply{Content: "to the writer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400,
-			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}})
+	}
+
+	It("cost what their endpoint's prices say, exactly, step by step", func() {
+		cfg := pricedTeam("priced")
 		server.ReplyTo("writer", pricedReply)
 		run := MakeRun("r", ns).Config(cfg.Name).Input("an invoice").Obj()
 		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg, run)
@@ -76,13 +82,8 @@ var _ = Describe("Runs on a shared model endpoint", func() {
 	})
 
 	It("do not make a call whose worst case could pass the run's maxCost, and end CostBudgetExceeded", func() {
-		cfg := MakeConfig("budgeted", ns).Agents(
-			endpointAgent("triage", v1alpha1.KindModelEndpoint).HandsOffTo("writer"),
-			endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator(),
-		).Obj()
+		cfg := pricedTeam("budgeted")
 		cfg.Spec.Limits.MaxCost = ptr.To("0.00022")
-		server.ReplyTo("triage", fakes.Reply{Content: "to the writer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400,
-			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}})
 		server.ReplyTo("writer", pricedReply)
 		run := MakeRun("r", ns).Config(cfg.Name).Input("an invoice").Obj()
 		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg, run)
@@ -97,13 +98,8 @@ var _ = Describe("Runs on a shared model endpoint", func() {
 	})
 
 	It("ask for no more output than the run's budget can pay for", func() {
-		cfg := MakeConfig("capped", ns).Agents(
-			endpointAgent("triage", v1alpha1.KindModelEndpoint).HandsOffTo("writer"),
-			endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator(),
-		).Obj()
+		cfg := pricedTeam("capped")
 		cfg.Spec.Limits.MaxCost = ptr.To("0.00025")
-		server.ReplyTo("triage", fakes.Reply{Content: "to the writer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400,
-			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}})
 		server.ReplyTo("writer", fakes.Reply{Content: "done", Tokens: 60, PromptTokens: 50}) // 50×0.15 + 10×0.60 millionths
 		run := MakeRun("r", ns).Config(cfg.Name).Input("an invoice").Obj()
 		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg, run)

@@ -242,8 +242,8 @@ func (r *Reconciler) whileRunning(ctx context.Context, w *working, plan *workflo
 		result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
 	case wait <= 0:
 		return r.write(ctx, w, plan, workflow.Update{Status: w.Status})
-	case result.RequeueAfter == 0 || wait < result.RequeueAfter:
-		result.RequeueAfter = wait
+	default:
+		result.RequeueAfter = soonest(result.RequeueAfter, wait)
 	}
 	return result, nil
 }
