@@ -214,6 +214,9 @@ const (
 	// ReasonAwaitingAdmission is the Progressing reason of a Queued run waiting for Kueue to
 	// admit its Workload.
 	ReasonAwaitingAdmission = "AwaitingAdmission"
+	// ReasonWrappingUp is the Progressing reason of a run whose limit ran out and whose
+	// limits.wrapUp agent has the last turn.
+	ReasonWrappingUp = "WrappingUp"
 	// Decision condition reasons.
 	ReasonApplied         = "Applied"
 	ReasonNotWaiting      = "NotWaiting"
@@ -517,6 +520,11 @@ type AgentRunStatus struct {
 	// +optional
 	Loop *LoopStatus `json:"loop,omitempty"`
 
+	// wrappingUp is set when a limit ran out and limits.wrapUp's agent has the run's last turn:
+	// the limit, and the guard's message as evidence.
+	// +optional
+	WrappingUp *WrappingUp `json:"wrappingUp,omitempty"`
+
 	// output is the run's final answer. Bounded.
 	// +kubebuilder:validation:MaxLength=16384
 	// +optional
@@ -561,4 +569,16 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WrappingUp is the limit that ran out of a run whose wrap-up agent has its last turn.
+type WrappingUp struct {
+	// limit is the termination reason the limit would have ended the run with.
+	// +required
+	Limit TerminationReason `json:"limit,omitempty"`
+
+	// message says which limit ran out, naming the evidence.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }

@@ -54,6 +54,10 @@ type Request struct {
 	Tools Toolbox
 	// ModelCalls, when set, is told of each call of the model the step makes.
 	ModelCalls ModelCalls
+	// WrapUp, when set, says in a few words which limit ran out (workflow.LimitRanOut): the step
+	// is the run's last turn, with no
+	// handoffs, routing, signals or tools, and its answer ends the run.
+	WrapUp string
 	// SecretNamespace, when set, is where the Secret of Agent.Model.APIKeySecretRef is: the
 	// operator's namespace, for a ClusterModelEndpoint's key. Unset, it is the run's.
 	SecretNamespace string

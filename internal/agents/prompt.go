@@ -15,7 +15,9 @@ import (
 //  2. user: the task (the run's input);
 //  3. user: the earlier steps in the context window, oldest first, if any;
 //  4. user: why it has control, and its input;
-//  5. for a truncated answer: the answer so far (assistant) and a request to continue (user);
+//  5. for the run's last turn after a limit ran out (wrap-up): which limit, and a request for
+//     the final answer (user); for a truncated answer: the answer so far (assistant) and a
+//     request to continue (user);
 //     for an answer that failed its schema: the errors, the answer and the schema (user).
 func Messages(req Request) []workflow.Message {
 	msgs := []workflow.Message{{Role: "system", Content: systemPrompt(req)}, {Role: "user", Content: "Task:\n" + req.Task}}
@@ -39,6 +41,9 @@ func Messages(req Request) []workflow.Message {
 	}
 	msgs = append(msgs, workflow.Message{Role: "user", Content: turn})
 	switch {
+	case req.WrapUp != "":
+		msgs = append(msgs, workflow.Message{Role: "user", Content: req.WrapUp +
+			" This is its last turn: give the final answer now, from what the team has done so far. You cannot hand off or call tools."})
 	case req.Continuation != "":
 		msgs = append(msgs,
 			workflow.Message{Role: "assistant", Content: req.Continuation},

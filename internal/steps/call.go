@@ -85,8 +85,39 @@ func (c *stepCall) onEndpoint(run *v1alpha1.AgentRun, ref *v1alpha1.EndpointRefe
 	c.paced = c.r.Pacer.Endpoint(c.endpoint.Key, c.endpoint.Limits)
 	prompt := c.promptTokens()
 	c.meter = newMeter(c.endpoint, c.paced, prompt, c.spec.Model, workflow.Spent(&c.from), c.plan.Limits)
+	if c.step.WrapUp == nil {
+		c.meter.reserve = c.wrapUpReserve(run.Namespace)
+	}
 	c.capacity = pacing.Ask{Namespace: run.Namespace, Run: run.Namespace + "/" + run.Name, Tokens: prompt + c.meter.outputCap}
 	c.meter.ask = c.capacity
+}
+
+// wrapUpReserve is what the run keeps back for its wrap-up agent's turn, when it has one on a
+// priced model endpoint.
+func (c *stepCall) wrapUpReserve(namespace string) wrapUpReserve {
+	name := c.plan.WrapUpAgent()
+	if name == "" {
+		return wrapUpReserve{}
+	}
+	model := c.plan.Agent(name).Model
+	if model.EndpointRef == nil {
+		return wrapUpReserve{}
+	}
+	e, err := c.r.Endpoints.Resolve(context.Background(), namespace, model.EndpointRef)
+	if err != nil {
+		return wrapUpReserve{} // its turn fails for it, saying why
+	}
+	price, ok := e.Prices.For(model.Name)
+	if !ok {
+		return wrapUpReserve{}
+	}
+	spec := c.plan.Agent(name)
+	r := wrapUpReserve{agent: name, price: price, output: defaultWrapUpOutput,
+		prompt: cost.EstimateTokens(int64(len(spec.Instructions)+len(spec.Description)+512), 2)}
+	if model.MaxOutputTokens != nil {
+		r.output = int64(*model.MaxOutputTokens)
+	}
+	return r
 }
 
 // promptTokens estimates the prompt of the step's first call, for its place in the endpoint's
@@ -161,7 +192,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
 		return req, err
 	}
-	if len(c.spec.Tools) > 0 {
+	if len(c.spec.Tools) > 0 && c.step.WrapUp == nil {
 		b, err := c.r.Toolboxes.New(ctx, c.plan, c.rid, c.config, c.step, &c.from)
 		if err != nil {
 			return req, err
@@ -296,6 +327,11 @@ func (s *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string
 	}
 	if deadline, ok := workflow.Deadline(plan, from); ok {
 		req.Left.Seconds = int64(deadline.Sub(s.Clock.Now()).Seconds())
+	}
+	if step.WrapUp != nil {
+		// The run's last turn: nothing to hand off to, route to or signal.
+		req.WrapUp, req.Signals = workflow.LimitRanOut(step.WrapUp.Limit), nil
+		return req
 	}
 	for _, h := range spec.Handoffs {
 		if peer := plan.Agent(h); peer != nil {

@@ -52,6 +52,9 @@ type meter struct {
 	// outputCap is the output-token cap of each call: the agent's, lowered to what the budget
 	// can pay for; 0 when neither bounds it.
 	outputCap int64
+	// reserve is what the run keeps back for its wrap-up turn (limits.wrapUp), on every step
+	// before it: no call is made that would leave less.
+	reserve wrapUpReserve
 	// next is told of each call too: the step's traces.
 	next agents.ModelCalls
 
@@ -172,13 +175,18 @@ func (m *meter) affordable(input int64) error {
 	m.mu.Lock()
 	spent := m.spent.Add(m.cost)
 	m.mu.Unlock()
-	worst := m.price.Worst(input, max(m.outputCap, minOutputTokens))
-	if cost.Fits(spent, worst, m.limit) {
+	output := max(m.outputCap, minOutputTokens)
+	worst := m.price.Worst(input, output)
+	kept := m.reserve.of(input + output + m.reserve.prompt)
+	if cost.Fits(spent, worst.Add(kept), m.limit) {
 		return nil
 	}
-	return &workflow.ToolTrip{Reason: v1alpha1.ReasonCostBudgetExceeded, Message: fmt.Sprintf(
-		"cost budget: %s of %s %s spent; the next model call could cost up to %s (about %d prompt tokens and %d output tokens), so it was not made",
-		cost.Format(spent), cost.Format(m.limit), m.currency, cost.Format(worst), input, max(m.outputCap, minOutputTokens))}
+	msg := fmt.Sprintf("cost budget: %s of %s %s spent; the next model call could cost up to %s (about %d prompt tokens and %d output tokens)",
+		cost.Format(spent), cost.Format(m.limit), m.currency, cost.Format(worst), input, output)
+	if kept.IsPositive() {
+		msg += fmt.Sprintf(", and %s is kept for %s's wrap-up turn", cost.Format(kept), m.reserve.agent)
+	}
+	return &workflow.ToolTrip{Reason: v1alpha1.ReasonCostBudgetExceeded, Message: msg + ", so it was not made"}
 }
 
 // capOutput lowers the agent's output cap to what the run's budget can pay for on the step's
@@ -187,8 +195,9 @@ func (m *meter) capOutput(model *v1alpha1.ModelSpec) {
 	if !m.limited || !m.priced || m.price.Output.IsZero() {
 		return
 	}
-	left := m.limit.Sub(m.spent).Sub(m.price.Worst(m.prompt, 0))
-	affordable := left.Mul(decimal.NewFromInt(1_000_000)).Div(m.price.Output).Floor()
+	// Each output token costs its price, and its price again as prompt of the wrap-up turn.
+	left := m.limit.Sub(m.spent).Sub(m.price.Worst(m.prompt, 0)).Sub(m.reserve.of(m.prompt + m.reserve.prompt))
+	affordable := left.Mul(decimal.NewFromInt(1_000_000)).Div(m.price.Output.Add(m.reserve.perToken())).Floor()
 	if !affordable.IsPositive() {
 		return
 	}
@@ -244,4 +253,36 @@ func exchangeTokens(exchanges []agents.Exchange) int64 {
 		return 0
 	}
 	return cost.EstimateTokens(bytes, messages)
+}
+
+// defaultWrapUpOutput is the output tokens kept for a wrap-up agent with no maxOutputTokens.
+const defaultWrapUpOutput = 1024
+
+// wrapUpReserve is the worst case of a run's wrap-up turn, kept back by the steps before it: the
+// wrap-up agent's price for a prompt as long as the call's, its answer and what the wrap-up
+// agent's own instructions add, and its output cap.
+type wrapUpReserve struct {
+	agent  string
+	price  cost.Price
+	output int64
+	// prompt is what the wrap-up turn's prompt has beyond the call's: its agent's instructions
+	// and the word that a limit ran out.
+	prompt int64
+}
+
+// of is the reserve when the wrap-up turn's prompt is about input tokens: none without a
+// priced wrap-up agent.
+func (r wrapUpReserve) of(input int64) decimal.Decimal {
+	if r.agent == "" {
+		return decimal.Zero
+	}
+	return r.price.Worst(input, r.output)
+}
+
+// perToken is what each more token of the run's context adds to the reserve.
+func (r wrapUpReserve) perToken() decimal.Decimal {
+	if r.agent == "" {
+		return decimal.Zero
+	}
+	return decimal.Max(r.price.Input, r.price.CachedInput)
 }

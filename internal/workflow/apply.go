@@ -88,6 +88,9 @@ func (v verdict) answered() bool {
 // failure goes to the agent that recovers, a cut or invalid answer goes back to its agent, and
 // the mode routes an answer. s is the status before the step.
 func classify(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
+	if s.WrappingUp != nil {
+		return wrapped(s, res)
+	}
 	v := verdict{res: res, output: res.Output}
 	switch {
 	case res.Trip != nil:
@@ -218,11 +221,12 @@ func settle(p *Plan, d *Update, v verdict, before spent, now time.Time) {
 	s := &d.Status
 	s.CurrentAgent, s.State, s.Input = v.to, v.state, statusText(v.input, maxInput)
 	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
-	if t, ok := check(p, s, now); ok {
+	if t, ok := check(p, s, now); ok && !wrapUp(p, d, t, now) {
 		end(d, t, now)
 		return
 	}
-	// A limit already reached wins over the gate after the agent.
+	// A limit already reached wins over the gate after the agent, unless the wrap-up agent
+	// answers for it: then the gate holds what the agent did before that agent sees it.
 	if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: v.res.Agent, outcome: v.outcome}); ok {
 		openGate(p, d, g, nil, now)
 	}
@@ -237,6 +241,12 @@ func finish(p *Plan, d *Update, v verdict, now time.Time) {
 	t := Trip{Reason: v.end, Message: fmt.Sprintf("%s at step %d", v.message, s.StepCount)}
 	if v.kind == resultTripped {
 		t = guarded(Trip{Reason: v.res.Trip.Reason, Message: v.res.Trip.Message, Loop: v.res.Trip.Loop})
+		if wrapUp(p, d, t, now) {
+			if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: v.res.Agent, outcome: v.outcome}); ok {
+				openGate(p, d, g, nil, now)
+			}
+			return
+		}
 	}
 	done := &v1alpha1.Completion{Reason: t.Reason, Message: t.Message, State: v.state}
 	if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: v.res.Agent, outcome: v.outcome, ends: done}); ok {

@@ -162,13 +162,17 @@ func reject(x *applying) {
 		// A rejected call is not made: the step goes on, and the agent is told.
 		x.applied(fmt.Sprintf("%s: the call is not made and %s is told", x.what, s.CurrentAgent))
 		resume(x.p, x.d, pending.Since, x.now)
-	case x.q.Revise == "":
+	case x.q.Revise == "" || s.WrappingUp != nil:
 		x.applied(x.what)
 		s.PendingApproval = nil
 		s.Waited = addWait(s.Waited, x.now.Sub(pending.Since.Time))
 		msg := fmt.Sprintf("gate %s rejected by %s", pending.Gate, x.by)
 		if x.q.Feedback != "" {
 			msg += ": " + x.q.Feedback
+		}
+		if x.q.Revise != "" {
+			// A run wrapping up has no turn left to revise in: its limit ran out.
+			msg += fmt.Sprintf("; not revised by %s: the run was wrapping up after a limit ran out", x.q.Revise)
 		}
 		end(x.d, Trip{Reason: v1alpha1.ReasonRejected, Message: msg}, x.now)
 	default:

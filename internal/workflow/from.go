@@ -232,7 +232,7 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	progress(s, now, s.Phase, message)
 	if s.Phase == v1alpha1.PhaseRunning {
 		if t, ok := check(p, s, now); ok {
-			end(&d, t, now)
+			endOrWrapUp(p, &d, t, now)
 		}
 	}
 	return d

@@ -236,7 +236,7 @@ func resume(p *Plan, d *Update, since metav1.MicroTime, now time.Time) {
 	s.Phase = v1alpha1.PhaseRunning
 	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
 	if t, ok := check(p, s, now); ok {
-		end(d, t, now)
+		endOrWrapUp(p, d, t, now)
 	}
 }
 

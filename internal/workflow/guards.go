@@ -69,6 +69,9 @@ var loopDetectors = []guard{
 
 // check runs the guard chain for the run's next step.
 func check(p *Plan, st *v1alpha1.AgentRunStatus, now time.Time) (Trip, bool) {
+	if st.WrappingUp != nil {
+		return Trip{}, false // the last turn, after a limit ran out
+	}
 	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now, hist: history(st)}
 	for _, r := range in.hist {
 		in.agents, in.steps = append(in.agents, r.From), append(in.steps, r.Step)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,9 @@ func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
 		MaxErrors:       ptr.To(int32(workflow.Uniform(t, 1, 8, "maxErrors"))),
 		Timeout:         v1alpha1.NewDuration(time.Duration(workflow.Uniform(t, 1, 600, "timeoutSeconds")) * time.Second),
 	}
+	if workflow.Chance(t, 30, "wrapUp") {
+		spec.Limits.WrapUp = &v1alpha1.WrapUp{Agent: workflow.Pick(t, names, "wrapUpAgent")}
+	}
 	window := int32(workflow.Uniform(t, 2, 8, "window"))
 	spec.LoopDetection = v1alpha1.LoopDetection{
 		Window:             ptr.To(window),
@@ -169,6 +173,9 @@ type played struct {
 	// carries the one before it), results each step's result by number.
 	seen    []v1alpha1.HandoffRecord
 	results map[int32]workflow.StepResult
+	// wrapSteps are the steps taken while a wrap-up agent had the last turn, wrapDecisions the
+	// decisions people made then (a rejection may send the answer back for one more).
+	wrapSteps, wrapDecisions int
 }
 
 func (p played) final() v1alpha1.AgentRunStatus { return p.statuses[len(p.statuses)-1] }
@@ -189,7 +196,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	var seq int64
 	decided := 0
 	for i := 0; !st.Phase.Terminal(); i++ {
-		if int(st.StepCount) > int(plan.Limits.MaxSteps) || decided > 200 {
+		if int(st.StepCount)-out.wrapSteps > int(plan.Limits.MaxSteps) || decided > 200 {
 			t.Fatalf("no end after %d steps and %d decisions: %+v", st.StepCount, decided, st)
 		}
 		if st.Phase == v1alpha1.PhaseAwaitingApproval || st.Phase == v1alpha1.PhaseAwaitingInput {
@@ -202,6 +209,9 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 			}
 			seq++
 			decided++
+			if st.WrappingUp != nil {
+				out.wrapDecisions++
+			}
 			q := decisionAt(tl, plan, st, seq)
 			if decided%4 == 0 {
 				// Someone new eventually makes the right call.
@@ -217,7 +227,10 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 		if d, tripped := workflow.Check(plan, st, now); tripped {
 			st = d.Status
 			out.statuses = append(out.statuses, st)
-			break
+			if d.Ended() {
+				break
+			}
+			continue // the wrap-up agent has the last turn
 		}
 		step := workflow.Next(plan, &st)
 		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
@@ -234,6 +247,9 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 			out.seen = append(out.seen, st.HandoffSequence[n-1])
 		}
 		out.results[step.Number] = res
+		if st.WrappingUp != nil {
+			out.wrapSteps++
+		}
 		st = workflow.Apply(plan, st, res, now).Status
 		out.statuses = append(out.statuses, st)
 	}
@@ -297,6 +313,36 @@ func drawDurations(t *rapid.T) timeline {
 
 func (tl timeline) at(xs []int, i int) int { return xs[i%len(xs)] }
 
+// peopleReasons are the ends people decide.
+var peopleReasons = []v1alpha1.TerminationReason{v1alpha1.ReasonRejected, v1alpha1.ReasonApprovalExpired, v1alpha1.ReasonCancelled}
+
+// wrappable are the limits a wrap-up agent answers for.
+var wrappable = []v1alpha1.TerminationReason{
+	v1alpha1.ReasonTimeout, v1alpha1.ReasonMaxStepsExceeded, v1alpha1.ReasonMaxHandoffsExceeded,
+	v1alpha1.ReasonTokenBudgetExceeded, v1alpha1.ReasonCostBudgetExceeded,
+}
+
+func TestPropertyARunWithAWrapUpAgentEndsWithItsAnswerNotItsLimit(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spec := genConfig(t)
+		if spec.Limits.WrapUp == nil {
+			spec.Limits.WrapUp = &v1alpha1.WrapUp{Agent: spec.Agents[len(spec.Agents)-1].Name}
+		}
+		run := play(t, spec, drawDurations(t))
+		st := run.final()
+		if slices.Contains(wrappable, st.TerminationReason) && st.WrappingUp == nil {
+			t.Fatalf("ended %s without the wrap-up agent's turn: %s", st.TerminationReason, st.TerminationMessage)
+		}
+		if st.TerminationReason == v1alpha1.ReasonWrappedUp {
+			last := st.HandoffSequence[len(st.HandoffSequence)-1]
+			if st.WrappingUp == nil || st.Phase != v1alpha1.PhaseSucceeded || last.Outcome != v1alpha1.OutcomeFinal ||
+				!strings.Contains(st.TerminationMessage, string(st.WrappingUp.Message[:min(20, len(st.WrappingUp.Message))])) {
+				t.Fatalf("WrappedUp without its evidence: %+v, last step %+v", st, last)
+			}
+		}
+	})
+}
+
 // guardReasons can only come from the guard chain.
 var guardReasons = []v1alpha1.TerminationReason{
 	v1alpha1.ReasonTimeout, v1alpha1.ReasonMaxStepsExceeded, v1alpha1.ReasonMaxHandoffsExceeded,
@@ -315,15 +361,19 @@ func TestPropertyEveryRunEndsWithinItsLimits(t *testing.T) {
 		if st.Phase != st.TerminationReason.Phase() {
 			t.Fatalf("phase %s does not match reason %s", st.Phase, st.TerminationReason)
 		}
-		if st.StepCount > l.MaxSteps || st.HandoffCount > l.MaxHandoffs || st.ErrorCount > l.MaxErrors {
+		// A wrap-up turn is the one step past a limit.
+		if run.wrapSteps > 1 {
+			t.Fatalf("%d wrap-up turns", run.wrapSteps)
+		}
+		if st.StepCount-int32(run.wrapSteps) > l.MaxSteps || st.HandoffCount > l.MaxHandoffs || st.ErrorCount > l.MaxErrors {
 			t.Fatalf("a count passed its limit: steps %d/%d handoffs %d/%d errors %d/%d",
 				st.StepCount, l.MaxSteps, st.HandoffCount, l.MaxHandoffs, st.ErrorCount, l.MaxErrors)
 		}
-		if st.TokensUsed >= l.MaxTokens+run.maxStep && st.TokensUsed > 0 {
+		if st.TokensUsed >= l.MaxTokens+run.maxStep*int64(1+run.wrapSteps) && st.TokensUsed > 0 {
 			t.Fatalf("tokens %d passed the budget %d by more than one step (%d)", st.TokensUsed, l.MaxTokens, run.maxStep)
 		}
 		for name, n := range st.AgentSteps {
-			if a := run.plan.Agent(name); a.MaxSteps != nil && n > *a.MaxSteps {
+			if a := run.plan.Agent(name); a.MaxSteps != nil && n-int32(run.wrapSteps) > *a.MaxSteps {
 				t.Fatalf("agent %s took %d steps, its limit is %d", name, n, *a.MaxSteps)
 			}
 		}
@@ -350,8 +400,14 @@ func TestPropertyTerminationIsSetOnceAndMatchesTheFirstGuard(t *testing.T) {
 		if _, ok := workflow.Check(run.plan, st, run.now.Add(time.Hour)); ok {
 			t.Fatalf("Check ended an ended run again")
 		}
-		// A run a guard ended ended with the first guard of the chain that trips.
-		if slices.Contains(guardReasons, st.TerminationReason) {
+		// A run a guard ended ended with the first guard of the chain that trips (a run whose
+		// wrap-up turn failed ended for the limit that gave it that turn).
+		if st.WrappingUp != nil {
+			if st.TerminationReason != v1alpha1.ReasonWrappedUp && st.TerminationReason != st.WrappingUp.Limit &&
+				!slices.Contains(peopleReasons, st.TerminationReason) {
+				t.Fatalf("a run wrapping up after %s ended %s", st.WrappingUp.Limit, st.TerminationReason)
+			}
+		} else if slices.Contains(guardReasons, st.TerminationReason) {
 			open := st.DeepCopy()
 			open.Phase = v1alpha1.PhaseRunning
 			trip, ok := workflow.FirstTrip(run.plan, open, run.now)

@@ -54,7 +54,7 @@ func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time
 		return d
 	}
 	if t, ok := check(p, s, now); ok {
-		end(&d, t, now)
+		endOrWrapUp(p, &d, t, now)
 	}
 	return d
 }
@@ -73,6 +73,11 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 			Tokens:   p.Limits.MaxTokens - st.TokensUsed,
 		},
 	}
+	if st.WrappingUp != nil {
+		w := *st.WrappingUp
+		step.WrapUp, step.Reason = &w, "a limit ran out"
+		return step
+	}
 	if n := len(st.HandoffSequence); n > 0 && st.HandoffSequence[n-1].To == st.CurrentAgent {
 		last := st.HandoffSequence[n-1]
 		step.Reason = last.Reason
@@ -88,7 +93,8 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 	return step
 }
 
-// Check runs the guards before the run's next step. When one trips, the update ends the run.
+// Check runs the guards before the run's next step. When one trips, the update ends the run, or
+// gives the wrap-up agent its last turn.
 func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, bool) {
 	if st.Phase != v1alpha1.PhaseRunning {
 		return Update{}, false
@@ -98,7 +104,7 @@ func Check(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, bool) {
 		return Update{}, false
 	}
 	d := Update{Status: *st.DeepCopy()}
-	end(&d, t, now)
+	endOrWrapUp(p, &d, t, now)
 	return d, true
 }
 

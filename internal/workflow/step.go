@@ -49,6 +49,10 @@ type Step struct {
 	Repairs bool
 	// Left is what remains of the run's limits; the caller fills in the seconds.
 	Left Left
+	// WrapUp, when set, makes the step the run's last turn, after this limit ran out: the
+	// agent is told so and given no handoffs and no tools. (On the steps before it, the caller
+	// keeps the wrap-up turn's worst-case cost in reserve: see Plan.WrapUpAgent.)
+	WrapUp *v1alpha1.WrappingUp
 }
 
 // Event is an Event the controller emits once the status it goes with is written.
@@ -86,6 +90,7 @@ const (
 	EventDecisionIgnored    = "DecisionIgnored"
 	EventToolCallsIgnored   = "ToolCallsIgnored"
 	EventOutputInvalid      = "OutputInvalid"
+	EventWrappingUp         = "WrappingUp"
 )
 
 // Update is what the core makes of a run's status: its next status, the Events that go with

@@ -116,6 +116,15 @@ func (w *ConfigWrapper) MaxSteps(n int32) *ConfigWrapper { w.Spec.Limits.MaxStep
 // MaxTokens sets limits.maxTokens.
 func (w *ConfigWrapper) MaxTokens(n int64) *ConfigWrapper { w.Spec.Limits.MaxTokens = &n; return w }
 
+// MaxCost sets limits.maxCost, a decimal string.
+func (w *ConfigWrapper) MaxCost(amount string) *ConfigWrapper { w.Spec.Limits.MaxCost = &amount; return w }
+
+// WrapUp sets limits.wrapUp: agent has the run's last turn when a limit runs out.
+func (w *ConfigWrapper) WrapUp(agent string) *ConfigWrapper {
+	w.Spec.Limits.WrapUp = &v1alpha1.WrapUp{Agent: agent}
+	return w
+}
+
 // MaxErrors sets limits.maxErrors.
 func (w *ConfigWrapper) MaxErrors(n int32) *ConfigWrapper { w.Spec.Limits.MaxErrors = &n; return w }
 

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/shopspring/decimal"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,6 +112,41 @@ var _ = Describe("Runs on a shared model endpoint", func() {
 		Expect(sent[1].MaxCompletionTokens).To(And(BeNumerically(">=", 16), BeNumerically("<", 200)),
 			"the writer's cap was not lowered to what the 0.00004 left can pay for")
 		Expect(run.Status.Cost).To(Equal("0.0002235"))
+	})
+
+	It("end with the wrap-up agent's answer when the budget runs out, its turn paid from a reserve kept for it", func() {
+		// triage and researcher hand the work back and forth until the budget runs low, their
+		// output caps lowered as it does; writer wraps up. Each of their steps: 50 prompt and 10
+		// output tokens, 13.5 millionths.
+		server.ReplyTo("triage", fakes.Reply{Content: "more research", Tokens: 60, PromptTokens: 50,
+			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_researcher", Args: `{"reason":"dig"}`}}})
+		server.ReplyTo("researcher", fakes.Reply{Content: "found more", Tokens: 60, PromptTokens: 50,
+			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_triage", Args: `{"reason":"look"}`}}})
+		server.ReplyTo("writer", fakes.Reply{Content: "the summary", Tokens: 150, PromptTokens: 100})
+		cfg := MakeConfig("wraps", ns).Agents(
+			endpointAgent("triage", v1alpha1.KindModelEndpoint).HandsOffTo("researcher"),
+			endpointAgent("researcher", v1alpha1.KindModelEndpoint).HandsOffTo("triage"),
+			endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator(),
+		).MaxCost("0.0004").WrapUp("writer").
+			LoopDetection(nil, nil, ptr.To[int32](25), ptr.To[int32](50), ptr.To[int32](50)).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Input("a survey").Obj()
+		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg, run)
+		run = waitForEnd(run)
+		Expect(run.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonWrappedUp), run.Status.TerminationMessage)
+		Expect(run.Status.Output).To(Equal("the summary"))
+		Expect(run.Status.TerminationMessage).To(And(HavePrefix("writer wrapped up the run after a limit ran out (cost budget: "),
+			ContainSubstring("is kept for writer's wrap-up turn")))
+		Expect(run.Status.WrappingUp).NotTo(BeNil())
+		Expect(run.Status.WrappingUp.Limit).To(Equal(v1alpha1.ReasonCostBudgetExceeded))
+		spent, err := decimal.NewFromString(run.Status.Cost)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(spent.LessThanOrEqual(decimal.RequireFromString("0.0004"))).To(BeTrue(), "spent %s of 0.0004", spent)
+		sent := server.Requests()
+		last := sent[len(sent)-1]
+		Expect(last.Tools).To(BeEmpty(), "the wrap-up turn offers no handoffs and no tools")
+		Expect(last.Messages[len(last.Messages)-1].Content).To(ContainSubstring("This is its last turn"))
+		Expect(last.MaxCompletionTokens).To(BeEquivalentTo(200), "the reserve paid for the writer's whole cap")
 	})
 
 	It("share the endpoint's rate limit, wait when the server answers 429, and none fails for it", func() {

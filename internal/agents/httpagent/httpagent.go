@@ -46,6 +46,8 @@ type HTTPStepRequest struct {
 	Repair       *agents.Repair          `json:"repair,omitempty"`
 	OutputSchema json.RawMessage         `json:"outputSchema,omitempty"`
 	LimitsLeft   workflow.Left           `json:"limitsLeft"`
+	// WrapUp, when set, says which limit ran out: the step is the run's last turn.
+	WrapUp string `json:"wrapUp,omitempty"`
 }
 
 // HTTPRun names the run a step belongs to.
@@ -91,7 +93,7 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 		Agent:   HTTPAgentInfo{Name: req.Agent.Name, Description: req.Agent.Description, Instructions: req.Agent.Instructions},
 		Task:    req.Task, Input: req.Input, Reason: req.Reason, Context: req.Context,
 		Handoffs: req.Peers, Children: req.Children, Signals: req.Signals,
-		Continuation: req.Continuation, Repair: req.Repair, LimitsLeft: req.Left,
+		Continuation: req.Continuation, Repair: req.Repair, LimitsLeft: req.Left, WrapUp: req.WrapUp,
 	}
 	if req.Agent.OutputSchema != nil {
 		body.OutputSchema = req.Agent.OutputSchema.Raw
