@@ -65,7 +65,7 @@ const (
 
 // Started reports whether a run in this phase has pinned its config and begun.
 func (p RunPhase) Started() bool {
-	return p != "" && p != PhasePending
+	return p != "" && p != PhasePending && p != PhaseQueued
 }
 
 // Terminal reports whether a run in this phase has ended for good.

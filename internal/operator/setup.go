@@ -17,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/controller/agentrun"
+	"github.com/baton-dev/baton/internal/controller/agentquota"
 	"github.com/baton-dev/baton/internal/controller/modelendpoint"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/endpoints"
@@ -101,6 +102,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	}
 	uses := &modelendpoint.Reconciler{Client: mgr.GetClient(), Pacer: pacer, Endpoints: resolver}
 	if err := uses.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	quotas := &agentquota.Reconciler{Client: mgr.GetClient(), Clock: clk}
+	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	configs := &agentconfig.Reconciler{Client: mgr.GetClient(), Providers: known}

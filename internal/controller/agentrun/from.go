@@ -40,6 +40,12 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	if plan == nil || err != nil {
 		return res, err
 	}
+	if v, err := r.admit(ctx, run, now); err != nil || !v.Admit {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.queue(ctx, w, v, now)
+	}
 	replayed, err := r.replayFrom(ctx, run, earlier, plan)
 	switch {
 	case errors.Is(err, errFrom):

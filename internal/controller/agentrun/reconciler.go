@@ -30,6 +30,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
+	"github.com/baton-dev/baton/internal/controller/agentquota"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -88,18 +89,21 @@ type Reconciler struct {
 	client.Client
 	Config
 	// runs holds what the reconciler keeps in memory of each run it works on (runs.go).
-	runs      *runTable
-	revisions *revisions
+	runs       *runTable
+	revisions  *revisions
+	admissions *admissions
 }
 
 // New builds the reconciler.
 func New(cfg Config) *Reconciler {
-	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme)}
+	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme),
+		admissions: newAdmissions()}
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentquotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -314,6 +318,12 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
 		return ctrl.Result{RequeueAfter: secretRetry}, err
 	}
+	if v, err := r.admit(ctx, run, now); err != nil || !v.Admit {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.queue(ctx, w, v, now)
+	}
 	revision, err := r.revisions.pin(ctx, cfg)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -378,6 +388,7 @@ func (r *Reconciler) missingEndpoint(ctx context.Context, namespace, agent strin
 // forget drops what the reconciler holds for a run that ended or is gone.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.runs.forget(key)
+	r.admissions.forget(key)
 	r.Steps.Forget(key)
 	if r.Forget != nil {
 		r.Forget(key)
@@ -428,11 +439,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.AgentRun{}, metrics.WaitingIndex, metrics.WaitingAtGate); err != nil {
 		return err
 	}
+	if err := agentquota.Index(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
+		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Complete(r)
 }

@@ -1,0 +1,94 @@
+package agentquota
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/quota"
+)
+
+// Indexes of the runs by what quotas count, so that what a namespace uses is read from the
+// cache without going through its ended runs.
+const (
+	// stateIndex holds "active" for runs that count against maxRunningRuns and "queued" for
+	// runs waiting in line; other runs are not in it.
+	stateIndex = "baton.quota"
+	// dayIndex holds the UTC day a run started, for the day's cost and tokens.
+	dayIndex = "baton.startDay"
+)
+
+// Index adds the indexes the quotas read to the manager's cache.
+func Index(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &v1alpha1.AgentRun{}, stateIndex, stateOf); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &v1alpha1.AgentRun{}, dayIndex, startDay)
+}
+
+func stateOf(o client.Object) []string {
+	run, ok := o.(*v1alpha1.AgentRun)
+	switch {
+	case !ok:
+		return nil
+	case quota.Active(run.Status.Phase):
+		return []string{"active"}
+	case run.Status.Phase == v1alpha1.PhaseQueued:
+		return []string{"queued"}
+	}
+	return nil
+}
+
+func startDay(o client.Object) []string {
+	run, ok := o.(*v1alpha1.AgentRun)
+	if !ok || run.Status.StartTime == nil {
+		return nil
+	}
+	return []string{dayOf(run.Status.StartTime.Time)}
+}
+
+func dayOf(t time.Time) string { return quota.DayStart(t).Format(time.DateOnly) }
+
+// Counted lists a namespace's runs that quotas count (at work, in line, started today), once
+// each, and the line. The runs are the cache's own: read them, never change them.
+func Counted(ctx context.Context, c client.Reader, namespace string, now time.Time) ([]v1alpha1.AgentRun, []quota.Waiting, error) {
+	var counted []v1alpha1.AgentRun
+	seen := map[string]bool{}
+	var line []quota.Waiting
+	for _, sel := range []client.MatchingFields{{stateIndex: "active"}, {stateIndex: "queued"}, {dayIndex: dayOf(now)}} {
+		list := &v1alpha1.AgentRunList{}
+		if err := c.List(ctx, list, client.InNamespace(namespace), sel, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, err
+		}
+		for i := range list.Items {
+			run := list.Items[i]
+			if seen[run.Name] {
+				continue
+			}
+			seen[run.Name] = true
+			if run.Status.Phase == v1alpha1.PhaseQueued {
+				line = append(line, quota.WaitingOf(&run))
+			}
+			counted = append(counted, run)
+		}
+	}
+	return counted, line, nil
+}
+
+// Line is a namespace's runs waiting Queued, in the order they start.
+func Line(ctx context.Context, c client.Reader, namespace string) ([]quota.Waiting, error) {
+	list := &v1alpha1.AgentRunList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{stateIndex: "queued"}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	line := make([]quota.Waiting, 0, len(list.Items))
+	for i := range list.Items {
+		line = append(line, quota.WaitingOf(&list.Items[i]))
+	}
+	return quota.Line(line[1:], line[0]), nil
+}

@@ -1,0 +1,156 @@
+package agentrun
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/controller/agentquota"
+	"github.com/baton-dev/baton/internal/quota"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A run starts only when its namespace's AgentQuotas leave room (internal/quota decides). The
+// decision reads the namespace's runs from the cache; a run this operator let start is counted
+// from then on even before its status says so (a start is written with the first step), so
+// that two runs admitted at once never share one place. A run held waits Queued and comes back
+// by itself, sooner the nearer it is to the head of the line, and at once when a run of its
+// namespace ends.
+
+// queuedRewrite is how often a Queued run's new place in line is written: its place moves
+// with every run that starts, and a write per move per queued run would be many.
+const queuedRewrite = 30 * time.Second
+
+// admissions is what this operator admitted and wrote of its namespaces' lines.
+type admissions struct {
+	mu sync.Mutex
+	// admitted are the runs let start whose status may not say so yet.
+	admitted map[types.NamespacedName]struct{}
+	// written is when each Queued run's place was last written.
+	written map[types.NamespacedName]time.Time
+}
+
+func newAdmissions() *admissions {
+	return &admissions{admitted: map[types.NamespacedName]struct{}{}, written: map[types.NamespacedName]time.Time{}}
+}
+
+func (a *admissions) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	delete(a.admitted, key)
+	delete(a.written, key)
+	a.mu.Unlock()
+}
+
+// admit decides whether the run may start under its namespace's quotas. A run let start is
+// counted as running from now on.
+func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (quota.Verdict, error) {
+	quotas := &v1alpha1.AgentQuotaList{}
+	if err := r.List(ctx, quotas, client.InNamespace(run.Namespace)); err != nil {
+		return quota.Verdict{}, err
+	}
+	if len(quotas.Items) == 0 {
+		return quota.Verdict{Admit: true}, nil
+	}
+	runs, line, err := agentquota.Counted(ctx, r.Client, run.Namespace, now)
+	if err != nil {
+		return quota.Verdict{}, err
+	}
+	a := r.admissions
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := client.ObjectKeyFromObject(run)
+	if _, ok := a.admitted[key]; ok {
+		return quota.Verdict{Admit: true}, nil
+	}
+	admitted := func(name string) bool {
+		_, ok := a.admitted[types.NamespacedName{Namespace: run.Namespace, Name: name}]
+		return ok
+	}
+	use := quota.Measure(runs, admitted, now)
+	line = slices.DeleteFunc(line, func(w quota.Waiting) bool { return admitted(w.Name) }) // at work, as far as quotas go
+	for k := range a.admitted {
+		if k.Namespace == run.Namespace && !listed(runs, k.Name) {
+			use.Running++ // admitted, and in no list yet
+		}
+	}
+	v := quota.Decide(quotas.Items, use, line, quota.WaitingOf(run), now)
+	if v.Admit {
+		a.admitted[key] = struct{}{}
+		delete(a.written, key)
+	}
+	return v, nil
+}
+
+func listed(runs []v1alpha1.AgentRun, name string) bool {
+	for i := range runs {
+		if runs[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// queue keeps a run its quotas hold Queued, writing its place at most every queuedRewrite, and
+// brings it back sooner the nearer it is to the head of the line.
+func (r *Reconciler) queue(ctx context.Context, w *working, v quota.Verdict, now time.Time) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(w.AgentRun)
+	reason, _ := workflow.QueuedFor(&w.Status)
+	a := r.admissions
+	a.mu.Lock()
+	last, wrote := a.written[key]
+	fresh := wrote && reason == v.Reason && now.Sub(last) < queuedRewrite
+	if !fresh {
+		a.written[key] = now
+	}
+	a.mu.Unlock()
+	back := ctrl.Result{RequeueAfter: time.Second + time.Duration(min(v.Place, 300))*100*time.Millisecond}
+	if fresh {
+		return back, nil
+	}
+	_, err := r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
+	return back, err
+}
+
+// queuedBehind maps a run that ended to the head of its namespace's line, which may start now.
+func (r *Reconciler) queuedBehind(ctx context.Context, o client.Object) []reconcile.Request {
+	run, ok := o.(*v1alpha1.AgentRun)
+	if !ok {
+		return nil
+	}
+	line, err := agentquota.Line(ctx, r.Client, run.Namespace)
+	if err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, w := range line[:min(len(line), headOfLine)] {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: w.Name}})
+	}
+	return reqs
+}
+
+// headOfLine is how many runs at the head of a line a run's end wakes.
+const headOfLine = 4
+
+// endedPredicate passes the updates that end a run, and deletions: a place in its namespace's
+// line may be free.
+func endedPredicate() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*v1alpha1.AgentRun)
+			cur, ok2 := e.ObjectNew.(*v1alpha1.AgentRun)
+			return ok1 && ok2 && !old.Status.Phase.Terminal() && cur.Status.Phase.Terminal()
+		},
+	}
+}
