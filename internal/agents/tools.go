@@ -57,6 +57,9 @@ type Progress struct {
 	CountedTokens      int64
 	CountedInputTokens int64
 	CountedCalls       int32
+	// CountedCost is what the step's model calls cost until it was last held, already added
+	// to the run's status: what its calls cost now is added to it.
+	CountedCost string
 }
 
 // Toolbox makes a step's tool calls. The AgentRun controller gives one to each step of an agent
@@ -189,6 +192,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		res.InputTokens += inputTokens
 		res.CountedTokens, res.CountedInputTokens = progress.CountedTokens, progress.CountedInputTokens
 		res.ToolCalls, res.CountedToolCalls = made, progress.CountedCalls
+		res.CountedCost = progress.CountedCost
 		return res
 	}
 	for {

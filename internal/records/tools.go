@@ -60,13 +60,19 @@ type HeldBody struct {
 	CountedInputTokens int64             `json:"countedInputTokens,omitempty"`
 	ToolCalls          int32             `json:"toolCalls"`
 	CountedToolCalls   int32             `json:"countedToolCalls"`
+	// Cost is what the step's model calls cost until it was held, CountedCost the part of it
+	// counted at earlier gates, in Currency.
+	Cost        string `json:"cost,omitempty"`
+	CountedCost string `json:"countedCost,omitempty"`
+	Currency    string `json:"currency,omitempty"`
 }
 
 // NewHeld is the tool-gate record body of a step held at res's call.
 func NewHeld(res workflow.StepResult) HeldBody {
 	return HeldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
 		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
-		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls}
+		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls,
+		Cost: res.Cost, CountedCost: res.CountedCost, Currency: res.Currency}
 }
 
 // Record is the step's tool-gate record.
@@ -79,6 +85,7 @@ func (b HeldBody) StepResult() workflow.StepResult {
 	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: workflow.Result{
 		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
 		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
+		Cost: b.Cost, CountedCost: b.CountedCost, Currency: b.Currency,
 		Held: &workflow.Held{Gate: b.Gate, Call: b.Call},
 	}}
 }

@@ -209,14 +209,15 @@ func (m *meter) capOutput(model *v1alpha1.ModelSpec) {
 	}
 }
 
-// result adds what the step's calls cost to its result.
+// result adds what the step's calls cost to its result: to what its calls cost before it was
+// last held at a tool's gate (CountedCost, already in the run's status), if it was.
 func (m *meter) result(res *workflow.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.priced {
 		return
 	}
-	res.Cost = cost.Format(m.cost)
+	res.Cost = cost.Format(cost.Amount(res.CountedCost).Add(m.cost))
 	res.Currency = m.currency
 }
 

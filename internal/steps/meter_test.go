@@ -78,3 +78,14 @@ func TestTheOutputCapLeavesTheWrapUpReserve(t *testing.T) {
 		t.Errorf("cap %d is lower than the budget allows (%s with one more token)", out, over)
 	}
 }
+
+func TestAStepHeldAtAToolGateCostsWhatItsCallsCostBeforeAndAfter(t *testing.T) {
+	m := pricedMeter(t, "0.5", "1", 100)
+	m.cost = decimal.RequireFromString("0.002") // the calls made since the gate passed
+	// The calls before the gate cost 0.003, counted in the run's status when it was held.
+	res := workflow.Result{CountedCost: "0.003"}
+	m.result(&res)
+	if res.Cost != "0.005" || res.Currency != "USD" {
+		t.Errorf("cost %q %s, want the whole step's 0.005 USD (the core adds 0.002 of it)", res.Cost, res.Currency)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -50,6 +51,9 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 			p.CountedTokens = max(p.CountedTokens, b.Tokens)
 			p.CountedInputTokens = max(p.CountedInputTokens, b.InputTokens)
 			p.CountedCalls = max(p.CountedCalls, b.ToolCalls)
+			if cost.Amount(b.Cost).GreaterThan(cost.Amount(p.CountedCost)) {
+				p.CountedCost = b.Cost
+			}
 		}
 	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Number < turns[j].Number })
