@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
@@ -59,23 +61,10 @@ holds (its latest steps). --tail picks how many of the latest steps to show.`,
 // describe prints the run's timeline.
 func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	s := run.Status
-	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\nConfig:       %s (%s)\nPhase:        %s\n", run.Name, run.Namespace,
-		run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
-	if s.TerminationReason != "" {
-		fmt.Fprintf(out, "Reason:       %s: %s\n", s.TerminationReason, s.TerminationMessage)
-	}
-	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d tool calls, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ToolCalls, s.ErrorCount)
-	if s.StartTime != nil {
-		end := time.Now()
-		if s.CompletionTime != nil {
-			end = s.CompletionTime.Time
-		}
-		// completionTime has a precision of seconds.
-		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
-	}
+	describeSummary(out, run)
 	shown, left := records.Latest(st.entries, tail)
 	steps, decisions := left.Steps, left.Decisions
-	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread))
+	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread), s.Currency)
 	describeWaiting(out, run, st)
 	var decided []records.Entry
 	for _, e := range shown {
@@ -98,16 +87,52 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	}
 }
 
+// describeSummary prints what the run is and where it is: its config, phase, why it waits in
+// the queue or why it ended, its counts, cost and time.
+func describeSummary(out io.Writer, run *v1alpha1.AgentRun) {
+	s := run.Status
+	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\nConfig:       %s (%s)\nPhase:        %s\n", run.Name, run.Namespace,
+		run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
+	if c := queued(run); c != nil {
+		fmt.Fprintf(out, "Queued:       %s: %s\n", c.Reason, textbound.Line(c.Message, 300))
+	}
+	if s.TerminationReason != "" {
+		fmt.Fprintf(out, "Reason:       %s: %s\n", s.TerminationReason, s.TerminationMessage)
+	}
+	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d tool calls, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ToolCalls, s.ErrorCount)
+	if s.Cost != "" {
+		fmt.Fprintf(out, "Cost:         %s\n", strings.TrimSpace(s.Cost+" "+s.Currency))
+	}
+	if s.StartTime != nil {
+		end := time.Now()
+		if s.CompletionTime != nil {
+			end = s.CompletionTime.Time
+		}
+		// completionTime has a precision of seconds.
+		fmt.Fprintf(out, "Duration:     %s (waiting for people: %s)\n", max(end.Sub(s.StartTime.Time), 0).Round(time.Second), s.Waited.OrZero().Round(time.Second))
+	}
+}
+
+// queued is the Progressing condition of a run waiting Queued, which says what it waits for
+// (reason QuotaExceeded or AwaitingAdmission) and its place; nil for a run that is not queued.
+func queued(run *v1alpha1.AgentRun) *metav1.Condition {
+	if run.Status.Phase != v1alpha1.PhaseQueued {
+		return nil
+	}
+	return meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionProgressing)
+}
+
 // describeSteps prints the timeline's steps, a line each, after a line that says what comes
-// before them when that is not shown.
-func describeSteps(out io.Writer, shown []records.Entry, before string) {
+// before them when that is not shown. A step's cost is in the run's currency, blank when its
+// endpoint has no prices.
+func describeSteps(out io.Writer, shown []records.Entry, before, currency string) {
 	fmt.Fprintln(out, "\nTimeline:")
 	if before != "" {
 		// Above the table: a line of its own inside it would end its columns.
 		fmt.Fprintf(out, "  ... (%s)\n", before)
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\tTIME\tREASON")
+	fmt.Fprintf(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\t%s\tTIME\tREASON\n", costHeading(currency))
 	for _, e := range shown {
 		switch e.Kind {
 		case records.EntryStep:
@@ -115,12 +140,22 @@ func describeSteps(out io.Writer, shown []records.Entry, before string) {
 			if e.Recorded {
 				latency = e.Latency.String()
 			}
-			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Step, e.Agent, to(e), textbound.Line(e.Outcome, 40), e.Tokens, latency, textbound.Line(reason(e), 70))
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Step, e.Agent, to(e), textbound.Line(e.Outcome, 40), e.Tokens,
+				textbound.Line(e.Cost, 32), latency, textbound.Line(reason(e), 70))
 		case records.EntryRunning:
-			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\n", e.Step, e.Agent)
+			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\t\n", e.Step, e.Agent)
 		}
 	}
 	_ = w.Flush()
+}
+
+// costHeading is the heading of the steps' cost column: COST, with the run's currency when it
+// has one.
+func costHeading(currency string) string {
+	if currency == "" {
+		return "COST"
+	}
+	return "COST (" + currency + ")"
 }
 
 // describeWaiting prints the gate the run waits at, with the whole arguments of a tool call it

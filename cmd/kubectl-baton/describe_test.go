@@ -145,3 +145,72 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 		t.Errorf("without the transcript, describe does not say the arguments are cut:\n%.6000s", out.String())
 	}
 }
+
+func TestDescribeShowsWhatEachStepCostAndTheRunsTotal(t *testing.T) {
+	run, recs := longRun(3)
+	// Steps 1 and 2 ran on a priced endpoint; step 3's model has no price.
+	for i, c := range []string{"0.00021", "0.000105"} {
+		var body map[string]any
+		if err := json.Unmarshal(recs[i].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		body["cost"], body["currency"] = c, "USD"
+		recs[i].Body, _ = json.Marshal(body)
+	}
+	run.Status.Cost, run.Status.Currency = "0.000315", "USD"
+
+	var out bytes.Buffer
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^Cost:         0\.000315 USD$`),
+		regexp.MustCompile(`(?m)^  STEP\s+AGENT\s+TO\s+OUTCOME\s+TOKENS\s+COST \(USD\)\s+TIME\s+REASON$`),
+		regexp.MustCompile(`(?m)^  1\s+orchestrator\s+ticketing\s+Handoff\s+10\s+0\.00021\s+7ms\s+reason 1$`),
+		regexp.MustCompile(`(?m)^  2\s+ticketing\s+orchestrator\s+Handoff\s+10\s+0\.000105\s+7ms\s+reason 2$`),
+		regexp.MustCompile(`(?m)^  3\s+orchestrator\s+\(end\)\s+Signal\s+10\s+7ms\s+TERMINATE_WORKFLOW$`),
+	} {
+		if !want.MatchString(out.String()) {
+			t.Errorf("describe does not match %s:\n%s", want, out.String())
+		}
+	}
+	// No price, no cost: step 3's cost is blank, and its time stays in the TIME column.
+	lines := strings.Split(out.String(), "\n")
+	column := func(prefix, of string) int {
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return strings.Index(l, of)
+			}
+		}
+		return -1
+	}
+	if at := column("  STEP", "TIME"); at < 0 || column("  1 ", "7ms") != at || column("  3 ", "7ms") != at {
+		t.Errorf("the times are not all under TIME:\n%s", out.String())
+	}
+
+	// A run on endpoints without prices says nothing of money.
+	run, recs = longRun(3)
+	out.Reset()
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	if strings.Contains(out.String(), "Cost:") || strings.Contains(out.String(), "(USD)") ||
+		!regexp.MustCompile(`(?m)^  STEP\s+AGENT\s+TO\s+OUTCOME\s+TOKENS\s+COST\s+TIME\s+REASON$`).MatchString(out.String()) {
+		t.Errorf("a run without prices:\n%s", out.String())
+	}
+}
+
+func TestDescribeSaysWhatAQueuedRunWaitsFor(t *testing.T) {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ticket-9", Namespace: "team-a"},
+		Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: "helpdesk"}}}
+	run.Status.Phase = v1alpha1.PhaseQueued
+	run.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonQuotaExceeded, Message: `quota "team-a": 20 of 20 runs running; place 3 of 5`}}
+	var out bytes.Buffer
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil)}, defaultTail)
+	if !strings.Contains(out.String(), "Phase:        Queued\nQueued:       QuotaExceeded: quota \"team-a\": 20 of 20 runs running; place 3 of 5\n") {
+		t.Errorf("describe does not say why the run waits:\n%s", out.String())
+	}
+	run.Status.Phase = v1alpha1.PhaseRunning
+	out.Reset()
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil)}, defaultTail)
+	if strings.Contains(out.String(), "Queued:") {
+		t.Errorf("a running run is described as queued:\n%s", out.String())
+	}
+}

@@ -25,6 +25,9 @@ type Entry struct {
 	Outcome string
 	Signal  string
 	Tokens  int64
+	// Cost is what the step cost, as a decimal string in the run's currency: from its record,
+	// else its handoff record; empty when its endpoint has no prices.
+	Cost    string
 	Latency time.Duration
 	Reason  string
 	// Text is the beginning of the step's output, or of its error.
@@ -121,7 +124,7 @@ func (t *Timeline) Add(r Record) {
 
 // recordedStep is a step's entry from its record; its handoff, when known, completes it.
 func recordedStep(r Record, b StepBody) Entry {
-	e := Entry{Kind: EntryStep, Time: r.Time, Step: r.Step, Agent: b.Agent, Tokens: b.Tokens, Recorded: true,
+	e := Entry{Kind: EntryStep, Time: r.Time, Step: r.Step, Agent: b.Agent, Tokens: b.Tokens, Cost: b.Cost, Recorded: true,
 		Latency: time.Duration(b.LatencyMs) * time.Millisecond, Reason: b.Reason,
 		Text: textbound.Line(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
 	if b.Error != "" {
@@ -142,6 +145,9 @@ func withHandoff(e Entry, h v1alpha1.HandoffRecord) Entry {
 	e.Failed = e.Failed || h.Outcome == v1alpha1.OutcomeFailed
 	if !e.Recorded {
 		e.Agent, e.Tokens, e.Time = h.From, h.Tokens, h.Time.Time
+	}
+	if e.Cost == "" {
+		e.Cost = h.Cost
 	}
 	return e
 }

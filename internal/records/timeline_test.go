@@ -151,3 +151,50 @@ func TestAHeldCallIsShownWhole(t *testing.T) {
 		t.Errorf("short arguments from status: %q, note %q", h.Arguments, h.Note)
 	}
 }
+
+func TestEachStepShowsWhatItCost(t *testing.T) {
+	run, records := ticket(12)
+	// Steps 1, 2 and 12 are priced, the others are not (their endpoint has no prices). Step 1
+	// is known only from the record of step 2, whose previous handoff carries its cost; step 2
+	// from its own record, and its handoff in the record of step 3, which agree; step 12 only
+	// from its record: status is written after it, and has not been yet.
+	cost := map[int32]string{1: "0.00021", 2: "0.000105", 12: "0.0000625"}
+	var kept []Record
+	for _, r := range records[1:] {
+		var body map[string]any
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if c := cost[r.Step]; c != "" {
+			body["cost"], body["currency"] = c, "USD"
+		}
+		if prev, ok := body["previous"].(map[string]any); ok && cost[r.Step-1] != "" {
+			prev["cost"] = cost[r.Step-1]
+		}
+		r.Body, _ = json.Marshal(body)
+		kept = append(kept, r)
+	}
+	seq := run.Status.HandoffSequence
+	run.Status.HandoffSequence = append([]v1alpha1.HandoffRecord(nil), seq[:len(seq)-1]...)
+	run.Status.Phase, run.Status.StepCount = v1alpha1.PhaseRunning, 11
+	got := map[int32]string{}
+	for _, e := range BuildTimeline(run, kept) {
+		if e.Kind == EntryStep {
+			got[e.Step] = e.Cost
+		}
+	}
+	want := map[int32]string{}
+	for step := int32(1); step <= 12; step++ {
+		want[step] = cost[step]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("costs by step (-want +got):\n%s", diff)
+	}
+
+	// From status alone, a step's cost is its handoff's.
+	run.Status.HandoffSequence = []v1alpha1.HandoffRecord{{Step: 1, From: "orchestrator", Cost: "0.00021", Time: metav1.NewTime(t0)}}
+	run.Status.Phase = v1alpha1.PhaseSucceeded
+	if e := BuildTimeline(run, nil); len(e) != 1 || e[0].Cost != "0.00021" {
+		t.Errorf("from status: %+v, want step 1 costing 0.00021", e)
+	}
+}
