@@ -39,8 +39,8 @@ browser never holds a Kubernetes credential. The URL carries a token made at eac
 console answers only requests that carry it (as a cookie once the URL is opened), that name its
 own loopback address, and, for decisions, that come from its own pages.
 
-It looks for runs in every namespace you may list them in, or in --namespaces, or in the
-namespace -n names.`,
+It looks for runs and model endpoints in every namespace you may list them in, or in
+--namespaces, or in the namespace -n names.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -50,7 +50,7 @@ namespace -n names.`,
 	}
 	cmd.Flags().IntVar(&port, "port", 0, "The local port to serve on (0: any free port)")
 	cmd.Flags().BoolVar(&openBrowser, "open", false, "Open the console in the default browser")
-	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil, "Look for runs only in these namespaces")
+	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil, "Look for runs and model endpoints only in these namespaces")
 	return cmd
 }
 

@@ -83,13 +83,19 @@ func pipeline() *v1alpha1.AgentConfig {
 // newConsole is a console over a fake API server that answers whether the user may act with allowed.
 func newConsole(t *testing.T, allowed bool, objs ...client.Object) (*Server, client.WithWatch) {
 	t.Helper()
+	return newConsoleWith(t, interceptAccess(allowed), objs...)
+}
+
+// newConsoleWith is a console over a fake API server whose answers funcs intercept.
+func newConsoleWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) (*Server, client.WithWatch) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, authorizationv1.AddToScheme, corev1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptAccess(allowed)).Build()
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	now := time.Now()
 	s, err := New(Options{Kube: kube, User: "alice", DefaultNamespace: "review", Transcripts: transcripts{
 		"review/vendor-review": {stepRecord(1, now.Add(-50*time.Second), map[string]any{"agent": "planner", "provider": "Scripted",

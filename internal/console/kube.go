@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,21 +40,24 @@ func (c *scopeCache) get(ctx context.Context) []string {
 	return c.last
 }
 
-// findScopes are the namespaces to list runs in: the console's, or every namespace ("") when
-// the user may list runs in all of them, else the namespaces they may list runs in, else the
-// kubeconfig's namespace.
-func (s *Server) findScopes(ctx context.Context) []string {
+// findScopes are the namespaces to list runs in.
+func (s *Server) findScopes(ctx context.Context) []string { return s.scopesOf(ctx, "agentruns") }
+
+// scopesOf are the namespaces to list Baton's resource in: the console's, or every namespace
+// ("") when the user may list it in all of them, else the namespaces they may list it in, else
+// the kubeconfig's namespace.
+func (s *Server) scopesOf(ctx context.Context, resource string) []string {
 	if len(s.opts.Namespaces) > 0 {
 		return s.opts.Namespaces
 	}
-	if s.access.allowed(ctx, "", "list", "agentruns") {
+	if s.access.allowed(ctx, "", "list", resource) {
 		return []string{""}
 	}
 	var namespaces corev1.NamespaceList
 	if err := s.opts.Kube.List(ctx, &namespaces); err == nil {
 		var out []string
 		for _, ns := range namespaces.Items {
-			if s.access.allowed(ctx, ns.Name, "list", "agentruns") {
+			if s.access.allowed(ctx, ns.Name, "list", resource) {
 				out = append(out, ns.Name)
 			}
 		}
@@ -75,23 +77,17 @@ func (s *Server) listRuns(ctx context.Context, namespace string) (runs []v1alpha
 	if namespace != "" {
 		scopes = []string{namespace}
 	}
-	oldest := uint64(math.MaxUint64)
+	var versions oldestVersion
 	for _, ns := range scopes {
 		var list v1alpha1.AgentRunList
 		if err := s.opts.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		// Resource versions are opaque, but the API server's are numbers: the oldest list is
-		// where a watch of them all starts. One that is not a number is not used.
-		if v, err := strconv.ParseUint(list.ResourceVersion, 10, 64); err == nil {
-			oldest = min(oldest, v)
-		}
+		versions.add(list.ResourceVersion)
 		runs = append(runs, list.Items...)
 	}
-	if oldest != math.MaxUint64 {
-		version = strconv.FormatUint(oldest, 10)
-	}
+	version = versions.String()
 	sort.SliceStable(runs, func(i, j int) bool {
 		a, b := runs[i].CreationTimestamp, runs[j].CreationTimestamp
 		if !a.Equal(&b) {
@@ -100,6 +96,29 @@ func (s *Server) listRuns(ctx context.Context, namespace string) (runs []v1alpha
 		return runs[i].Namespace+"/"+runs[i].Name < runs[j].Namespace+"/"+runs[j].Name
 	})
 	return runs, version, errs
+}
+
+// oldestVersion is the oldest of the resource versions lists were read at: where a watch of
+// them all starts, seeing every change after any of them.
+type oldestVersion struct {
+	v   uint64
+	set bool
+}
+
+// add counts a list's version. Resource versions are opaque, but the API server's are numbers;
+// one that is not a number is not used.
+func (o *oldestVersion) add(version string) {
+	if v, err := strconv.ParseUint(version, 10, 64); err == nil && (!o.set || v < o.v) {
+		o.v, o.set = v, true
+	}
+}
+
+// String is the oldest version, or "" when no list had one.
+func (o oldestVersion) String() string {
+	if !o.set {
+		return ""
+	}
+	return strconv.FormatUint(o.v, 10)
 }
 
 // listConfigs lists the AgentConfigs of a namespace, or of the console's namespaces.

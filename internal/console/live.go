@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,10 +16,10 @@ import (
 	"github.com/baton-dev/baton/internal/records"
 )
 
-// Live updates. A page names the events that change it (/live?watch=runs or watch=run); the
-// console watches the runs with the user's credentials, and for one run also follows its
-// transcript, and sends the page a "change" event, at most a few a second, whenever something
-// it shows may have changed. The page then fetches itself again and swaps in the parts that
+// Live updates. A page names the events that change it (/live?watch=runs, watch=run or
+// watch=endpoints); the console watches the runs or the model endpoints with the user's
+// credentials, and for one run also follows its transcript, and sends the page a "change"
+// event, at most a few a second, whenever something it shows may have changed. The page then fetches itself again and swaps in the parts that
 // differ (static/console.js).
 
 const (
@@ -49,24 +50,8 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 	}
-	switch q.Get("watch") {
-	case "runs":
-		scopes := s.scopes.get(ctx)
-		if ns := q.Get("namespace"); ns != "" {
-			scopes = []string{ns}
-		}
-		for _, ns := range scopes {
-			go s.watchRuns(ctx, []client.ListOption{client.InNamespace(ns)}, q.Get("rv"), notify)
-		}
-	case "run":
-		namespace, name := q.Get("namespace"), q.Get("name")
-		go s.watchRuns(ctx, []client.ListOption{client.InNamespace(namespace),
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}, q.Get("rv"), notify)
-		if s.opts.Transcripts != nil {
-			go s.followTranscript(ctx, namespace, name, time.Now(), notify)
-		}
-	default:
-		http.Error(w, "watch: must be runs or run", http.StatusBadRequest)
+	if !s.follow(ctx, q, notify) {
+		http.Error(w, "watch: must be runs, run or endpoints", http.StatusBadRequest)
 		return
 	}
 	h := w.Header()
@@ -97,24 +82,59 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// watchRuns watches runs with the user's credentials and calls notify on every change, until
-// ctx ends. The watch starts from version, the state the page was drawn from, so it sees every
+// follow starts watching what the page names, calling notify on every change, until ctx ends;
+// false when it names nothing the console watches.
+func (s *Server) follow(ctx context.Context, q url.Values, notify func()) bool {
+	runs := func() client.ObjectList { return &v1alpha1.AgentRunList{} }
+	switch q.Get("watch") {
+	case "runs":
+		scopes := s.scopes.get(ctx)
+		if ns := q.Get("namespace"); ns != "" {
+			scopes = []string{ns}
+		}
+		for _, ns := range scopes {
+			go s.watchList(ctx, runs, []client.ListOption{client.InNamespace(ns)}, q.Get("rv"), notify)
+		}
+	case "run":
+		namespace, name := q.Get("namespace"), q.Get("name")
+		go s.watchList(ctx, runs, []client.ListOption{client.InNamespace(namespace),
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}, q.Get("rv"), notify)
+		if s.opts.Transcripts != nil {
+			go s.followTranscript(ctx, namespace, name, time.Now(), notify)
+		}
+	case "endpoints":
+		for _, ns := range s.endpointScopes.get(ctx) {
+			go s.watchList(ctx, func() client.ObjectList { return &v1alpha1.ModelEndpointList{} },
+				[]client.ListOption{client.InNamespace(ns)}, q.Get("rv"), notify)
+		}
+		// Only when the page could list them: a watch the API server refuses would retry
+		// for as long as the page is open.
+		if q.Get("cluster") == "true" {
+			go s.watchList(ctx, func() client.ObjectList { return &v1alpha1.ClusterModelEndpointList{} }, nil, q.Get("rv"), notify)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// watchList watches the objects newList lists, with the user's credentials, and calls notify on
+// every change, until ctx ends. The watch starts from version, the state the page was drawn from, so it sees every
 // change made since and opening a page costs no event. Without one, or when the API server no
 // longer has it, the watch starts from now and the page looks again once. A watch that ends
 // starts again, after a pause that grows while it keeps failing (the user may have lost the
 // right to watch).
-func (s *Server) watchRuns(ctx context.Context, opts []client.ListOption, version string, notify func()) {
+func (s *Server) watchList(ctx context.Context, newList func() client.ObjectList, opts []client.ListOption, version string, notify func()) {
 	pause := rewatch
 	for ctx.Err() == nil {
 		if version == "" {
-			var list v1alpha1.AgentRunList
-			if err := s.opts.Kube.List(ctx, &list, append(opts, client.Limit(1))...); err == nil {
-				version = list.ResourceVersion
+			list := newList()
+			if err := s.opts.Kube.List(ctx, list, append(opts, client.Limit(1))...); err == nil {
+				version = list.GetResourceVersion()
 				notify()
 			}
 		}
-		var list v1alpha1.AgentRunList
-		watcher, err := s.opts.Kube.Watch(ctx, &list, append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})...)
+		watcher, err := s.opts.Kube.Watch(ctx, newList(), append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version}})...)
 		if err == nil {
 			pause = rewatch
 			for event := range watcher.ResultChan() {

@@ -15,11 +15,13 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // phases are the phases a run list can be filtered by, in the order a run goes through them.
-var phases = []v1alpha1.RunPhase{v1alpha1.PhasePending, v1alpha1.PhaseRunning, v1alpha1.PhaseAwaitingApproval,
-	v1alpha1.PhaseAwaitingInput, v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseCancelled}
+var phases = []v1alpha1.RunPhase{v1alpha1.PhasePending, v1alpha1.PhaseQueued, v1alpha1.PhaseRunning,
+	v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseAwaitingInput, v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed,
+	v1alpha1.PhaseCancelled}
 
 type runsView struct {
 	page
@@ -29,6 +31,10 @@ type runsView struct {
 	Namespace, Config    string
 	Phase                v1alpha1.RunPhase
 	Total, Shown, Hidden int
+	// Queued counts the runs listed that wait in their namespace's queue, and QueuedURL lists
+	// only them.
+	Queued    int
+	QueuedURL string
 }
 
 // runsPage lists runs, filtered by namespace, config and phase.
@@ -48,11 +54,15 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		v.Total++
+		if phaseOf(&run) == v1alpha1.PhaseQueued {
+			v.Queued++
+		}
 		if len(v.Runs) < maxRuns {
 			v.Runs = append(v.Runs, run)
 		}
 	}
 	v.Shown, v.Hidden = len(v.Runs), v.Total-len(v.Runs)
+	v.QueuedURL = "/runs?" + url.Values{"namespace": {v.Namespace}, "config": {v.Config}, "phase": {string(v1alpha1.PhaseQueued)}}.Encode()
 	for c := range configs {
 		v.Configs = append(v.Configs, c)
 	}
@@ -60,6 +70,25 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	v.Namespaces = namespaceNames(all, nil, v.Namespace, s.opts.DefaultNamespace)
 	s.render(w, http.StatusOK, "runs", v)
 }
+
+// queueOf is what a Queued run waits for: its Progressing condition, whose reason is
+// QuotaExceeded or AwaitingAdmission and whose message names the quota and the run's place,
+// bounded for a page; nil for a run that is not queued.
+func queueOf(run *v1alpha1.AgentRun) *metav1.Condition {
+	if run.Status.Phase != v1alpha1.PhaseQueued {
+		return nil
+	}
+	c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionProgressing)
+	if c == nil {
+		return &metav1.Condition{Message: "The run waits for room to start; the operator has not said why yet."}
+	}
+	bounded := *c
+	bounded.Message = textbound.Line(c.Message, maxQueueMessage)
+	return &bounded
+}
+
+// maxQueueMessage bounds what a page shows of the message of a queued run's condition.
+const maxQueueMessage = 300
 
 // phaseOf is a run's phase; a run the operator has not seen yet is Pending.
 func phaseOf(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
@@ -88,6 +117,8 @@ type runView struct {
 	// Steps are the steps shown that a retry can start after.
 	Steps    []int32
 	Duration time.Duration
+	// Queue is what the run waits for while it is Queued.
+	Queue    *metav1.Condition
 	Terminal bool
 	// MayPatch says whether the user may reply, cancel and decide at all.
 	MayPatch bool
@@ -148,6 +179,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	v.Team = team(cfg, run, tr.timeline)
 	v.Timeline, v.LeftOut = records.Latest(tr.timeline, v.Tail)
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
+	v.Queue = queueOf(run)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
 	if p := run.Status.PendingApproval; p != nil && run.Status.Phase == v1alpha1.PhaseAwaitingApproval {

@@ -79,6 +79,9 @@ var funcs = template.FuncMap{
 	"phaseClass": func(p v1alpha1.RunPhase) string { return "phase-" + strings.ToLower(string(p)) },
 	"join":       strings.Join,
 	"phase":      phaseOf,
+	"queue":      queueOf,
+	"money":      money,
+	"limits":     limitsText,
 	"ms":         func(n int64) time.Duration { return time.Duration(n) * time.Millisecond },
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {

@@ -77,6 +77,8 @@ type Server struct {
 	mux            *http.ServeMux
 	access         *accessCache
 	scopes         *scopeCache
+	// endpointScopes are where the console lists ModelEndpoints.
+	endpointScopes *scopeCache
 	// host and port are where the console listens, once it does: the Host header must name
 	// them.
 	host, port string
@@ -94,6 +96,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, token: token, session: session, access: newAccessCache(opts.Kube, 30*time.Second)}
 	s.scopes = &scopeCache{find: s.findScopes, ttl: 30 * time.Second}
+	s.endpointScopes = &scopeCache{find: func(ctx context.Context) []string { return s.scopesOf(ctx, "modelendpoints") }, ttl: 30 * time.Second}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -111,6 +114,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /inbox", s.inboxPage)
 	s.mux.HandleFunc("GET /new", s.newPage)
 	s.mux.HandleFunc("POST /new", s.start)
+	s.mux.HandleFunc("GET /endpoints", s.endpointsPage)
 	s.mux.HandleFunc("GET /live", s.live)
 	return s, nil
 }

@@ -1,21 +1,20 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/baton-dev/baton/test/fakes"
 )
 
 // The web console, driven in a real headless Chromium: kubectl baton ui runs as a person (their
@@ -204,7 +203,7 @@ var _ = Describe("kubectl baton ui", Ordered, func() {
 		}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
 			run(ctx, chromedp.EmulateViewport(screen.width, screen.height))
 			for name, path := range map[string]string{"runs": "/runs", "run": "/runs/console/vendor-review",
-				"inbox": "/inbox", "new": "/new", "step": "/runs/console/acme/steps/1"} {
+				"inbox": "/inbox", "new": "/new", "step": "/runs/console/acme/steps/1", "endpoints": "/endpoints"} {
 				run(ctx, chromedp.Navigate(origin(alice)+path), chromedp.WaitReady(chromedp.CSS("body")))
 				width, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
 				Expect(err).NotTo(HaveOccurred())
@@ -432,107 +431,73 @@ spec: {configRef: {name: vendor-review}, input: "Review vendor %s"}
 		Expect(jsonpath("agentrun", "umbrella", sod, "{.status.phase} {.status.pendingApproval.gate}")).To(Equal("AwaitingApproval plan"),
 			"the earlier run is not changed")
 	})
+
+	// A team on a priced model endpoint, on the fake model server: each step's usage is 800
+	// prompt tokens, 400 of them cached, and 200 output tokens, at gpt-4o-mini's prices
+	// 400×0.15 + 400×0.075 + 200×0.60 = 210 millionths of a dollar. alice reads the namespace
+	// through the viewer role Baton ships, bound in the namespace only, so she may list its
+	// ModelEndpoints and not the cluster's ClusterModelEndpoints.
+	It("shows what a run on a priced endpoint cost, step by step, and the endpoint's limits and use; so does kubectl baton describe", func() {
+		const fleet = "console-fleet"
+		server := fakes.NewOpenAI()
+		DeferCleanup(server.Close)
+		server.ReplyTo("triage", fakes.Reply{Content: "to the writer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400,
+			ToolCalls: []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}})
+		server.ReplyTo("writer", fakes.Reply{Content: "the answer", Tokens: 1000, PromptTokens: 800, CachedTokens: 400})
+		kubectl("create", "namespace", fleet)
+		kubectl("apply", "-f", filepath.Join(root, "config", "rbac", "agentrun_viewer_role.yaml"))
+		kubectl("create", "rolebinding", "viewers", "-n", fleet, "--clusterrole=agentrun-viewer", "--user=alice")
+		kubectl("apply", "-n", fleet, "-f", manifest("console-priced.yaml", pricedTeam(server.BaseURL())))
+		kubectl("wait", "-n", fleet, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=60s", "agentrun/priced")
+		Expect(jsonpath("agentrun", "priced", fleet, "{.status.cost} {.status.currency} {.status.handoffSequence[*].cost}")).
+			To(Equal("0.00042 USD 0.00021 0.00021"))
+
+		// kubectl baton describe says the same, a step a line.
+		out, err := kubectlAs(filepath.Join(stateDir, "kubeconfig-alice"), "baton", "-n", fleet, "describe", "priced")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("\nCost:         0.00042 USD\n"))
+		Expect(out).To(MatchRegexp(`(?m)^  STEP\s+AGENT\s+TO\s+OUTCOME\s+TOKENS\s+COST \(USD\)\s+TIME\s+REASON$`))
+		Expect(out).To(MatchRegexp(`(?m)^  1\s+triage\s+writer\s+Handoff\s+1000\s+0\.00021\s+\S+\s+write it$`))
+		Expect(out).To(MatchRegexp(`(?m)^  2\s+writer\s+\(end\)\s+\S+\s+1000\s+0\.00021\s+`))
+		AddReportEntry("kubectl baton describe of a run on a priced endpoint", out)
+
+		ui := startUI(filepath.Join(stateDir, "kubeconfig-alice"), "--namespaces", fleet)
+		ctx := tab(ui)
+		waitText(ctx, "priced")
+		Expect(tableCell(ctx, `tr:has(a[href="/runs/console-fleet/priced"])`, "Cost")).To(Equal("0.00042 USD"))
+
+		run(ctx, chromedp.Navigate(origin(ui)+"/runs/"+fleet+"/priced"))
+		waitText(ctx, "priced Succeeded")
+		Expect(pageText(ctx)).To(MatchRegexp(`Cost\s+0\.00042 USD`))
+		Expect(tableCell(ctx, `tr:has(a[aria-label="Step 1 transcript"])`, "Cost")).To(Equal("0.00021"))
+		Expect(tableCell(ctx, `tr:has(a[aria-label="Step 2 transcript"])`, "Cost")).To(Equal("0.00021"))
+		shoot(ctx, "run-priced")
+
+		// The endpoint's status says what its runs used over the last minute, as the operator
+		// writes it every few seconds; the page shows what the status says, and follows it.
+		run(ctx, chromedp.Click(chromedp.CSS(`a[href="/endpoints"]`)))
+		waitText(ctx, "Model endpoints")
+		row := `tr[data-endpoint="console-fleet/llm"]`
+		Eventually(func(g Gomega) {
+			use := jsonpath("modelendpoint", "llm", fleet, "{.status.requestsLastMinute} requests, {.status.tokensLastMinute} tokens")
+			g.Expect(use).To(MatchRegexp(`^2 requests, [1-9]\d* tokens$`))
+			g.Expect(tableCell(ctx, row, "Last minute")).To(Equal(use))
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+		// The run has ended: nothing is in flight or waits once the operator has written so.
+		Eventually(func() string { return tableCell(ctx, row, "Now") }, time.Minute, 200*time.Millisecond).Should(Equal("0 in flight, 0 waiting"))
+		Expect(tableCell(ctx, row, "429s")).To(Equal("0"))
+		Expect(tableCell(ctx, row, "Limits")).To(Equal("500 requests/min, 200000 tokens/min, 8 at once"))
+		Expect(tableCell(ctx, row, "Effective limits")).To(Equal("500 requests/min, 200000 tokens/min, 8 at once"))
+		Expect(tableCell(ctx, row, "Prices")).To(ContainSubstring("gpt-4o-mini: 0.15 in, 0.075 cached, 0.60 out"))
+		Expect(tableCell(ctx, row, "Conditions")).To(HavePrefix("Ready True"))
+		Expect(pageText(ctx)).To(ContainSubstring(`You may not list ClusterModelEndpoints, so they are not shown: clustermodelendpoints.agents.baton.dev is forbidden: User "alice" cannot list resource "clustermodelendpoints"`))
+		shoot(ctx, "endpoints")
+
+		run(ctx, chromedp.EmulateViewport(390, 844))
+		run(ctx, chromedp.Navigate(origin(ui)+"/endpoints"), chromedp.WaitReady(chromedp.CSS("body")))
+		width, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(width).To(BeNumerically("<=", 390), "the endpoints page is %d px wide on a 390 px screen", width)
+		shoot(ctx, "phone-endpoints")
+	})
 })
-
-// consoleUI is a running kubectl baton ui.
-type consoleUI struct {
-	cmd    *osexec.Cmd
-	url    string
-	opened bool
-}
-
-// startUI runs kubectl baton ui with a person's kubeconfig and reads the URL it prints.
-func startUI(config string, args ...string) *consoleUI {
-	cmd := osexec.Command("kubectl", append([]string{"baton", "ui", "--port", "0"}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+config)
-	stdout, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	logFile, err := os.Create(filepath.Join(stateDir, "ui-"+filepath.Base(config)+".log"))
-	Expect(err).NotTo(HaveOccurred())
-	cmd.Stderr = logFile
-	Expect(cmd.Start()).To(Succeed())
-	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := regexp.MustCompile(`(http://127\.\d+\.\d+\.\d+:\d+/\?token=\S+)`).FindString(sc.Text()); m != "" {
-				found <- m
-			}
-		}
-	}()
-	select {
-	case u := <-found:
-		return &consoleUI{cmd: cmd, url: u}
-	case <-time.After(30 * time.Second):
-		Fail("kubectl baton ui printed no URL; its log: " + readFile(logFile.Name()))
-	}
-	return nil
-}
-
-func origin(ui *consoleUI) string {
-	u, _ := url.Parse(ui.url)
-	return "http://" + u.Host
-}
-
-func run(ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
-	c, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	ExpectWithOffset(1, chromedp.Do(c, actions...)).To(Succeed())
-}
-
-func location(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	loc, _ := chromedp.Run(ctx, chromedp.Location())
-	return loc
-}
-
-func pageText(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-	return text
-}
-
-// gateSince is when the gate the page offers to decide opened, as its approve form says, or
-// "" when the page offers none.
-func gateSince(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	since, _ := chromedp.Run(ctx, chromedp.Evaluate[string](
-		`(document.querySelector("form.approve input[name=since]") || {value: ""}).value`))
-	return since
-}
-
-// waitText waits until the page shows text; the page is not reloaded for it.
-func waitText(ctx context.Context, text string) {
-	EventuallyWithOffset(1, func() string { return pageText(ctx) }, time.Minute, 100*time.Millisecond).Should(ContainSubstring(text))
-}
-
-// markPage marks the page in the browser; samePage says whether the mark is still there, i.e.
-// whether the page changed in place rather than by a reload.
-func markPage(ctx context.Context) {
-	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.consoleTestMark = true`))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-}
-
-func samePage(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	marked, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.consoleTestMark === true`))
-	return marked
-}
-
-// tabTo presses Tab until the focused element's text is label, at most 100 times.
-func tabTo(ctx context.Context, label string) bool {
-	for range 100 {
-		run(ctx, chromedp.KeyEvent("\t"))
-		focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.innerText || "" : ""`))
-		ExpectWithOffset(1, err).NotTo(HaveOccurred())
-		if strings.TrimSpace(focused) == label {
-			return true
-		}
-	}
-	return false
-}
