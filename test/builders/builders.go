@@ -117,7 +117,10 @@ func (w *ConfigWrapper) MaxSteps(n int32) *ConfigWrapper { w.Spec.Limits.MaxStep
 func (w *ConfigWrapper) MaxTokens(n int64) *ConfigWrapper { w.Spec.Limits.MaxTokens = &n; return w }
 
 // MaxCost sets limits.maxCost, a decimal string.
-func (w *ConfigWrapper) MaxCost(amount string) *ConfigWrapper { w.Spec.Limits.MaxCost = &amount; return w }
+func (w *ConfigWrapper) MaxCost(amount string) *ConfigWrapper {
+	w.Spec.Limits.MaxCost = &amount
+	return w
+}
 
 // WrapUp sets limits.wrapUp: agent has the run's last turn when a limit runs out.
 func (w *ConfigWrapper) WrapUp(agent string) *ConfigWrapper {
