@@ -78,8 +78,8 @@ envtest-assets: ## Make kube-apiserver and etcd available (download, else build 
 	@hack/envtest-assets.sh
 
 .PHONY: test-integration
-test-integration: ## The envtest suite: the operator against a real API server and etcd, its transcript in a real PostgreSQL.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... $(GINKGO_FLAGS)
+test-integration: ## The envtest suites: the operator against a real API server and etcd, its transcript in a real PostgreSQL; runs' Workloads against a real Kueue.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" KUEUE_BIN="$$(hack/kueue.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... ./test/kueuetest/... $(GINKGO_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary, the real kubectl and a headless Chromium against a local control plane.

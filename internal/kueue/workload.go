@@ -1,0 +1,130 @@
+// Package kueue makes an AgentRun a Kueue workload: the Workload that asks Kueue to admit a run
+// labelled with a LocalQueue, and what Kueue's conditions on it mean for the run. Its functions
+// are pure, over Kueue's own API types: the AgentRun reconciler reads and writes the objects.
+//
+// A run's Workload requests one agents.baton.dev/runs, so a ClusterQueue's nominal quota of that
+// resource is how many runs of its LocalQueues run at once; cohorts, borrowing and preemption
+// then share it across teams as they share any other resource (docs/kueue.md).
+package kueue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+const (
+	// QueueLabel on an AgentRun names the LocalQueue, in the run's namespace, that admits it.
+	// It is the label Kueue reads on every kind of job it queues.
+	QueueLabel = "kueue.x-k8s.io/queue-name"
+
+	// ResourceRuns is the resource a run's Workload requests one of. A ClusterQueue that covers
+	// it, with a nominal quota of n, runs at most n runs of its LocalQueues at once.
+	ResourceRuns corev1.ResourceName = "agents.baton.dev/runs"
+
+	// JobUIDLabel carries the run's UID on its Workload, as Kueue's own integrations carry their
+	// job's: Kueue names it in the messages of the Workloads it preempts.
+	JobUIDLabel = "kueue.x-k8s.io/job-uid"
+
+	// PodSetName is the Workload's one pod set, named as Kueue names a single pod set.
+	PodSetName = kueue.DefaultPodSetName
+
+	// containerName is the container that stands for the run in the pod set. Nothing runs it:
+	// Kueue reads only its requests.
+	containerName = "agent-run"
+
+	// workloadPrefix starts every run's Workload name.
+	workloadPrefix = "agentrun-"
+	// maxWorkloadName keeps a Workload's name a valid label value, as Kueue's own are, so that
+	// it can be selected on.
+	maxWorkloadName = 63
+	// hashLen is the hex digits of the run's UID digest that end the Workload's name.
+	hashLen = 8
+)
+
+// QueueName is the LocalQueue a run is labelled with, and whether it is labelled: a run with no
+// queue label, or an empty one, is not Kueue's to admit, as Kueue treats its own jobs.
+func QueueName(run *v1alpha1.AgentRun) (string, bool) {
+	name := run.Labels[QueueLabel]
+	return name, name != ""
+}
+
+// WorkloadName is the name of the run's Workload: "agentrun-", the run's name (cut to fit) and a
+// digest of its UID, so that a run made again with the same name gets a Workload of its own,
+// and a retried reconcile finds the one it made.
+func WorkloadName(run *v1alpha1.AgentRun) string {
+	sum := sha256.Sum256([]byte(run.UID))
+	suffix := "-" + hex.EncodeToString(sum[:])[:hashLen]
+	name := run.Name
+	if room := maxWorkloadName - len(workloadPrefix) - len(suffix); len(name) > room {
+		// A cut may end on a dot or dash, which may not precede the suffix's dash.
+		name = strings.TrimRight(name[:room], ".-")
+	}
+	return workloadPrefix + name + suffix
+}
+
+// WorkloadFor is the Workload that asks Kueue to admit the run: in the run's namespace, named by
+// WorkloadName, controlled by the run (so that it goes when the run goes), in the LocalQueue the
+// run is labelled with, with one pod set of one pod requesting one ResourceRuns (and no CPU or
+// memory).
+//
+// The run's spec.priority is the Workload's priority: both order their queue higher first, and
+// Kueue's preemption within a ClusterQueue takes the lower ones first. A run without one gets
+// Kueue's default, as a job without a priority class does.
+func WorkloadFor(run *v1alpha1.AgentRun) *kueue.Workload {
+	queue, _ := QueueName(run)
+	one, zero := resource.MustParse("1"), resource.MustParse("0")
+	controller := true
+	wl := &kueue.Workload{
+		TypeMeta: metav1.TypeMeta{APIVersion: kueue.GroupVersion.String(), Kind: "Workload"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      WorkloadName(run),
+			Namespace: run.Namespace,
+			Labels:    map[string]string{JobUIDLabel: string(run.UID)},
+			// The run controls its Workload, without blockOwnerDeletion: a run deleted in the
+			// foreground need not wait for it, and the operator needs no update of
+			// agentruns/finalizers to make it where OwnerReferencesPermissionEnforcement holds.
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(),
+				Kind:       "AgentRun",
+				Name:       run.Name,
+				UID:        run.UID,
+				Controller: &controller,
+			}},
+		},
+		Spec: kueue.WorkloadSpec{
+			QueueName: kueue.LocalQueueName(queue),
+			PodSets: []kueue.PodSet{{
+				Name:  PodSetName,
+				Count: 1,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name: containerName,
+						Resources: corev1.ResourceRequirements{
+							// A run takes no CPU or memory of the nodes (it runs in the
+							// operator), and says so: Kueue would otherwise give it a
+							// namespace LimitRange's default requests, and look for quota of
+							// them in the ClusterQueue.
+							Requests: corev1.ResourceList{ResourceRuns: one, corev1.ResourceCPU: zero, corev1.ResourceMemory: zero},
+							// An extended resource's limit equals its request, as in a pod.
+							Limits: corev1.ResourceList{ResourceRuns: one},
+						},
+					}},
+				}},
+			}},
+		},
+	}
+	if run.Spec.Priority != nil {
+		p := *run.Spec.Priority
+		wl.Spec.Priority = &p
+	}
+	return wl
+}

@@ -1,0 +1,146 @@
+package kueue
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"pgregory.net/rapid"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+func run(name string, labels map[string]string, priority *int32) *v1alpha1.AgentRun {
+	r := &v1alpha1.AgentRun{}
+	r.Name, r.Namespace, r.UID, r.Labels = name, "team-a", types.UID("0f6c4a8e-2b1d-4c3e-9a7f-5d2e8b1c0a94"), labels
+	r.Spec.Priority = priority
+	return r
+}
+
+func TestQueueName(t *testing.T) {
+	for name, tc := range map[string]struct {
+		labels map[string]string
+		queue  string
+		ok     bool
+	}{
+		"a run labelled with a queue is Kueue's":    {labels: map[string]string{QueueLabel: "team-a"}, queue: "team-a", ok: true},
+		"a run with no labels is not":               {},
+		"a run with other labels is not":            {labels: map[string]string{"app": "x"}},
+		"a run labelled with an empty queue is not": {labels: map[string]string{QueueLabel: ""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			queue, ok := QueueName(run("r", tc.labels, nil))
+			if queue != tc.queue || ok != tc.ok {
+				t.Errorf("QueueName = %q, %v; want %q, %v", queue, ok, tc.queue, tc.ok)
+			}
+		})
+	}
+}
+
+func TestWorkloadForAsksForOneRunInTheLabelledQueueOwnedByTheRun(t *testing.T) {
+	one, zero := resource.MustParse("1"), resource.MustParse("0")
+	for name, tc := range map[string]struct {
+		priority *int32
+		want     *int32
+	}{
+		"a run without a priority gets Kueue's default": {},
+		"a run's priority is the Workload's":            {priority: ptr.To[int32](-5), want: ptr.To[int32](-5)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run("review-42", map[string]string{QueueLabel: "team-a", "app": "x"}, tc.priority)
+			want := &kueue.Workload{
+				TypeMeta: metav1.TypeMeta{APIVersion: "kueue.x-k8s.io/v1beta2", Kind: "Workload"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name:      WorkloadName(r),
+					Namespace: "team-a",
+					Labels:    map[string]string{JobUIDLabel: string(r.UID)},
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "agents.baton.dev/v1alpha1", Kind: "AgentRun", Name: "review-42", UID: r.UID,
+						Controller: ptr.To(true),
+					}},
+				},
+				Spec: kueue.WorkloadSpec{
+					QueueName: "team-a",
+					Priority:  tc.want,
+					PodSets: []kueue.PodSet{{
+						Name:  "main",
+						Count: 1,
+						Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+							RestartPolicy: corev1.RestartPolicyNever,
+							Containers: []corev1.Container{{
+								Name: "agent-run",
+								Resources: corev1.ResourceRequirements{
+									Requests: corev1.ResourceList{"agents.baton.dev/runs": one, "cpu": zero, "memory": zero},
+									Limits:   corev1.ResourceList{"agents.baton.dev/runs": one},
+								},
+							}},
+						}},
+					}},
+				},
+			}
+			got := WorkloadFor(r)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("WorkloadFor (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(got, WorkloadFor(r)); diff != "" {
+				t.Errorf("WorkloadFor is not deterministic:\n%s", diff)
+			}
+			if tc.priority != nil {
+				*r.Spec.Priority++
+				if *got.Spec.Priority != *tc.want {
+					t.Error("the Workload shares the run's priority: a change to one changes the other")
+				}
+			}
+		})
+	}
+}
+
+func TestWorkloadName(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	for name, tc := range map[string]struct {
+		run    string
+		prefix string
+	}{
+		"a short name is kept whole":                {run: "review-42", prefix: "agentrun-review-42-"},
+		"a long name is cut to fit":                 {run: long, prefix: "agentrun-" + long[:45] + "-"},
+		"a cut never leaves a dot before the dash":  {run: strings.Repeat("a", 44) + ".b" + long, prefix: "agentrun-" + strings.Repeat("a", 44) + "-"},
+		"a cut never leaves a dash before the dash": {run: strings.Repeat("a", 43) + "--b" + long, prefix: "agentrun-" + strings.Repeat("a", 43) + "-"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := WorkloadName(run(tc.run, nil, nil))
+			if !strings.HasPrefix(got, tc.prefix) || len(got) != len(tc.prefix)+8 {
+				t.Errorf("WorkloadName = %q, want %q and 8 hex digits", got, tc.prefix)
+			}
+		})
+	}
+	a, b := run("same", nil, nil), run("same", nil, nil)
+	b.UID = "another"
+	if WorkloadName(a) == WorkloadName(b) {
+		t.Errorf("two runs of the same name, made one after the other, share the Workload %s", WorkloadName(a))
+	}
+}
+
+// Every run's Workload name is a name the API server takes and a label value, whatever the
+// run's name (any valid object name) and UID.
+func TestEveryWorkloadNameIsValid(t *testing.T) {
+	label := `[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?`
+	names := rapid.StringMatching(label + `(\.` + label + `){0,12}`).Filter(func(s string) bool { return len(s) <= 253 })
+	rapid.Check(t, func(t *rapid.T) {
+		r := run(names.Draw(t, "name"), nil, nil)
+		r.UID = types.UID(rapid.String().Draw(t, "uid"))
+		got := WorkloadName(r)
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Fatalf("WorkloadName(%q) = %q: %v", r.Name, got, errs)
+		}
+		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+			t.Fatalf("WorkloadName(%q) = %q is not a label value: %v", r.Name, got, errs)
+		}
+	})
+}
