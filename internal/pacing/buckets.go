@@ -103,6 +103,19 @@ func (b *bucket) lowerTo(now time.Time, held, left int64) {
 	}
 }
 
+// capAt lowers the bucket so that d from now it holds at most most beyond held: what it would
+// refill by then is spent ahead. It never raises it, and a second call for the same moment
+// changes nothing.
+func (b *bucket) capAt(now time.Time, d time.Duration, held, most int64) {
+	if b.lim == nil {
+		return
+	}
+	refill := d.Seconds() * float64(b.perMin) / 60
+	if over := b.lim.TokensAt(now) + refill - float64(held) - float64(most); over >= 1 {
+		b.take(now, int64(math.Floor(over)))
+	}
+}
+
 // window counts the requests and tokens of the calls begun in each of the last 60 seconds: bounded
 // memory whatever the rate. Each slot knows its second, so a stale one reads as empty.
 type window struct {

@@ -15,7 +15,10 @@
 // The server's answers teach the endpoint: a 429 pauses every call until its Retry-After (or the
 // reset of the limit it exhausted, or a backoff of 1 s doubling per 429 up to 30 s); the remaining
 // requests and tokens it reports lower the local buckets (never raise them); a limit it reports
-// below the configured one, or where none is configured, becomes the limit.
+// below the configured one, or where none is configured, becomes the limit. A pause is not saved
+// up: what the buckets would refill during it is spent ahead, so at its end one request may go and
+// the rest follow at the limit's rate, not a bucket's worth at once into a server that frees room
+// at its own pace from then on.
 //
 // Waiters stand in one line per namespace and, inside a namespace, in one line per run. Lines are
 // served round-robin: namespaces in turn, and in each namespace its runs in turn, first come

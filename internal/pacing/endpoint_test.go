@@ -169,6 +169,57 @@ func TestNothingLeftPausesUntilTheReset(t *testing.T) {
 	h.mustGet(k)
 }
 
+func TestAPauseReleasesNoBurstAtItsEnd(t *testing.T) {
+	// Each limit allows 10 calls a second, and a bucket of 100 calls: full at the start, and
+	// full again after the 10 s pause if it refilled meanwhile. The server that asked for the
+	// pause frees room from its end at its own pace, so a bucket's worth at once would mostly be
+	// turned away again.
+	cases := map[string]struct {
+		limits  Limits
+		tokens  int64
+		headers []string
+	}{
+		"requests": {limits: Limits{RequestsPerMinute: 600}, tokens: 10,
+			headers: []string{"x-ratelimit-limit-requests", "600", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "10s"}},
+		"tokens": {limits: Limits{TokensPerMinute: 6000}, tokens: 10,
+			headers: []string{"x-ratelimit-limit-tokens", "6000", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "10s"}},
+		"no headers": {limits: Limits{RequestsPerMinute: 600}, tokens: 10},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, tc.limits)
+			for range 300 {
+				h.ask("a", tc.tokens)
+			}
+			// Each call ends as soon as it is granted, using what it asked for.
+			done := 0
+			settle := func() int {
+				for got := h.order(); done < len(got); got = h.order() {
+					for _, k := range got[done:] {
+						done++
+						if done > 1 {
+							k.grant.Done(tc.tokens, answer(200))
+						}
+					}
+				}
+				return done
+			}
+			if got := settle(); got != 100 {
+				t.Fatalf("%d granted at once, want a bucket's 100", got)
+			}
+			h.order()[0].grant.Done(0, answer(429, append([]string{"Retry-After", "10"}, tc.headers...)...))
+			h.step(10 * time.Second)
+			if got := settle() - 100; got > 1 {
+				t.Fatalf("%d granted the moment the pause ended, want at most 1: the bucket filled while paused", got)
+			}
+			h.step(time.Second)
+			if got := settle() - 100; got > 11 {
+				t.Fatalf("%d granted within a second of the pause's end, want at most 11: one, then 10 a second", got)
+			}
+		})
+	}
+}
+
 func TestTheServersLimitsLowerOrSetTheEffectiveOnes(t *testing.T) {
 	cases := map[string]struct {
 		configured, want Limits

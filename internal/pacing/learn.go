@@ -84,6 +84,10 @@ func lower(a, b int64) int64 {
 	}
 }
 
+// pause stops every grant for d. What the buckets would refill meanwhile is not kept for the
+// pause's end: the server that asked for it frees room from then on at its own pace, and a
+// bucket's worth of calls at once would mostly be turned away again. So at the end the requests
+// bucket holds one request and the tokens bucket nothing beyond what calls in flight hold.
 func (e *Endpoint) pause(now time.Time, d time.Duration) {
 	if d <= 0 {
 		return
@@ -91,6 +95,9 @@ func (e *Endpoint) pause(now time.Time, d time.Duration) {
 	if until := now.Add(min(d, maxWait)); until.After(e.pausedUntil) {
 		e.pausedUntil = until
 	}
+	end := e.pausedUntil.Sub(now)
+	e.requests.capAt(now, end, 0, 1)
+	e.tokens.capAt(now, end, e.reserved, 0)
 }
 
 // exhaustedReset is the wait until the limits a 429 says are used up are whole again.
