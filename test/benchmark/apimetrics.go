@@ -26,7 +26,7 @@ var (
 		"apiserver_request_duration_seconds", "apiserver_request_body_size_bytes"}
 	etcdFamilies  = []string{"process_cpu_seconds_total"}
 	localFamilies = []string{"controller_runtime_reconcile_total", "controller_runtime_reconcile_time_seconds",
-		"workqueue_depth", "baton_agent_steps_in_flight"}
+		"workqueue_depth", "baton_agent_steps_in_flight", "baton_agent_steps_rate_limited_total"}
 )
 
 // mutatingVerbs are the verbs of apiserver_request_total that change something.

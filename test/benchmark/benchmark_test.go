@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 // settings are the benchmark's environment variables.
@@ -165,4 +167,56 @@ func BenchmarkLiveRuns(b *testing.B) {
 	b.ReportMetric(marginal(half, f), "marginal-RSS-KiB/run")
 	b.ReportMetric(f.cpu, "cpu-s")
 	b.ReportMetric(float64(f.goroutines), "goroutines")
+}
+
+// BenchmarkOverload has Baton run many runs from many namespaces on one model endpoint whose
+// server allows fewer calls than they want, and reports its goodput, the 429s, the runs that
+// failed, fairness among the namespaces, memory and drain time against their targets
+// (overload.go). It is Baton's alone: the baseline has no model calls to pace.
+func BenchmarkOverload(b *testing.B) {
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants("overload") {
+		b.Skip("BENCH_ONLY leaves out overload")
+	}
+	f, err := sharedEnv(b).measureOverload(context.Background(), overloadAt(s.scale))
+	if err != nil {
+		b.Fatal(err)
+	}
+	report, misses := overloadReport(f)
+	fmt.Print(report)
+	for _, m := range misses {
+		fmt.Println("TARGET MISSED:", m)
+	}
+	if failed := f.o.runs - f.reasons[string(v1alpha1.ReasonCompleted)]; failed > 0 {
+		b.Errorf("%d of %d runs did not complete: %v", failed, f.o.runs, f.reasons)
+	}
+	b.ReportMetric(f.goodput, "goodput/R")
+	b.ReportMetric(1000*float64(f.limited)/float64(max(f.ok, 1)), "429s/1000-calls")
+	b.ReportMetric(mean(f.fair.jain), "jain")
+	b.ReportMetric(float64(f.peakRSS)/(1<<20), "peak-RSS-MB")
+	b.ReportMetric(f.drain.Seconds()/f.o.ideal().Seconds(), "drain/ideal")
+}
+
+// BenchmarkBudget has Baton run many runs with a budget in money on a priced endpoint, and fails
+// if any run spent past its budget (budget.go).
+func BenchmarkBudget(b *testing.B) {
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants("budget") {
+		b.Skip("BENCH_ONLY leaves out budget")
+	}
+	f, err := sharedEnv(b).measureBudget(context.Background(), max(budgetRuns/s.scale, len(budgets)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Print(budgetReport(f))
+	if len(f.over) > 0 {
+		b.Errorf("%d runs spent past their maxCost", len(f.over))
+	}
+	b.ReportMetric(f.worst.InexactFloat64(), "max-cost/maxCost")
 }

@@ -9,7 +9,11 @@
 // them; controller-runtime's reconciles and reconcile p99; the API server's and etcd's CPU
 // seconds from their own metrics; this process's CPU seconds and peak RSS; the size of a
 // finished run object and of each status write. Baton alone is also measured holding many live
-// runs that wait on slow agents. Run with 'make bench'; BENCH_REPS (default 3), BENCH_SCALE
-// (default 1; 10 divides the run counts and the long run's steps by 10) and BENCH_ONLY (say
-// "W1,long,live") shape the run. Figures are recorded in docs/benchmarks.md.
+// runs that wait on slow agents, running many runs from many namespaces on one model endpoint
+// whose fake server allows fewer calls than they want (overload.go: goodput, 429s, fairness
+// among the namespaces, memory, drain time), and spending within budgets in money on a priced
+// endpoint (budget.go). Run with 'make bench'; BENCH_REPS (default 3), BENCH_SCALE (default 1;
+// 10 divides the run counts, the long run's steps and the overload's server limit by 10) and
+// BENCH_ONLY (say "W1,long,live,overload,budget") shape the run. Figures are recorded in
+// docs/benchmarks.md.
 package benchmark

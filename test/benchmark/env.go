@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -44,6 +46,8 @@ const (
 	restQPS, restBurst = 500, 1000
 	// reconcileWorkers is the manager's --max-concurrent-reconciles default.
 	reconcileWorkers = 8
+	// operatorNamespace is Baton's own namespace, where the keys of ClusterModelEndpoints are.
+	operatorNamespace = "baton-system"
 )
 
 // env is one API server and etcd, with Baton and the baseline each on a manager of its own, in
@@ -141,9 +145,20 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	if err != nil {
 		return err
 	}
+	// The fake model servers listen on 127.0.0.1, which the egress policy refuses unless it is
+	// allowed, as the manager's --egress-allow=127.0.0.1/32 does.
+	policy, err := egress.New([]string{"127.0.0.1/32"}, nil)
+	if err != nil {
+		return err
+	}
+	opNS := &corev1.Namespace{}
+	opNS.Name = operatorNamespace
+	if err := e.c.Create(ctx, opNS); err != nil {
+		return err
+	}
 	if err := operator.Setup(ctx, batonMgr, agents.Dependencies{}, clock.RealClock{}, operator.Options{
 		MaxConcurrentReconciles: reconcileWorkers, MaxStepsInFlight: inFlight, Transcript: store,
-		StatusBatchPeriod: batch, Egress: egress.Loopback()}); err != nil {
+		StatusBatchPeriod: batch, Egress: policy, OperatorNamespace: operatorNamespace}); err != nil {
 		return err
 	}
 	e.base = &side{writes: newWriteCounter(), tracker: newTracker(baselineRunState)}
@@ -280,19 +295,19 @@ func baselineRunState(obj any) (bool, bool, bool) {
 	return run.Status.Phase != "", run.Status.Phase == baselineSucceeded, true
 }
 
-// tracker follows the runs of one namespace through the controller's own informer: it sees each
-// status the API server sends, within milliseconds, and costs the API server nothing more.
+// tracker follows the runs of some namespaces through the controller's own informer: it sees
+// each status the API server sends, within milliseconds, and costs the API server nothing more.
 type tracker struct {
 	state   runState
 	mu      sync.Mutex
-	ns      string
-	started map[string]bool
-	ended   map[string]bool
+	ns      map[string]bool
+	started map[types.NamespacedName]bool
+	ended   map[types.NamespacedName]bool
 	lastEnd time.Time
 }
 
 func newTracker(state runState) *tracker {
-	return &tracker{state: state, started: map[string]bool{}, ended: map[string]bool{}}
+	return &tracker{state: state, started: map[types.NamespacedName]bool{}, ended: map[types.NamespacedName]bool{}}
 }
 
 // attach follows the informer of obj's kind in mgr's cache, once it has synced.
@@ -321,23 +336,27 @@ func (t *tracker) observe(obj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if o.GetNamespace() != t.ns {
+	if !t.ns[o.GetNamespace()] {
 		return
 	}
+	key := client.ObjectKeyFromObject(o)
 	if started {
-		t.started[o.GetName()] = true
+		t.started[key] = true
 	}
-	if ended && !t.ended[o.GetName()] {
-		t.ended[o.GetName()] = true
+	if ended && !t.ended[key] {
+		t.ended[key] = true
 		t.lastEnd = time.Now()
 	}
 }
 
-// follow starts following the runs of namespace ns, forgetting any other.
-func (t *tracker) follow(ns string) {
+// follow starts following the runs of namespaces ns, forgetting any other.
+func (t *tracker) follow(ns ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.ns, t.started, t.ended, t.lastEnd = ns, map[string]bool{}, map[string]bool{}, time.Time{}
+	t.ns, t.started, t.ended, t.lastEnd = map[string]bool{}, map[types.NamespacedName]bool{}, map[types.NamespacedName]bool{}, time.Time{}
+	for _, n := range ns {
+		t.ns[n] = true
+	}
 }
 
 // counts are the runs seen started and ended, and when the last one ended.

@@ -38,6 +38,11 @@ type Reply struct {
 	// (prompt_tokens_details.cached_tokens). It is not checked against the prompt's part, so a
 	// test can send usage that does not add up.
 	CachedTokens int64
+	// FillCap reports, instead of Tokens, the usage of a model that writes all the request
+	// allows: the prompt as PromptEstimate counts it, and as many completion tokens as
+	// max_completion_tokens, else max_tokens, allows (Tokens' completion part when it sets
+	// neither). A request then costs the most its cap lets it.
+	FillCap bool
 	// Raw, when set, is sent as the body instead, e.g. malformed JSON.
 	Raw string
 	// Hang waits until the client gives up.
@@ -400,12 +405,12 @@ func (f *OpenAI) answer(w http.ResponseWriter, r *http.Request, req *ChatRequest
 		return http.StatusOK
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(f.completion(req.Model, &reply))
+	_ = json.NewEncoder(w).Encode(f.completion(req, &reply))
 	return http.StatusOK
 }
 
-// completion is the chat completion object a reply is sent as.
-func (f *OpenAI) completion(model string, reply *Reply) chatCompletion {
+// completion is the chat completion object a reply to req is sent as.
+func (f *OpenAI) completion(req *ChatRequest, reply *Reply) chatCompletion {
 	finish := reply.FinishReason
 	if finish == "" {
 		finish = "stop"
@@ -423,9 +428,16 @@ func (f *OpenAI) completion(model string, reply *Reply) chatCompletion {
 	if reply.PromptTokens != 0 {
 		prompt = reply.PromptTokens
 	}
-	out := chatCompletion{ID: "chatcmpl-fake", Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+	completion := reply.Tokens - prompt
+	if reply.FillCap {
+		prompt = req.PromptEstimate()
+		if capped := req.CountedTokens() - prompt; capped > 0 {
+			completion = capped
+		}
+	}
+	out := chatCompletion{ID: "chatcmpl-fake", Object: "chat.completion", Created: time.Now().Unix(), Model: req.Model,
 		Choices: []chatChoice{{Message: message, FinishReason: finish}},
-		Usage:   chatUsage{PromptTokens: prompt, CompletionTokens: reply.Tokens - prompt, TotalTokens: reply.Tokens}}
+		Usage:   chatUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}}
 	out.Usage.PromptTokensDetails.CachedTokens = reply.CachedTokens
 	return out
 }

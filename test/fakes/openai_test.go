@@ -581,3 +581,21 @@ func BenchmarkServe(b *testing.B) {
 		})
 	}
 }
+
+func TestFillCapReportsThePromptAndAllTheRequestAllows(t *testing.T) {
+	f := newFake(t)
+	f.Default(fakes.Reply{Content: "long", Tokens: 10, FillCap: true})
+	type usage struct{ Prompt, Completion, Total int64 }
+	read := func(a answer) usage {
+		u, _ := a.body["usage"].(map[string]any)
+		n := func(k string) int64 { v, _ := u[k].(float64); return int64(v) }
+		return usage{n("prompt_tokens"), n("completion_tokens"), n("total_tokens")}
+	}
+	// 400 bytes of prompt are 100 tokens as the fake estimates them.
+	if diff := cmp.Diff(usage{100, 37, 137}, read(mustSend(t, f, chatBody("a", 400, 37)))); diff != "" {
+		t.Errorf("with max_completion_tokens 37 (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(usage{100, 5, 105}, read(mustSend(t, f, chatBody("a", 400, 0)))); diff != "" {
+		t.Errorf("with no cap: Tokens' completion part (-want +got):\n%s", diff)
+	}
+}
