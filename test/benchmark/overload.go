@@ -127,24 +127,15 @@ func (e *env) measureOverload(ctx context.Context, o overload) (overloadFigures,
 	ep.fake.Limit(fakes.RateLimits{RequestsPerMinute: o.rpm})
 
 	s := baton{s: e.baton}
-	nss := make([]string, o.namespaces)
-	for i := range nss {
-		if nss[i], err = newNamespace(ctx, e.c, fmt.Sprintf("baton-overload-%02d", i)); err != nil {
-			return f, err
-		}
-		cfg := endpointTeam(nss[i], ep.name, o.steps)
-		if err := e.c.Create(ctx, cfg); err != nil {
-			return f, err
-		}
-		if err := waitObserved(ctx, e.c, cfg); err != nil {
-			return f, err
-		}
-	}
+	nss, err := e.overloadNamespaces(ctx, o, ep.name)
 	defer func() {
 		for _, ns := range nss {
 			_ = cleanup(context.WithoutCancel(ctx), e.c, s, ns)
 		}
 	}()
+	if err != nil {
+		return f, err
+	}
 	e.baton.tracker.follow(nss...)
 	e.baton.writes.settle(ctx, time.Second, 15*time.Second)
 	before, err := e.before(ctx)
@@ -181,12 +172,7 @@ func (e *env) measureOverload(ctx context.Context, o overload) (overloadFigures,
 	if err != nil {
 		return f, err
 	}
-	f.peakRSS, f.cpu = after.peakRSS, after.cpu-before.cpu
-	f.apiCPU = after.api.total("process_cpu_seconds_total", nil) - before.api.total("process_cpu_seconds_total", nil)
-	all := diffRequests(before.api, after.api, "apiserver_request_total", s.group(), nil)
-	f.controller = all.minus(requests{"POST " + s.resource(): all["POST "+s.resource()]}).
-		minus(controlPlaneWrites(all, diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil)))
-	f.requeued = after.local.total("baton_agent_steps_rate_limited_total", nil) - before.local.total("baton_agent_steps_rate_limited_total", nil)
+	f.operatorFigures(s, before, after)
 	prof.wait()
 
 	stats := ep.fake.Stats()
@@ -205,6 +191,38 @@ func (e *env) measureOverload(ctx context.Context, o overload) (overloadFigures,
 	f.fair = fairness(ends, createdAt, began, o.fairWindow(), o.busy())
 	f.firstStep, f.firstStepNS, f.spread = latecomers(ends, createdAt)
 	return f, nil
+}
+
+// overloadNamespaces makes the workload's namespaces, each with the team on the shared
+// endpoint, observed by the operator. On an error it returns the namespaces made so far.
+func (e *env) overloadNamespaces(ctx context.Context, o overload, endpoint string) ([]string, error) {
+	nss := make([]string, 0, o.namespaces)
+	for i := range o.namespaces {
+		ns, err := newNamespace(ctx, e.c, fmt.Sprintf("baton-overload-%02d", i))
+		if err != nil {
+			return nss, err
+		}
+		nss = append(nss, ns)
+		cfg := endpointTeam(ns, endpoint, o.steps)
+		if err := e.c.Create(ctx, cfg); err != nil {
+			return nss, err
+		}
+		if err := waitObserved(ctx, e.c, cfg); err != nil {
+			return nss, err
+		}
+	}
+	return nss, nil
+}
+
+// operatorFigures reads what the operator and the API server did between before and after:
+// peak memory, CPU, the controller's requests and the steps sent back into line.
+func (f *overloadFigures) operatorFigures(s baton, before, after probe) {
+	f.peakRSS, f.cpu = after.peakRSS, after.cpu-before.cpu
+	f.apiCPU = after.api.total("process_cpu_seconds_total", nil) - before.api.total("process_cpu_seconds_total", nil)
+	all := diffRequests(before.api, after.api, "apiserver_request_total", s.group(), nil)
+	f.controller = all.minus(requests{"POST " + s.resource(): all["POST "+s.resource()]}).
+		minus(controlPlaneWrites(all, diffRequests(before.api, after.api, "apiserver_selfrequest_total", s.group(), nil)))
+	f.requeued = after.local.total("baton_agent_steps_rate_limited_total", nil) - before.local.total("baton_agent_steps_rate_limited_total", nil)
 }
 
 // overloadRuns reads how each run ended into f, and returns when each namespace's steps ended,
