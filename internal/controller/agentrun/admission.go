@@ -33,19 +33,22 @@ const queuedRewrite = 30 * time.Second
 // admissions is what this operator admitted and wrote of its namespaces' lines.
 type admissions struct {
 	mu sync.Mutex
-	// admitted are the runs let start whose status may not say so yet.
-	admitted map[types.NamespacedName]struct{}
+	// admitted are the runs let start whose status may not say so yet, by namespace and name.
+	admitted map[string]map[string]struct{}
 	// written is when each Queued run's place was last written.
 	written map[types.NamespacedName]time.Time
 }
 
 func newAdmissions() *admissions {
-	return &admissions{admitted: map[types.NamespacedName]struct{}{}, written: map[types.NamespacedName]time.Time{}}
+	return &admissions{admitted: map[string]map[string]struct{}{}, written: map[types.NamespacedName]time.Time{}}
 }
 
 func (a *admissions) forget(key types.NamespacedName) {
 	a.mu.Lock()
-	delete(a.admitted, key)
+	delete(a.admitted[key.Namespace], key.Name)
+	if len(a.admitted[key.Namespace]) == 0 {
+		delete(a.admitted, key.Namespace)
+	}
 	delete(a.written, key)
 	a.mu.Unlock()
 }
@@ -68,35 +71,37 @@ func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	key := client.ObjectKeyFromObject(run)
-	if _, ok := a.admitted[key]; ok {
+	inNamespace := a.admitted[run.Namespace]
+	if _, ok := inNamespace[run.Name]; ok {
 		return quota.Verdict{Admit: true}, nil
 	}
 	admitted := func(name string) bool {
-		_, ok := a.admitted[types.NamespacedName{Namespace: run.Namespace, Name: name}]
+		_, ok := inNamespace[name]
 		return ok
 	}
 	use := quota.Measure(runs, admitted, now)
 	line = slices.DeleteFunc(line, func(w quota.Waiting) bool { return admitted(w.Name) }) // at work, as far as quotas go
-	for k := range a.admitted {
-		if k.Namespace == run.Namespace && !listed(runs, k.Name) {
-			use.Running++ // admitted, and in no list yet
+	if len(inNamespace) > 0 {
+		seen := make(map[string]bool, len(runs))
+		for i := range runs {
+			seen[runs[i].Name] = true
+		}
+		for name := range inNamespace {
+			if !seen[name] {
+				use.Running++ // admitted, and in no list yet
+			}
 		}
 	}
 	v := quota.Decide(quotas.Items, use, line, quota.WaitingOf(run), now)
 	if v.Admit {
-		a.admitted[key] = struct{}{}
+		if inNamespace == nil {
+			inNamespace = map[string]struct{}{}
+			a.admitted[run.Namespace] = inNamespace
+		}
+		inNamespace[run.Name] = struct{}{}
 		delete(a.written, key)
 	}
 	return v, nil
-}
-
-func listed(runs []v1alpha1.AgentRun, name string) bool {
-	for i := range runs {
-		if runs[i].Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // queue keeps a run its quotas hold Queued, writing its place at most every queuedRewrite, and
