@@ -227,6 +227,11 @@ func settle(p *Plan, d *Update, v verdict, before spent, now time.Time) {
 	}
 	// A limit already reached wins over the gate after the agent, unless the wrap-up agent
 	// answers for it: then the gate holds what the agent did before that agent sees it.
+	gateAfter(p, d, v, now)
+}
+
+// gateAfter opens the gate after the step's agent, if it has one, before the run goes on.
+func gateAfter(p *Plan, d *Update, v verdict, now time.Time) {
 	if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: v.res.Agent, outcome: v.outcome}); ok {
 		openGate(p, d, g, nil, now)
 	}
@@ -242,9 +247,7 @@ func finish(p *Plan, d *Update, v verdict, now time.Time) {
 	if v.kind == resultTripped {
 		t = guarded(Trip{Reason: v.res.Trip.Reason, Message: v.res.Trip.Message, Loop: v.res.Trip.Loop})
 		if wrapUp(p, d, t, now) {
-			if g, ok := p.gateAt(stop{kind: stopAfterStep, agent: v.res.Agent, outcome: v.outcome}); ok {
-				openGate(p, d, g, nil, now)
-			}
+			gateAfter(p, d, v, now)
 			return
 		}
 	}
