@@ -187,6 +187,42 @@ var _ = Describe("Runs on a shared model endpoint", func() {
 		}, runTimeout, poll).Should(Succeed())
 	})
 
+	It("say a paced run waits for capacity, and its steps' writes carry that without writes of their own", func() {
+		// Six agents in a chain on an endpoint that allows a call every 5 s: after the first
+		// burst, each step waits for its turn longer than a run waits before it says so.
+		chain := []string{"a1", "a2", "a3", "a4", "a5", "a6"}
+		var agents []*AgentWrapper
+		for i, name := range chain {
+			a := endpointAgent(name, v1alpha1.KindModelEndpoint)
+			if i == len(chain)-1 {
+				agents = append(agents, a.Terminator())
+				server.ReplyTo(name, fakes.Reply{Content: "done", Tokens: 20})
+				continue
+			}
+			next := chain[i+1]
+			agents = append(agents, a.HandsOffTo(next))
+			server.ReplyTo(name, fakes.Reply{Content: "on to " + next, Tokens: 20,
+				ToolCalls: []fakes.ToolCall{{Name: "transfer_to_" + next, Args: `{"reason":"next"}`}}})
+		}
+		cfg := MakeConfig("paced", ns).Agents(agents...).Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Input("ticket").Obj()
+		create(apiKeySecret(ns), modelEndpoint(ns, server, 12), cfg, run)
+		Eventually(func(g Gomega) {
+			c := meta.FindStatusCondition(get(run).Status.Conditions, v1alpha1.ConditionProgressing)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.ReasonRateLimited))
+			g.Expect(c.Message).To(MatchRegexp(`^step \d of agent a\d waits for the capacity of ModelEndpoint llm \(waiting \d+s\); rate limits never fail a run$`))
+		}, runTimeout, poll).Should(Succeed())
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(run.Status.StepCount).To(BeEquivalentTo(len(chain)))
+		// A step's write and its successor's wait are one write: the run writes about once a
+		// step (the start goes with the first), with one more for the first wait.
+		Expect(writesOf(run)).To(BeNumerically("<=", len(chain)+1), "status writes of a run of %d paced steps", len(chain))
+		c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionProgressing)
+		Expect(c.Reason).To(Equal(string(v1alpha1.ReasonCompleted)), "an ended run no longer says it waits")
+	})
+
 	It("wait Pending while their endpoint is missing, or is a ClusterModelEndpoint that does not select their namespace", func() {
 		cfg := MakeConfig("shared", ns).Agents(endpointAgent("solo", v1alpha1.KindClusterModelEndpoint).Terminator()).Obj()
 		server.Reply(fakes.Reply{Content: "done", Tokens: 10})

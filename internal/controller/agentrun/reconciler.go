@@ -257,10 +257,11 @@ func (r *Reconciler) whileRunning(ctx context.Context, w *working, plan *workflo
 const rateLimitedAfter = 2 * time.Second
 
 // whileWaiting is whileRunning for a run whose step waits for its endpoint's capacity: once it
-// has waited rateLimitedAfter, the run says so in its Progressing condition (one write; the
-// step's own write puts it back).
+// has waited rateLimitedAfter, the run says so in its Progressing condition (one write). The
+// condition stays while the run's next steps wait in their turn (stillWaiting), so a run paced
+// step after step costs no write beyond its steps'.
 func (r *Reconciler) whileWaiting(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
-	key, since, waiting := r.Steps.WaitingFor(w.AgentRun)
+	_, since, waiting := r.Steps.WaitingFor(w.AgentRun)
 	if !waiting || workflow.IsRateLimited(&w.Status) {
 		return r.whileRunning(ctx, w, plan, now, false)
 	}
@@ -269,8 +270,31 @@ func (r *Reconciler) whileWaiting(ctx context.Context, w *working, plan *workflo
 		result.RequeueAfter = soonest(result.RequeueAfter, left)
 		return result, err
 	}
-	what := fmt.Sprintf("the capacity of %s %s (waiting %s)", key.Kind, key.Name, now.Sub(since).Round(time.Second))
+	what, _ := r.waitingFor(w.AgentRun, now)
 	return r.write(ctx, w, plan, workflow.RateLimited(w.Status, what, now))
+}
+
+// waitingFor says what the run's step waits for, and for how long, if it waits for capacity.
+func (r *Reconciler) waitingFor(run *v1alpha1.AgentRun, now time.Time) (string, bool) {
+	key, since, waiting := r.Steps.WaitingFor(run)
+	if !waiting {
+		return "", false
+	}
+	return fmt.Sprintf("the capacity of %s %s (waiting %s)", key.Kind, key.Name, now.Sub(since).Round(time.Second)), true
+}
+
+// stillWaiting keeps a run's RateLimited condition in the status about to be written when the
+// status it replaces said so and the run's step waits again: the steps' own writes then carry
+// the condition, and it costs none of its own. A run whose step does not wait reads Running.
+func (r *Reconciler) stillWaiting(w *working, st v1alpha1.AgentRunStatus, now time.Time) v1alpha1.AgentRunStatus {
+	if st.Phase != v1alpha1.PhaseRunning || workflow.IsRateLimited(&st) || !workflow.IsRateLimited(&w.stored) {
+		return st
+	}
+	what, waiting := r.waitingFor(w.AgentRun, now)
+	if !waiting {
+		return st
+	}
+	return workflow.RateLimited(st, what, now).Status
 }
 
 // soonest is the sooner of two requeue delays, 0 meaning none.

@@ -35,6 +35,7 @@ func (r *Reconciler) write(ctx context.Context, w *working, plan *workflow.Plan,
 // whether the update is now in the API server: false after a conflict, whose retry must decide
 // again on a fresh copy. Afterwards the run holds the status written, whole.
 func (r *Reconciler) store(ctx context.Context, w *working, plan *workflow.Plan, d workflow.Update) (ctrl.Result, bool, error) {
+	d.Status = r.stillWaiting(w, d.Status, r.Clock.Now())
 	workflow.Observe(&d.Status, w.Generation)
 	whole := d.Status
 	stored := *d.Status.DeepCopy()
