@@ -74,7 +74,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -103,6 +103,8 @@ const (
 	ReasonCostBudgetExceeded TerminationReason = "CostBudgetExceeded"
 	// ReasonWrappedUp ends a run Succeeded whose wrap-up agent answered when a limit ran out.
 	ReasonWrappedUp TerminationReason = "WrappedUp"
+	// ReasonEvicted ends a run that Kueue admitted when Kueue takes the admission back.
+	ReasonEvicted TerminationReason = "Evicted"
 )
 
 // Phase is the terminal phase a run ends in for this reason.

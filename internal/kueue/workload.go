@@ -10,11 +10,13 @@ package kueue
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -32,6 +34,12 @@ const (
 	// JobUIDLabel carries the run's UID on its Workload, as Kueue's own integrations carry their
 	// job's: Kueue names it in the messages of the Workloads it preempts.
 	JobUIDLabel = "kueue.x-k8s.io/job-uid"
+
+	// LabelManagedBy marks the Workloads Baton makes, as Baton marks the other objects it
+	// makes: the operator caches these alone, not every Workload of the cluster's batch jobs.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is LabelManagedBy's value on Baton's Workloads.
+	ManagedBy = "baton"
 
 	// PodSetName is the Workload's one pod set, named as Kueue names a single pod set.
 	PodSetName = kueue.DefaultPodSetName
@@ -54,6 +62,15 @@ const (
 func QueueName(run *v1alpha1.AgentRun) (string, bool) {
 	name := run.Labels[QueueLabel]
 	return name, name != ""
+}
+
+// CheckQueueName says why the LocalQueue a run is labelled with cannot be a Workload's queue, if
+// it cannot: Kueue takes a DNS subdomain (RFC 1123), which a label value need not be.
+func CheckQueueName(name string) error {
+	if problems := validation.IsDNS1123Subdomain(name); len(problems) > 0 {
+		return fmt.Errorf("the label %s=%q names no LocalQueue Kueue can have: %s", QueueLabel, name, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // WorkloadName is the name of the run's Workload: "agentrun-", the run's name (cut to fit) and a
@@ -87,7 +104,7 @@ func WorkloadFor(run *v1alpha1.AgentRun) *kueue.Workload {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      WorkloadName(run),
 			Namespace: run.Namespace,
-			Labels:    map[string]string{JobUIDLabel: string(run.UID)},
+			Labels:    map[string]string{JobUIDLabel: string(run.UID), LabelManagedBy: ManagedBy},
 			// The run controls its Workload, without blockOwnerDeletion: a run deleted in the
 			// foreground need not wait for it, and the operator needs no update of
 			// agentruns/finalizers to make it where OwnerReferencesPermissionEnforcement holds.

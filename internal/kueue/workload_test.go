@@ -60,7 +60,7 @@ func TestWorkloadForAsksForOneRunInTheLabelledQueueOwnedByTheRun(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{
 					Name:      WorkloadName(r),
 					Namespace: "team-a",
-					Labels:    map[string]string{JobUIDLabel: string(r.UID)},
+					Labels:    map[string]string{JobUIDLabel: string(r.UID), LabelManagedBy: ManagedBy},
 					OwnerReferences: []metav1.OwnerReference{{
 						APIVersion: "agents.baton.dev/v1alpha1", Kind: "AgentRun", Name: "review-42", UID: r.UID,
 						Controller: ptr.To(true),
@@ -143,4 +143,19 @@ func TestEveryWorkloadNameIsValid(t *testing.T) {
 			t.Fatalf("WorkloadName(%q) = %q is not a label value: %v", r.Name, got, errs)
 		}
 	})
+}
+
+func TestCheckQueueName(t *testing.T) {
+	for _, ok := range []string{"agents", "team-a.batch", "q1"} {
+		if err := CheckQueueName(ok); err != nil {
+			t.Errorf("CheckQueueName(%q) = %v, want nil", ok, err)
+		}
+	}
+	// Label values Kueue's LocalQueue names refuse: capitals, underscores, a leading dash.
+	for _, bad := range []string{"Agents", "team_a", "-agents", "a..b"} {
+		err := CheckQueueName(bad)
+		if err == nil || !strings.Contains(err.Error(), `the label kueue.x-k8s.io/queue-name="`+bad+`" names no LocalQueue`) {
+			t.Errorf("CheckQueueName(%q) = %v, want the label named as the problem", bad, err)
+		}
+	}
 }

@@ -39,3 +39,10 @@ func QueuedFor(st *v1alpha1.AgentRunStatus) (reason, message string) {
 	}
 	return "", ""
 }
+
+// Evict ends a run that Kueue admitted when Kueue takes the admission back (its Workload was
+// evicted, finished or deleted while the run ran): the run stops, Failed with reason Evicted,
+// and says what Kueue said. Its steps so far stay in the transcript.
+func Evict(st v1alpha1.AgentRunStatus, why string, now time.Time) Update {
+	return Fail(st, v1alpha1.ReasonEvicted, "Kueue took back the run's admission: "+why, now)
+}

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -43,6 +42,7 @@ import (
 	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 	"github.com/baton-dev/baton/test/fakes"
+	"github.com/baton-dev/baton/test/kueuetest"
 	"github.com/baton-dev/baton/test/pgtest"
 )
 
@@ -68,8 +68,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
 		"KUBEBUILDER_ASSETS is not set: run the suite with 'make test-integration', which makes kube-apiserver and etcd available")
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(operator.AddToScheme(scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 
 	testEnv = &envtest.Environment{
@@ -103,6 +102,9 @@ var _ = BeforeSuite(func() {
 	controllerOptions.Egress = policy.WithResolver(suiteDNS.Resolver())
 	// The webhook is served apart from the controllers, as by a second replica: the
 	// controllers can stop while people keep deciding.
+	// Kueue's CRDs are there before the operator starts, as in a cluster that runs Kueue: the
+	// operator watches the Workloads it makes. Kueue's manager runs for the specs that need it.
+	Expect(kueuetest.InstallCRDs(testEnv)).To(Succeed(), "installing Kueue's CRDs (make test-integration builds them: hack/kueue.sh)")
 	stopWebhook = startManager(operator.Options{EnableWebhooks: true, DisableControllers: true})
 	stopManager = startManager(controllerOptions)
 })

@@ -93,6 +93,16 @@ func Binary() (string, error) {
 // CRDDir is the folder of Kueue's CRDs that hack/kueue.sh puts beside the binary.
 func CRDDir(bin string) string { return filepath.Join(filepath.Dir(bin), "crd") }
 
+// InstallCRDs installs Kueue's CRDs into env's control plane, without running its manager: a
+// cluster where an operator started after them finds Kueue's Workloads served.
+func InstallCRDs(env *envtest.Environment) error {
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	return installCRDs(env, CRDDir(bin))
+}
+
 // Start installs Kueue's CRDs into env's control plane and runs Kueue's manager against it, as
 // a cluster admin, until Stop. It returns once the manager reports ready.
 func Start(ctx context.Context, env *envtest.Environment, opts Options) (*Manager, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/quota"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Indexes of the runs by what quotas count, so that what a namespace uses is read from the
@@ -35,10 +36,17 @@ func stateOf(o client.Object) []string {
 		return nil
 	case quota.Active(run.Status.Phase):
 		return []string{"active"}
-	case run.Status.Phase == v1alpha1.PhaseQueued:
+	case run.Status.Phase == v1alpha1.PhaseQueued && !awaitingKueue(run):
 		return []string{"queued"}
 	}
 	return nil
+}
+
+// awaitingKueue reports whether a Queued run waits for Kueue, not for its quotas: it is in no
+// quota's line, so that it holds back none of the runs behind it.
+func awaitingKueue(run *v1alpha1.AgentRun) bool {
+	reason, _ := workflow.QueuedFor(&run.Status)
+	return reason == v1alpha1.ReasonAwaitingAdmission
 }
 
 func startDay(o client.Object) []string {
@@ -68,7 +76,7 @@ func Counted(ctx context.Context, c client.Reader, namespace string, now time.Ti
 				continue
 			}
 			seen[run.Name] = true
-			if run.Status.Phase == v1alpha1.PhaseQueued {
+			if run.Status.Phase == v1alpha1.PhaseQueued && !awaitingKueue(&run) {
 				line = append(line, quota.WaitingOf(&run))
 			}
 			counted = append(counted, run)

@@ -53,6 +53,31 @@ func (a *admissions) forget(key types.NamespacedName) {
 	a.mu.Unlock()
 }
 
+// release takes back the admission of a run that its quotas let start and Kueue holds: it
+// counts as waiting again, not running.
+func (a *admissions) release(key types.NamespacedName) {
+	a.mu.Lock()
+	delete(a.admitted[key.Namespace], key.Name)
+	if len(a.admitted[key.Namespace]) == 0 {
+		delete(a.admitted, key.Namespace)
+	}
+	a.mu.Unlock()
+}
+
+// admitted decides whether the run may start: its namespace's quotas first, then, for a run
+// labelled with a LocalQueue, Kueue (kueue.go). A run Kueue holds gives its place back.
+func (r *Reconciler) admitted(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (quota.Verdict, error) {
+	v, err := r.admit(ctx, run, now)
+	if err != nil || !v.Admit {
+		return v, err
+	}
+	v, err = r.kueueAdmit(ctx, run)
+	if err != nil || !v.Admit {
+		r.admissions.release(client.ObjectKeyFromObject(run))
+	}
+	return v, err
+}
+
 // admit decides whether the run may start under its namespace's quotas. A run let start is
 // counted as running from now on.
 func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (quota.Verdict, error) {
@@ -104,11 +129,20 @@ func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time
 	return v, nil
 }
 
-// queue keeps a run its quotas hold Queued, writing its place at most every queuedRewrite, and
-// brings it back sooner the nearer it is to the head of the line.
+// queue keeps a run its quotas or Kueue hold Queued, writing its place at most every
+// queuedRewrite. A run the quotas hold comes back sooner the nearer it is to the head of the
+// line; one Kueue holds comes back when its Workload changes.
 func (r *Reconciler) queue(ctx context.Context, w *working, v quota.Verdict, now time.Time) (ctrl.Result, error) {
+	reason, message := workflow.QueuedFor(&w.Status)
+	if v.Reason != v1alpha1.ReasonQuotaExceeded {
+		// Kueue's word changes only when its Workload does, which brings the run back: it is
+		// written whenever it changes.
+		if reason == v.Reason && message == v.Message {
+			return ctrl.Result{}, nil
+		}
+		return r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
+	}
 	key := client.ObjectKeyFromObject(w.AgentRun)
-	reason, _ := workflow.QueuedFor(&w.Status)
 	a := r.admissions
 	a.mu.Lock()
 	last, wrote := a.written[key]
