@@ -97,6 +97,24 @@ var _ = Describe("Runs on a Kueue LocalQueue", Ordered, func() {
 		Expect(waitForEnd(high).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 	})
 
+	It("hold a run started from an earlier run's step for Kueue as any other", func() {
+		kueueQueues(ns, 1)
+		create(gated())
+		first := queued("first", 0)
+		create(first)
+		waitForGate(first, "review", 1)
+
+		again := queued("again", 0)
+		again.Spec.From = &v1alpha1.RunFrom{Run: "first", Step: 1}
+		create(again)
+		waitAwaitingAdmission(again, "insufficient unused quota for agents.baton.dev/runs")
+		Expect(annotate(alice, first, v1alpha1.AnnotationApprove, "review")).To(Succeed())
+		waitForEnd(first)
+		Eventually(func() v1alpha1.RunPhase { return get(again).Status.Phase }, runTimeout, poll).
+			ShouldNot(BeElementOf(v1alpha1.PhaseQueued, v1alpha1.PhasePending), "the run starts once Kueue admits it")
+		Expect(get(again).Status.TerminationReason).NotTo(Equal(v1alpha1.ReasonConfigInvalid), get(again).Status.TerminationMessage)
+	})
+
 	It("keep a run waiting, saying so, while its LocalQueue does not exist, and start it once it does", func() {
 		create(gated())
 		run := queued("r", 0)

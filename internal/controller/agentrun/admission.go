@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,24 @@ func (a *admissions) release(key types.NamespacedName) {
 		delete(a.admitted, key.Namespace)
 	}
 	a.mu.Unlock()
+}
+
+// admitOrQueue admits the run, or keeps it Queued (or ends it, for a queue label no LocalQueue
+// can have) and says what the reconcile returns. Every way a run starts goes through it.
+func (r *Reconciler) admitOrQueue(ctx context.Context, w *working, now time.Time) (ctrl.Result, bool, error) {
+	v, err := r.admitted(ctx, w.AgentRun, now)
+	var invalid errQueueInvalid
+	switch {
+	case errors.As(err, &invalid):
+		res, err := r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, invalid.Error(), now))
+		return res, false, err
+	case err != nil:
+		return ctrl.Result{}, false, err
+	case !v.Admit:
+		res, err := r.queue(ctx, w, v, now)
+		return res, false, err
+	}
+	return ctrl.Result{}, true, nil
 }
 
 // admitted decides whether the run may start: its namespace's quotas first, then, for a run

@@ -40,11 +40,8 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	if plan == nil || err != nil {
 		return res, err
 	}
-	if v, err := r.admit(ctx, run, now); err != nil || !v.Admit {
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.queue(ctx, w, v, now)
+	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
+		return res, err
 	}
 	replayed, err := r.replayFrom(ctx, run, earlier, plan)
 	switch {

@@ -2,7 +2,6 @@ package agentrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,15 +46,8 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
 		return ctrl.Result{RequeueAfter: secretRetry}, err
 	}
-	if v, err := r.admitted(ctx, run, now); err != nil || !v.Admit {
-		var invalid errQueueInvalid
-		if errors.As(err, &invalid) {
-			return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, invalid.Error(), now))
-		}
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.queue(ctx, w, v, now)
+	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
+		return res, err
 	}
 	revision, err := r.revisions.pin(ctx, cfg)
 	if err != nil {
