@@ -34,11 +34,11 @@ type AgentQuotaSpec struct {
 type AgentQuotaStatus struct {
 	// running is the runs that count against maxRunningRuns now.
 	// +optional
-	Running int32 `json:"running,omitempty"`
+	Running int32 `json:"running"` //nolint:kubeapilinter // optionalfields: a count of 0 is shown as 0 in kubectl get, not left blank
 
 	// queued is the runs of the namespace waiting Queued for room in this quota.
 	// +optional
-	Queued int32 `json:"queued,omitempty"`
+	Queued int32 `json:"queued"` //nolint:kubeapilinter // optionalfields: a count of 0 is shown as 0 in kubectl get, not left blank
 
 	// costToday is what the namespace's runs spent in the current UTC day, as a decimal string.
 	// +kubebuilder:validation:MaxLength=32
@@ -47,7 +47,7 @@ type AgentQuotaStatus struct {
 
 	// tokensToday is the tokens the namespace's runs used in the current UTC day.
 	// +optional
-	TokensToday int64 `json:"tokensToday,omitempty"`
+	TokensToday int64 `json:"tokensToday"` //nolint:kubeapilinter // optionalfields: a count of 0 is shown as 0 in kubectl get, not left blank
 
 	// resetTime is when the day's cost and tokens start again from zero (midnight UTC).
 	// +optional
