@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -64,7 +65,11 @@ func run(c config) error {
 		return fmt.Errorf("invalid egress policy: %w", err)
 	}
 	c.operator.Egress = policy
-	mgr, err := newManager(c)
+	restConfig := ctrl.GetConfigOrDie()
+	if c.operator.Kueue, err = operator.KueueServed(restConfig); err != nil {
+		return err
+	}
+	mgr, err := newManager(restConfig, c)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
@@ -111,7 +116,7 @@ func run(c config) error {
 }
 
 // newManager is the controller-runtime manager the flags describe.
-func newManager(c config) (ctrl.Manager, error) {
+func newManager(restConfig *rest.Config, c config) (ctrl.Manager, error) {
 	var tlsOpts []func(*tls.Config)
 	if !c.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
@@ -120,7 +125,7 @@ func newManager(c config) (ctrl.Manager, error) {
 	if c.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	return ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	return ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  c.probeAddr,
@@ -128,7 +133,7 @@ func newManager(c config) (ctrl.Manager, error) {
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "agents.baton.dev",
 		LeaderElectionNamespace: c.leaderElectionNS,
-		Cache:                   operator.CacheOptions(c.operator.SecretNamespaces),
+		Cache:                   operator.CacheOptions(c.operator.SecretNamespaces, c.operator.Kueue),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:         c.webhookPort,
 			CertDir:      c.webhookCertDir,

@@ -67,6 +67,10 @@ type Options struct {
 	// operator reads (and caches); Setup's caller passes the same list to CacheOptions. The
 	// operator's namespace, where ClusterModelEndpoints' keys are, is always among them.
 	SecretNamespaces []string
+	// Kueue says the cluster serves Kueue's Workloads (KueueServed): runs labelled with a
+	// LocalQueue wait for Kueue to admit them. The manager's cache must then be made with
+	// CacheOptions(..., true).
+	Kueue bool
 	// OperatorNamespace is where the operator runs, and where ClusterModelEndpoints' Secrets
 	// are ("": webhook.OperatorNamespace()).
 	OperatorNamespace string

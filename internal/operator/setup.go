@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -83,17 +82,13 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	}
 	resolver := &endpoints.Resolver{Reader: mgr.GetClient(), OperatorNamespace: opts.OperatorNamespace}
 	pacer := pacing.New(clk)
-	served, err := agentrun.KueueServed(mgr.GetRESTMapper())
-	if err != nil {
-		return fmt.Errorf("looking for Kueue's Workloads: %w", err)
-	}
-	if served {
+	if opts.Kueue {
 		ctrl.Log.WithName("setup").Info("Kueue's Workloads are served: runs labelled with a LocalQueue wait for Kueue's admission")
 	}
 	runs := agentrun.New(agentrun.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
 		Transcript: opts.Transcript, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: served,
+		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: opts.Kueue,
 		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
 			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight,
 			Endpoints: resolver, Pacer: pacer})})

@@ -131,7 +131,7 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	}
 
 	e.baton = &side{writes: newWriteCounter(), tracker: newTracker(batonRunState)}
-	batonMgr, err := newManager(cfg, scheme, e.baton.writes, operator.CacheOptions(nil))
+	batonMgr, err := newManager(cfg, scheme, e.baton.writes, operator.CacheOptions(nil, false))
 	if err != nil {
 		return err
 	}

@@ -183,11 +183,14 @@ var _ = AfterSuite(func() {
 // called.
 func startManager(opts operator.Options) func() {
 	w := testEnv.WebhookInstallOptions
+	served, err := operator.KueueServed(operatorConfig)
+	Expect(err).NotTo(HaveOccurred())
+	opts.Kueue = served
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  operator.CacheOptions(opts.SecretNamespaces),
+		Cache:                  operator.CacheOptions(opts.SecretNamespaces, opts.Kueue),
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}),
 		// The restart spec starts a second manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,20 +28,6 @@ import (
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;update;patch
-
-// KueueServed reports whether the cluster serves Kueue's Workloads (kueue.x-k8s.io/v1beta2),
-// which the reconciler needs to have Kueue admit runs.
-func KueueServed(mapper meta.RESTMapper) (bool, error) {
-	gk := schema.GroupKind{Group: kueuev1beta2.GroupVersion.Group, Kind: "Workload"}
-	_, err := mapper.RESTMapping(gk, kueuev1beta2.GroupVersion.Version)
-	switch {
-	case err == nil:
-		return true, nil
-	case meta.IsNoMatchError(err):
-		return false, nil
-	}
-	return false, err
-}
 
 // kueueAdmit decides whether Kueue admits a run the quotas let start: a run with no queue label
 // is not Kueue's; a labelled one waits for its Workload, made here the first time, to be
