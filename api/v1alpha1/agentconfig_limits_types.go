@@ -92,6 +92,21 @@ type Limits struct {
 	// reason WrappedUp, with the limit as evidence.
 	// +optional
 	WrapUp *WrapUp `json:"wrapUp,omitempty"`
+
+	// maxBranches is the most branches a run may start in all its fan-outs. Defaults to 16.
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxBranches *int32 `json:"maxBranches,omitempty"`
+
+	// maxDepth is how deep branches may nest: a run at depth maxDepth (a branch of a branch,
+	// at 2) is offered no fan-out. Defaults to 2.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	// +optional
+	MaxDepth *int32 `json:"maxDepth,omitempty"`
 }
 
 // WrapUp names the agent that ends a run with an answer when a limit runs out.

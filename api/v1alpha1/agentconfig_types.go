@@ -286,6 +286,11 @@ type Agent struct {
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`
 
+	// parallel lets this agent hand off to several of its handoffs at once, each branch a
+	// child AgentRun, and says how the branches join.
+	// +optional
+	Parallel *Parallel `json:"parallel,omitempty"`
+
 	// tools are the tool servers this agent may call inside its steps, and how.
 	// +listType=map
 	// +listMapKey=server

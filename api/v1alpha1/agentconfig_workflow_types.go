@@ -59,6 +59,13 @@ type ScriptTurn struct {
 	// +listType=atomic
 	// +optional
 	ToolCalls []ScriptToolCall `json:"toolCalls,omitempty"`
+
+	// parallel hands off to several agents at once, each a branch with its own input, for an
+	// agent with parallel set.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Parallel []BranchRequest `json:"parallel,omitempty"`
 }
 
 // RoutingDecision is a supervisor's choice of the next agent.

@@ -13,14 +13,15 @@ type HandoffRecord struct {
 	// +kubebuilder:validation:Minimum=1
 	Step int32 `json:"step,omitempty"`
 
-	// from is the agent that took the step.
-	// +kubebuilder:validation:MaxLength=63
+	// from is the agent that took the step; for a join, the branches' agents, comma-separated.
+	// +kubebuilder:validation:MaxLength=1040
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	From string `json:"from,omitempty"`
 
-	// to is the agent that has control after the step; empty when the step ended the run.
-	// +kubebuilder:validation:MaxLength=63
+	// to is the agent that has control after the step; empty when the step ended the run; for
+	// a fan-out, the branches' agents, comma-separated, in the order given.
+	// +kubebuilder:validation:MaxLength=1040
 	// +optional
 	To string `json:"to,omitempty"`
 

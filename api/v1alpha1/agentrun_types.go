@@ -74,7 +74,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -105,6 +105,9 @@ const (
 	ReasonWrappedUp TerminationReason = "WrappedUp"
 	// ReasonEvicted ends a run that Kueue admitted when Kueue takes the admission back.
 	ReasonEvicted TerminationReason = "Evicted"
+	// ReasonBranchFailed ends a run one of whose branches failed, with join.onFailure Fail, or
+	// whose join timed out.
+	ReasonBranchFailed TerminationReason = "BranchFailed"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
@@ -131,7 +134,7 @@ const (
 )
 
 // StepOutcome is how one step ended.
-// +kubebuilder:validation:Enum=Handoff;Returned;Signal;Final;Truncated;Invalid;Failed
+// +kubebuilder:validation:Enum=Handoff;Returned;Signal;Final;Truncated;Invalid;Failed;FanOut;Joined
 type StepOutcome string
 
 const (
@@ -152,6 +155,10 @@ const (
 	OutcomeInvalid StepOutcome = "Invalid"
 	// OutcomeFailed is a step that errored, timed out or asked for a refused handoff.
 	OutcomeFailed StepOutcome = "Failed"
+	// OutcomeFanOut is a step whose agent handed off to several agents at once, each a branch.
+	OutcomeFanOut StepOutcome = "FanOut"
+	// OutcomeJoined records a fan-out's join: the branches' outputs went to the join agent.
+	OutcomeJoined StepOutcome = "Joined"
 )
 
 // LoopDetector names the detector that found a loop.
@@ -243,6 +250,7 @@ const (
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.terminationReason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.branch.parent`,priority=1
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.spec.configRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.stepCount`,priority=1
 // +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errorCount`,priority=1
@@ -311,6 +319,11 @@ type AgentRunSpec struct {
 	// +kubebuilder:validation:Maximum=31536000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// branch makes the run a branch of another run's fan-out. Only the operator sets it, when
+	// it creates a branch; a run whose parent does not list it is refused.
+	// +optional
+	Branch *RunBranch `json:"branch,omitempty"`
 }
 
 // RunFrom names an earlier run and the step after which to continue it.
@@ -402,6 +415,18 @@ type LimitOverrides struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]{1,12}(\.[0-9]{1,12})?$`
 	// +optional
 	MaxCost *string `json:"maxCost,omitempty"`
+
+	// maxBranches overrides limits.maxBranches.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxBranches *int32 `json:"maxBranches,omitempty"`
+
+	// maxDepth overrides limits.maxDepth.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	// +optional
+	MaxDepth *int32 `json:"maxDepth,omitempty"`
 }
 
 // AgentRunStatus is a run's progress. It stays small however long the run: the handoff
@@ -462,6 +487,25 @@ type AgentRunStatus struct {
 	// errorCount is the number of failed steps.
 	// +optional
 	ErrorCount int32 `json:"errorCount,omitempty"`
+
+	// branchSteps is the steps the run's joined branches took: they count against maxSteps
+	// with the run's own (stepCount). The branches' tokens, cost and tool calls are in
+	// tokensUsed, cost and toolCalls.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BranchSteps int32 `json:"branchSteps,omitempty"`
+
+	// branches are the branches of the run's current or latest fan-out, in the order given.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Branches []BranchStatus `json:"branches,omitempty"`
+
+	// branchesStarted counts the branches the run started, against limits.maxBranches.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BranchesStarted int32 `json:"branchesStarted,omitempty"`
 
 	// waited is the time the run spent waiting for people (approvals and replies); it does not
 	// count against limits.timeout.

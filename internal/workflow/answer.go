@@ -27,6 +27,8 @@ type Result struct {
 	Signal string `json:"signal,omitempty"`
 	// Routing is a supervisor's routing decision.
 	Routing *v1alpha1.RoutingDecision `json:"routing,omitempty"`
+	// Parallel are the branches the agent hands off to at once (Branch).
+	Parallel []Branch `json:"parallel,omitempty"`
 	// FinishReason says why the model stopped.
 	FinishReason v1alpha1.FinishReason `json:"finishReason,omitempty"`
 	// Tokens is the usage the step reports, and CountedTokens the part of it already added to

@@ -124,6 +124,9 @@ func answer(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 		}
 		routed.Output = normalized
 	}
+	if len(res.Parallel) > 0 {
+		return verdict{kind: resultAnswered, res: res, output: res.Output, route: fanOut(p, s, res)}
+	}
 	routed.Signal = detectSignal(p, routed)
 	return verdict{kind: resultAnswered, res: res, output: routed.Output, route: modes[p.Mode()].route(p, s, routed)}
 }
@@ -219,8 +222,12 @@ func settle(p *Plan, d *Update, v verdict, before spent, now time.Time) {
 		return
 	}
 	s := &d.Status
-	s.CurrentAgent, s.State, s.Input = v.to, v.state, statusText(v.input, maxInput)
-	progress(s, now, v1alpha1.PhaseRunning, runningMessage)
+	if len(v.branches) > 0 {
+		branchOut(p, d, v, now)
+	} else {
+		s.CurrentAgent, s.State, s.Input = v.to, v.state, statusText(v.input, maxInput)
+		progress(s, now, v1alpha1.PhaseRunning, runningMessage)
+	}
 	if t, ok := check(p, s, now); ok && !wrapUp(p, d, t, now) {
 		end(d, t, now)
 		return

@@ -87,6 +87,8 @@ type route struct {
 	// counts is what the step changes of the mode's counts.
 	counts tally
 	events []Event
+	// branches are the branches a fan-out starts (branches.go).
+	branches []Branch
 }
 
 // signalAction decides what a declared signal does. handled is false when the step should be

@@ -57,6 +57,9 @@ type EffectiveLimits struct {
 	MaxHandoffDepth     int32
 	MaxToolCalls        int32
 	MaxTranscriptBytes  int64
+	// MaxBranches is how many branches a run may start in all; MaxDepth how deep they nest.
+	MaxBranches int32
+	MaxDepth    int32
 	// CostLimit is limits.maxCost, when CostLimited.
 	CostLimit   decimal.Decimal
 	CostLimited bool
@@ -78,6 +81,8 @@ type Plan struct {
 	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
 	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
 	alsoNotApprovedBy string
+	// depth is how deep the run is nested as a branch: 0 for a run that is no branch.
+	depth int32
 }
 
 // shared is a checked config and its indexes.
@@ -146,6 +151,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	errs = append(errs, checkDurations(spec, overrides, specPath)...)
 	errs = append(errs, p.compileSchemas(specPath)...)
 	errs = append(errs, p.checkTools(specPath)...)
+	errs = append(errs, p.checkParallel(specPath)...)
 	return p, errs
 }
 
@@ -242,6 +248,8 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 		MaxHandoffDepth:     orDefault(l.MaxHandoffDepth, DefaultMaxHandoffDepth),
 		MaxToolCalls:        orDefault(l.MaxToolCalls, DefaultMaxToolCalls),
 		MaxTranscriptBytes:  orDefault(l.MaxTranscriptBytes, DefaultMaxTranscriptBytes),
+		MaxBranches:         orDefault(l.MaxBranches, DefaultMaxBranches),
+		MaxDepth:            orDefault(l.MaxDepth, DefaultMaxDepth),
 	}
 	if o == nil {
 		return e
@@ -256,6 +264,8 @@ func mergeLimits(l v1alpha1.Limits, o *v1alpha1.LimitOverrides) EffectiveLimits 
 	e.MaxHandoffDepth = orDefault(o.MaxHandoffDepth, e.MaxHandoffDepth)
 	e.MaxToolCalls = orDefault(o.MaxToolCalls, e.MaxToolCalls)
 	e.MaxTranscriptBytes = orDefault(o.MaxTranscriptBytes, e.MaxTranscriptBytes)
+	e.MaxBranches = orDefault(o.MaxBranches, e.MaxBranches)
+	e.MaxDepth = orDefault(o.MaxDepth, e.MaxDepth)
 	return e
 }
 

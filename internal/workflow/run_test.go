@@ -402,7 +402,7 @@ func TestRunOverridesWinOverTheConfig(t *testing.T) {
 	p, _ := NewPlan(c.Spec, MakeRun("r", "ns").MaxTokens(10).Timeout(time.Second).Obj().Spec.Limits)
 	want := EffectiveLimits{MaxHandoffs: 9, MaxSteps: DefaultMaxSteps, MaxTokens: 10, TokenWarningPercent: DefaultTokenWarningPercent,
 		Timeout: time.Second, AgentTimeout: DefaultAgentTimeout, MaxErrors: DefaultMaxErrors, MaxHandoffDepth: DefaultMaxHandoffDepth, MaxToolCalls: DefaultMaxToolCalls,
-		MaxTranscriptBytes: DefaultMaxTranscriptBytes}
+		MaxTranscriptBytes: DefaultMaxTranscriptBytes, MaxBranches: DefaultMaxBranches, MaxDepth: DefaultMaxDepth}
 	if diff := cmp.Diff(want, p.Limits); diff != "" {
 		t.Fatalf("limits (-want +got):\n%s", diff)
 	}

@@ -160,6 +160,12 @@ func (w *AgentWrapper) HandsOffTo(names ...string) *AgentWrapper { w.Handoffs = 
 // Terminator makes it a terminator.
 func (w *AgentWrapper) Terminator() *AgentWrapper { w.Agent.Terminator = true; return w }
 
+// Parallel lets the agent fan out to its handoffs, joining as join says.
+func (w *AgentWrapper) Parallel(maxBranches int32, budget v1alpha1.BranchBudget, join v1alpha1.Join) *AgentWrapper {
+	w.Agent.Parallel = &v1alpha1.Parallel{MaxBranches: ptr.To(maxBranches), Budget: budget, Join: join}
+	return w
+}
+
 // MaxSteps caps its steps.
 func (w *AgentWrapper) MaxSteps(n int32) *AgentWrapper { w.Agent.MaxSteps = ptr.To(n); return w }
 
