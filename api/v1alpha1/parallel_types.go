@@ -7,6 +7,9 @@ package v1alpha1
 // `kubectl get agentruns -l agents.baton.dev/parent=NAME` lists a run's branches.
 const LabelParent = "agents.baton.dev/parent"
 
+// MaxDepth bounds limits.maxDepth: how deep branches may nest.
+const MaxDepth = 8
+
 // MaxBranchesPerFanOut bounds parallel.maxBranches: the branches of one fan-out, and so the
 // entries of status.branches.
 const MaxBranchesPerFanOut = 16

@@ -62,3 +62,20 @@ func Said(d workflow.Decided) string {
 	}
 	return s
 }
+
+// joinAttempt keys a join's record apart from people's decisions and gates' timeouts (whose keys
+// are positive).
+const joinAttempt = -1
+
+// JoinKey is the key of the record of the input a join gave its agent, whole: the branches'
+// outputs, which status holds only the beginning of.
+func JoinKey(st *v1alpha1.AgentRunStatus) transcript.Key {
+	key := DecisionKey(st)
+	key.Attempt = joinAttempt
+	return key
+}
+
+// JoinRecord is the record of the input the join that st applies gave its agent.
+func JoinRecord(run RunID, st *v1alpha1.AgentRunStatus, input string, now time.Time) transcript.Record {
+	return run.Record(JoinKey(st), now, transcript.Body(DecisionBody{Input: input}))
+}

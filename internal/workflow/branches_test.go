@@ -110,7 +110,7 @@ func TestAFanOutPastWhatTheConfigAllowsFailsTheStep(t *testing.T) {
 			agents: []string{"researcher", "lead"}, reason: "not one of its handoffs",
 		},
 		"at limits.maxDepth": {
-			plan:   func(t *testing.T) *Plan { return researchPlan(t, v1alpha1.Join{}, "").AtDepth(2) },
+			plan:   func(t *testing.T) *Plan { return researchPlan(t, v1alpha1.Join{}, "").AsBranch("lead", 2) },
 			agents: []string{"researcher"}, reason: "at depth 2, and limits.maxDepth is 2",
 		},
 	} {
@@ -322,5 +322,24 @@ func TestBranchNamesAndParentLabelsStayValid(t *testing.T) {
 	}
 	if ParentLabel("short") != "short" || BranchName("r", 3, 2) != "r-b3-2" {
 		t.Error("a short name is changed")
+	}
+}
+
+func TestABranchStartsAtItsAgentAndItsFirstPlainAnswerIsItsOutput(t *testing.T) {
+	p := researchPlan(t, v1alpha1.Join{}, "").AsBranch("researcher", 1)
+	st := Start(p, v1alpha1.AgentRunStatus{}, "look into it", "research-rev", t0).Status
+	if st.CurrentAgent != "researcher" {
+		t.Fatalf("a branch starts at %s; want researcher", st.CurrentAgent)
+	}
+	d := Apply(p, st, StepResult{Agent: "researcher", Input: st.Input, Result: Result{Output: "three sources", Tokens: 10}}, t0)
+	s := d.Status
+	if s.Phase != v1alpha1.PhaseSucceeded || s.Output != "three sources" || s.TerminationMessage != "researcher gave the branch's answer at step 1" {
+		t.Errorf("%s, output %q, message %q; want the branch ended with researcher's answer", s.Phase, s.Output, s.TerminationMessage)
+	}
+	// The same answer in the run that is no branch goes back to the entrypoint.
+	top := researchPlan(t, v1alpha1.Join{}, "")
+	st = at(top, "researcher")
+	if s := Apply(top, st, StepResult{Agent: "researcher", Input: st.Input, Result: Result{Output: "three sources"}}, t0).Status; s.Phase != v1alpha1.PhaseRunning || s.CurrentAgent != "lead" {
+		t.Errorf("outside a branch: %s, agent %s; want control back at lead", s.Phase, s.CurrentAgent)
 	}
 }

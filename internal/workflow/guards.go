@@ -113,11 +113,13 @@ func errorGuard(in guardInput) (Trip, bool) {
 }
 
 func stepGuard(in guardInput) (Trip, bool) {
-	if in.status.StepCount < in.plan.Limits.MaxSteps {
+	// The steps of the run's joined branches count with its own.
+	taken := in.status.StepCount + in.status.BranchSteps
+	if taken < in.plan.Limits.MaxSteps {
 		return Trip{}, false
 	}
 	return Trip{Reason: v1alpha1.ReasonMaxStepsExceeded, Message: fmt.Sprintf(
-		"step limit: %d of %d steps taken; %s was not started", in.status.StepCount, in.plan.Limits.MaxSteps, in.next)}, true
+		"step limit: %d of %d steps taken; %s was not started", taken, in.plan.Limits.MaxSteps, in.next)}, true
 }
 
 func handoffGuard(in guardInput) (Trip, bool) {

@@ -81,8 +81,10 @@ type Plan struct {
 	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
 	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
 	alsoNotApprovedBy string
-	// depth is how deep the run is nested as a branch: 0 for a run that is no branch.
+	// depth is how deep the run is nested as a branch: 0 for a run that is no branch. A
+	// branch starts at entry, and its first answer without a handoff is its output.
 	depth int32
+	entry string
 }
 
 // shared is a checked config and its indexes.

@@ -68,7 +68,7 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		Turn:    st.AgentSteps[st.CurrentAgent],
 		Timeout: p.StepTimeout(st.CurrentAgent),
 		Left: Left{
-			Steps:    p.Limits.MaxSteps - st.StepCount,
+			Steps:    p.Limits.MaxSteps - st.StepCount - st.BranchSteps,
 			Handoffs: p.Limits.MaxHandoffs - st.HandoffCount,
 			Tokens:   p.Limits.MaxTokens - st.TokensUsed,
 		},

@@ -14,7 +14,7 @@ type swarm struct{}
 
 func (swarm) validate(*Plan, *field.Path) field.ErrorList { return nil }
 
-func (swarm) start(p *Plan) (string, string) { return p.Spec.Entrypoint, p.Spec.Entrypoint }
+func (swarm) start(p *Plan) (string, string) { return p.Entrypoint(), p.Entrypoint() }
 
 func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 	r, handled := declaredSignal(p, res)
@@ -34,18 +34,21 @@ func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 		next.reason = firstNonEmpty(res.Reason, "handoff")
 		next.input = res.Output
 		next.handoff = true
-	case p.Agent(res.Agent).Terminator || !p.HasTerminator():
+	case p.Agent(res.Agent).Terminator || !p.HasTerminator() || p.depth > 0:
 		next.end = v1alpha1.ReasonCompleted
 		next.final = true
 		next.outcome = v1alpha1.OutcomeFinal
 		next.reason = "final answer"
-		if p.Agent(res.Agent).Terminator {
+		switch {
+		case p.depth > 0:
+			next.message = fmt.Sprintf("%s gave the branch's answer", res.Agent)
+		case p.Agent(res.Agent).Terminator:
 			next.message = fmt.Sprintf("terminator %s gave the final answer", res.Agent)
-		} else {
+		default:
 			next.message = fmt.Sprintf("%s gave the final answer (the config has no terminator)", res.Agent)
 		}
 	default:
-		next.to, next.state = p.Spec.Entrypoint, p.Spec.Entrypoint
+		next.to, next.state = p.Entrypoint(), p.Entrypoint()
 		next.outcome = v1alpha1.OutcomeReturned
 		next.reason = "answered without a handoff; control returns to the entrypoint"
 		next.input = res.Output
@@ -55,8 +58,8 @@ func (swarm) route(p *Plan, _ *v1alpha1.AgentRunStatus, res StepResult) route {
 }
 
 func (swarm) recover(p *Plan, _ *v1alpha1.AgentRunStatus, failed string) recovery {
-	if failed == p.Spec.Entrypoint {
+	if failed == p.Entrypoint() {
 		return recovery{}
 	}
-	return recovery{to: p.Spec.Entrypoint, state: p.Spec.Entrypoint, ok: true}
+	return recovery{to: p.Entrypoint(), state: p.Entrypoint(), ok: true}
 }

@@ -200,6 +200,14 @@ func Says(output string) *TurnWrapper {
 // HandOff asks to hand off to agent.
 func (w *TurnWrapper) HandOff(agent string) *TurnWrapper { w.Handoff = agent; return w }
 
+// FansOut hands off to several agents at once, agent and input in pairs.
+func (w *TurnWrapper) FansOut(agentsAndInputs ...string) *TurnWrapper {
+	for i := 0; i+1 < len(agentsAndInputs); i += 2 {
+		w.ScriptTurn.Parallel = append(w.ScriptTurn.Parallel, v1alpha1.BranchRequest{Agent: agentsAndInputs[i], Input: agentsAndInputs[i+1]})
+	}
+	return w
+}
+
 // Because sets the handoff reason.
 func (w *TurnWrapper) Because(reason string) *TurnWrapper { w.Reason = reason; return w }
 

@@ -73,7 +73,20 @@ func answer(turn *v1alpha1.ScriptTurn) (*agents.Reply, error) {
 		Signal:       turn.Signal,
 		FinishReason: finish,
 		Routing:      turn.Routing.DeepCopy(),
+		Parallel:     branches(turn.Parallel),
 	}}, nil
+}
+
+// branches are the turn's fan-out, as the core reads it.
+func branches(requests []v1alpha1.BranchRequest) []workflow.Branch {
+	if len(requests) == 0 {
+		return nil
+	}
+	out := make([]workflow.Branch, len(requests))
+	for i, r := range requests {
+		out[i] = workflow.Branch{Agent: r.Agent, Input: r.Input}
+	}
+	return out
 }
 
 // wait is the turn's simulated latency.

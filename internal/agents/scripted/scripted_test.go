@@ -63,14 +63,15 @@ func TestScriptWhenPicksTheFirstMatchingTurnFromTheAgentsPosition(t *testing.T) 
 func TestScriptedStepReportsEverythingTheTurnSays(t *testing.T) {
 	agent := v1alpha1.Agent{Name: "a", Script: []v1alpha1.ScriptTurn{{
 		Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42,
-		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"},
+		Routing:  &v1alpha1.RoutingDecision{Target: "b", Reason: "best"},
+		Parallel: []v1alpha1.BranchRequest{{Agent: "b", Input: "one"}, {Agent: "c"}},
 	}, {Output: "cut", FinishReason: v1alpha1.FinishLength}, {Error: "backend down"}}}
 	s := New(agents.Dependencies{Clock: clocktesting.NewFakeClock(time.Now())})
 	ctx := context.Background()
 
 	got, err := s.Step(ctx, &agents.Request{Agent: agent, Turn: 0})
 	want := workflow.Result{Output: "hi", Handoff: "b", Reason: "why", Signal: "S", Tokens: 42, FinishReason: v1alpha1.FinishStop,
-		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"}}
+		Routing: &v1alpha1.RoutingDecision{Target: "b", Reason: "best"}, Parallel: []workflow.Branch{{Agent: "b", Input: "one"}, {Agent: "c"}}}
 	if err != nil || !cmp.Equal(&want, got) {
 		t.Fatalf("turn 0: %v, %s", err, cmp.Diff(&want, got))
 	}

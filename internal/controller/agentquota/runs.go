@@ -29,10 +29,13 @@ func Index(ctx context.Context, indexer client.FieldIndexer) error {
 	return indexer.IndexField(ctx, &v1alpha1.AgentRun{}, dayIndex, startDay)
 }
 
+// A branch run counts in no quota: its parent, admitted once, counts for it, and the parent's
+// counts include its branches' use once they join.
+
 func stateOf(o client.Object) []string {
 	run, ok := o.(*v1alpha1.AgentRun)
 	switch {
-	case !ok:
+	case !ok || run.Spec.Branch != nil:
 		return nil
 	case quota.Active(run.Status.Phase):
 		return []string{"active"}
@@ -51,7 +54,7 @@ func awaitingKueue(run *v1alpha1.AgentRun) bool {
 
 func startDay(o client.Object) []string {
 	run, ok := o.(*v1alpha1.AgentRun)
-	if !ok || run.Status.StartTime == nil {
+	if !ok || run.Status.StartTime == nil || run.Spec.Branch != nil {
 		return nil
 	}
 	return []string{dayOf(run.Status.StartTime.Time)}

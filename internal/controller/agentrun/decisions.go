@@ -67,10 +67,33 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool)
 // forRun is the plan for the run. Its creator is who created it, as the admission webhook
 // recorded it; unknown (empty) when the webhook did not record it, or does not guard the
 // annotation, since anyone who may patch the run could have written it then.
+//
+// A branch's creator is its root run's, whose work it does: who created the root run may not
+// approve at the branch's gates either. A branch runs as its spec.branch says.
 func (r *Reconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
 	var creator string
 	if r.Trust.Trusted(ctx) {
-		creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
+		creator = r.rootOf(ctx, run).Annotations[v1alpha1.AnnotationCreatedBy]
 	}
-	return plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, creator)
+	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, creator)
+	if b := run.Spec.Branch; b != nil {
+		plan = plan.AsBranch(b.Agent, b.Depth)
+	}
+	return plan
+}
+
+// rootOf is the run whose branches' branches the run is: the run itself when it is no branch.
+// A parent gone, or past the deepest nesting, ends the walk.
+func (r *Reconciler) rootOf(ctx context.Context, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	for range v1alpha1.MaxDepth {
+		if run.Spec.Branch == nil {
+			return run
+		}
+		parent := &v1alpha1.AgentRun{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.Branch.Parent}, parent); err != nil {
+			return run
+		}
+		run = parent
+	}
+	return run
 }

@@ -76,6 +76,16 @@ func (r *Reconciler) findInput(ctx context.Context, run *v1alpha1.AgentRun) (str
 			candidates = append(candidates, body.Input)
 		}
 	}
+	if n := len(st.HandoffSequence); n > 0 && st.HandoffSequence[n-1].Outcome == v1alpha1.OutcomeJoined {
+		rec, ok, err := r.Transcript.Get(ctx, string(run.UID), records.JoinKey(st))
+		if err != nil {
+			return "", false, err
+		}
+		var body records.DecisionBody
+		if ok && json.Unmarshal(rec.Body, &body) == nil {
+			candidates = append(candidates, body.Input)
+		}
+	}
 	if st.StepCount > 0 {
 		rec, ok, err := r.Transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: st.StepCount})
 		if err != nil {

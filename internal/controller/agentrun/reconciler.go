@@ -144,6 +144,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.finishWorkload(ctx, w.AgentRun, r.Clock.Now()); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := r.cancelBranches(ctx, w.Namespace, workflow.BranchesToCancel(&w.Status), "its parent run ended"); err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.expire(ctx, w.AgentRun)
 	}
 	now := r.Clock.Now()
@@ -199,6 +202,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // A step whose run goes on is held to be written with the steps after it (mayHold).
 func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
 	for {
+		if workflow.Branching(&w.Status) {
+			return r.whileBranching(ctx, w, plan, now)
+		}
 		if d, tripped := workflow.Check(plan, w.Status, now); tripped {
 			return r.write(ctx, w, plan, d)
 		}
@@ -328,7 +334,7 @@ func soonest(a, b time.Duration) time.Duration {
 // held has passed, after the next step has started, so the write is not in the way of the
 // run's work.
 func mayHold(d workflow.Update, batch time.Duration) bool {
-	return batch > 0 && d.Status.Phase == v1alpha1.PhaseRunning && len(d.Events) == 0
+	return batch > 0 && d.Status.Phase == v1alpha1.PhaseRunning && len(d.Events) == 0 && !workflow.Branching(&d.Status)
 }
 
 // forget drops what the reconciler holds for a run that ended or is gone.
@@ -393,7 +399,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
-		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate()))
+		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
+		// A branch's phase changes bring its parent back, for the join.
+		Owns(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: branchPhaseChanged}))
 	if r.Kueue {
 		// Kueue's admission and eviction of a run's Workload bring the run back at once.
 		b = b.Owns(&kueuev1beta2.Workload{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: workloadDecided}))

@@ -1,0 +1,311 @@
+package agentrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A run whose step fanned out waits for its branches (workflow.Branching): each is a child
+// AgentRun that the run controls, labelled with its parent (docs/design/parallel-branches.md).
+// The fan-out's status write names them first; then the branch runs are made, from the fan-out
+// step's record in the transcript, so that a restart between the two makes them then, and never
+// twice. The branches' ends bring the run back (an owner watch of their phases); the core
+// decides the join from them, read from the cache; the branches no longer needed are cancelled
+// once the join is written. A run that ends cancels the branches still running.
+
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=create
+
+// whileBranching is the reconcile of a run that waits for its branches.
+func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
+	if d, tripped := workflow.Check(plan, w.Status, now); tripped {
+		return r.write(ctx, w, plan, d) // the run's end cancels its branches
+	}
+	runs, err := r.branchRuns(ctx, w.AgentRun)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.makeBranches(ctx, w, plan, runs); err != nil {
+		return ctrl.Result{}, err
+	}
+	d, cancel := workflow.Join(plan, w.Status, runs, now)
+	joined := !workflow.Branching(&d.Status) && d.Status.Phase == v1alpha1.PhaseRunning
+	if joined {
+		// The join agent's whole input is in the transcript before the status that gives it.
+		if _, err := r.Transcript.Append(ctx, records.JoinRecord(idOf(w.AgentRun), &d.Status, d.Status.Input, now)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing the join's input to the transcript: %w", err)
+		}
+	}
+	res, written, err := r.store(ctx, w, plan, d)
+	if err != nil || !written {
+		return res, err
+	}
+	if err := r.cancelBranches(ctx, w.Namespace, cancel, "the run joined without it"); err != nil {
+		return ctrl.Result{}, err
+	}
+	if joined {
+		return r.advance(ctx, w, plan, r.Clock.Now())
+	}
+	if at, ok := workflow.JoinDeadline(plan, &w.Status); ok && !w.Status.Phase.Terminal() {
+		res.RequeueAfter = soonest(res.RequeueAfter, max(at.Sub(now), 0)+time.Millisecond)
+	}
+	return res, nil
+}
+
+// branchRuns reads the run's branch runs from the cache, by name: those labelled with the run
+// and controlled by it.
+func (r *Reconciler) branchRuns(ctx context.Context, run *v1alpha1.AgentRun) (map[string]workflow.BranchRun, error) {
+	list := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace),
+		client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make(map[string]workflow.BranchRun, len(list.Items))
+	for i := range list.Items {
+		b := &list.Items[i]
+		if !metav1.IsControlledBy(b, run) {
+			continue
+		}
+		st := &b.Status
+		out[b.Name] = workflow.BranchRun{Found: true, Phase: st.Phase, Reason: st.TerminationReason, Message: st.TerminationMessage,
+			Output: st.Output, Tokens: st.TokensUsed, Cost: st.Cost, ToolCalls: st.ToolCalls,
+			Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount}
+	}
+	return out, nil
+}
+
+// makeBranches makes the branch runs the run's status names that are not there yet, with their
+// inputs from the fan-out step's record and their shares of the run's limits. A branch made
+// meanwhile (by this operator before a restart) is left as it is.
+func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflow.Plan, runs map[string]workflow.BranchRun) error {
+	st := &w.Status
+	var missing []int
+	for i, b := range st.Branches {
+		if !runs[b.Name].Found {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	step := st.HandoffSequence[len(st.HandoffSequence)-1].Step
+	branches, err := r.fanOut(ctx, w.AgentRun, step)
+	if err != nil {
+		return err
+	}
+	shares := workflow.Shares(plan, st)
+	depth := int32(1)
+	if b := w.Spec.Branch; b != nil {
+		depth = b.Depth + 1
+	}
+	for _, i := range missing {
+		b := st.Branches[i]
+		if i >= len(branches) || branches[i].Agent != b.Agent || workflow.InputDigest(branches[i].Input) != b.InputDigest {
+			return fmt.Errorf("the record of step %d does not hold branch %s as the run's status names it", step, b.Name)
+		}
+		child := branchRun(w.AgentRun, b, branches[i].Input, shares[i], step, int32(i+1), depth)
+		if err := r.Create(ctx, child); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("making branch %s: %w", b.Name, err)
+		}
+		log.FromContext(ctx).V(2).Info("Made a branch", "agentRun", klog.KObj(w), "branch", b.Name, "agent", b.Agent)
+	}
+	return nil
+}
+
+// fanOut reads the branches the run's step asked for from the step's record.
+func (r *Reconciler) fanOut(ctx context.Context, run *v1alpha1.AgentRun, step int32) ([]workflow.Branch, error) {
+	rec, ok, err := r.Transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: step})
+	if err != nil {
+		return nil, err
+	}
+	var body records.StepBody
+	if !ok || json.Unmarshal(rec.Body, &body) != nil {
+		return nil, fmt.Errorf("the record of step %d, which fanned out, cannot be read", step)
+	}
+	return body.Parallel, nil
+}
+
+// branchRun is the AgentRun of one branch: controlled by its parent (so that it goes when the
+// parent goes), labelled with it, on the parent's config from the branch's agent, with its share
+// of the parent's limits and the parent's approvals.
+func branchRun(parent *v1alpha1.AgentRun, b v1alpha1.BranchStatus, input string, share v1alpha1.LimitOverrides, step, index, depth int32) *v1alpha1.AgentRun {
+	controller := true
+	run := &v1alpha1.AgentRun{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      b.Name,
+			Namespace: parent.Namespace,
+			Labels:    map[string]string{v1alpha1.LabelParent: workflow.ParentLabel(parent.Name)},
+			// Without blockOwnerDeletion: the operator needs no update of agentruns/finalizers.
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentRun",
+				Name: parent.Name, UID: parent.UID, Controller: &controller,
+			}},
+		},
+		Spec: v1alpha1.AgentRunSpec{
+			ConfigRef: parent.Spec.ConfigRef,
+			Input:     input,
+			Limits:    &share,
+			Approvals: parent.Spec.Approvals,
+			Branch:    &v1alpha1.RunBranch{Parent: parent.Name, Step: step, Index: index, Agent: b.Agent, Depth: depth},
+		},
+	}
+	return run
+}
+
+// cancelBranches cancels the named branch runs that are not ended, as a person would, by their
+// cancel annotation.
+func (r *Reconciler) cancelBranches(ctx context.Context, namespace string, names []string, why string) error {
+	for _, name := range names {
+		b := &v1alpha1.AgentRun{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, b); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if b.Status.Phase.Terminal() {
+			continue
+		}
+		if _, ok := b.Annotations[v1alpha1.AnnotationCancel]; ok {
+			continue
+		}
+		patch := client.MergeFrom(b.DeepCopy())
+		if b.Annotations == nil {
+			b.Annotations = map[string]string{}
+		}
+		b.Annotations[v1alpha1.AnnotationCancel] = why
+		if err := client.IgnoreNotFound(r.Patch(ctx, b, patch)); err != nil {
+			return fmt.Errorf("cancelling branch %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// startBranch starts a branch run, once its parent vouches for it: the parent controls it and
+// its status lists it, with the run's agent, input and share (checkBranch). It runs on the
+// config its parent pinned, from its agent, admitted with its parent.
+func (r *Reconciler) startBranch(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
+	run := w.AgentRun
+	parent := &v1alpha1.AgentRun{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.Branch.Parent}, parent)
+	if apierrors.IsNotFound(err) {
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
+			fmt.Sprintf("spec.branch: the parent run %s does not exist", run.Spec.Branch.Parent), now))
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The parent's fan-out was written just before the branch was made: the cache may not
+	// have it yet, this operator's written copy does, and the API server has it.
+	parent = r.runs.latest(parent)
+	problem, err := r.vouch(ctx, run, parent)
+	if err == nil && problem != "" {
+		fresh := &v1alpha1.AgentRun{}
+		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(parent), fresh); err == nil {
+			problem, err = r.vouch(ctx, run, fresh)
+			parent = fresh
+		}
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if problem != "" {
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, "spec.branch: "+problem, now))
+	}
+	revision := parent.Status.ConfigRevision
+	plan, err := r.pinnedPlan(ctx, withRevision(run, revision))
+	if err != nil {
+		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+	}
+	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
+	if d.Status.Phase != v1alpha1.PhaseRunning {
+		return r.write(ctx, w, plan, d)
+	}
+	r.runs.hold(w, d.Status, now)
+	run.Status = d.Status
+	return r.advance(ctx, w, plan, now)
+}
+
+// vouch says why the parent does not vouch for the run as its branch, if it does not.
+func (r *Reconciler) vouch(ctx context.Context, run, parent *v1alpha1.AgentRun) (string, error) {
+	parentPlan, err := r.pinnedPlan(ctx, parent)
+	if err != nil {
+		if errors.Is(err, errRevisionGone) || errors.Is(err, errPlanInvalid) {
+			return fmt.Sprintf("the parent run's config cannot run: %v", err), nil
+		}
+		return "", err
+	}
+	return checkBranch(run, parent, parentPlan), nil
+}
+
+// withRevision is the run as it will be once it pinned the revision: what pinnedPlan reads.
+func withRevision(run *v1alpha1.AgentRun, revision string) *v1alpha1.AgentRun {
+	pinned := *run
+	pinned.Status.ConfigRevision = revision
+	return &pinned
+}
+
+// checkBranch says why the parent does not vouch for the run as its branch, if it does not:
+// the parent controls it, its status lists it with the run's agent and input, the run's limits
+// are its share, its approvals and depth are the parent's.
+func checkBranch(run, parent *v1alpha1.AgentRun, parentPlan *workflow.Plan) string {
+	b := run.Spec.Branch
+	if !metav1.IsControlledBy(run, parent) {
+		return fmt.Sprintf("the run is not controlled by its parent %s", parent.Name)
+	}
+	index := -1
+	for i, listed := range parent.Status.Branches {
+		if listed.Name == run.Name {
+			index = i
+		}
+	}
+	switch {
+	case index < 0:
+		return fmt.Sprintf("the parent %s does not list the run among its branches", parent.Name)
+	case int32(index+1) != b.Index || parent.Status.Branches[index].Agent != b.Agent:
+		return fmt.Sprintf("the parent %s lists branch %d to another agent", parent.Name, index+1)
+	case parent.Status.Branches[index].InputDigest != workflow.InputDigest(run.Spec.Input):
+		return fmt.Sprintf("the run's input is not the one the parent %s gave branch %d", parent.Name, index+1)
+	case parent.Spec.Approvals != run.Spec.Approvals:
+		return fmt.Sprintf("the run's approvals are not its parent's (%s)", parent.Spec.Approvals)
+	case b.Depth != depthOf(parent)+1:
+		return fmt.Sprintf("the run's depth is not its parent's plus one (%d)", depthOf(parent)+1)
+	}
+	shares := workflow.Shares(parentPlan, &parent.Status)
+	if index >= len(shares) || run.Spec.Limits == nil || !equality.Semantic.DeepEqual(shares[index], *run.Spec.Limits) {
+		return fmt.Sprintf("the run's limits are not its share of its parent %s's", parent.Name)
+	}
+	return ""
+}
+
+// depthOf is how deep a run is nested as a branch: 0 for a run that is no branch.
+func depthOf(run *v1alpha1.AgentRun) int32 {
+	if run.Spec.Branch == nil {
+		return 0
+	}
+	return run.Spec.Branch.Depth
+}
+
+// branchPhaseChanged passes the updates of a branch run that change its phase: the ones its
+// parent's join reads. A branch's steps between them cost its parent nothing.
+func branchPhaseChanged(e event.UpdateEvent) bool {
+	old, ok1 := e.ObjectOld.(*v1alpha1.AgentRun)
+	cur, ok2 := e.ObjectNew.(*v1alpha1.AgentRun)
+	return !ok1 || !ok2 || old.Status.Phase != cur.Status.Phase
+}

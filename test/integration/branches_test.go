@@ -1,0 +1,136 @@
+package integration
+
+import (
+	"encoding/json"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	batonrecords "github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/transcript"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+var _ = Describe("Parallel branches", func() {
+	var ns string
+	BeforeEach(func() { ns = newNamespace() })
+
+	// researchTeam is a lead that fans out to a researcher and a critic, whose outputs the
+	// writer joins.
+	researchTeam := func(join v1alpha1.Join, researcher *AgentWrapper) *v1alpha1.AgentConfig {
+		join.Agent = "writer"
+		return MakeConfig("research", ns).Agents(
+			MakeAgent("lead").HandsOffTo("researcher", "critic", "writer").Parallel(3, v1alpha1.BudgetSplit, join).
+				Script(Says("splitting up").FansOut("researcher", "sources on X", "critic", "weak points of X")),
+			researcher,
+			MakeAgent("critic").HandsOffTo("lead").Script(Says("two weak points")),
+			MakeAgent("writer").Terminator().Script(Says("the report")),
+		).Obj()
+	}
+	researcher := func() *AgentWrapper {
+		return MakeAgent("researcher").HandsOffTo("lead").Script(Says("three sources"))
+	}
+	branch := func(name string) *v1alpha1.AgentRun {
+		b := &v1alpha1.AgentRun{}
+		ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b)).To(Succeed())
+		return b
+	}
+
+	It("fan out to child runs, each guarded, and join their outputs in order for the writer", func() {
+		cfg := researchTeam(v1alpha1.Join{}, researcher())
+		run := MakeRun("r", ns).Config(cfg.Name).Input("a report on X").Obj()
+		create(cfg, run)
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(run.Status.Output).To(Equal("the report"))
+
+		for i, want := range []struct{ agent, input, output string }{
+			{"researcher", "sources on X", "three sources"},
+			{"critic", "weak points of X", "two weak points"},
+		} {
+			b := branch([]string{"r-b1-1", "r-b1-2"}[i])
+			Expect(b.Labels).To(HaveKeyWithValue(v1alpha1.LabelParent, "r"))
+			Expect(metav1.IsControlledBy(b, run)).To(BeTrue(), "the parent controls its branch")
+			Expect(b.Spec.Branch).To(Equal(&v1alpha1.RunBranch{Parent: "r", Step: 1, Index: int32(i + 1), Agent: want.agent, Depth: 1}))
+			Expect(b.Spec.Input).To(Equal(want.input))
+			Expect(b.Spec.Limits.MaxSteps).To(HaveValue(BeEquivalentTo(12)), "half of the 24 steps left after the fan-out")
+			Expect(b.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+			Expect(b.Status.Output).To(Equal(want.output))
+			Expect(b.Status.ConfigRevision).To(Equal(run.Status.ConfigRevision), "the branch runs the config its parent pinned")
+		}
+
+		Expect(run.Status.Branches).To(HaveLen(2))
+		for _, b := range run.Status.Branches {
+			Expect(b.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+			Expect(b.Reason).To(Equal(v1alpha1.ReasonCompleted))
+		}
+		Expect(run.Status.BranchSteps).To(BeEquivalentTo(2))
+		Expect(run.Status.StepCount).To(BeEquivalentTo(2), "the fan-out and the writer's step")
+		var outcomes []v1alpha1.StepOutcome
+		for _, h := range run.Status.HandoffSequence {
+			outcomes = append(outcomes, h.Outcome)
+		}
+		Expect(outcomes).To(Equal([]v1alpha1.StepOutcome{v1alpha1.OutcomeFanOut, v1alpha1.OutcomeJoined, v1alpha1.OutcomeFinal}))
+		Expect(run.Status.HandoffSequence[0].To).To(Equal("researcher,critic"))
+
+		// The writer was given both outputs, in the order the lead gave the branches.
+		rec, ok, err := controllerOptions.Transcript.Get(ctx, string(run.UID), transcript.Key{Kind: transcript.KindStep, Step: 2})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue())
+		var body batonrecords.StepBody
+		Expect(json.Unmarshal(rec.Body, &body)).To(Succeed())
+		Expect(body.Agent).To(Equal("writer"))
+		Expect(body.Input).To(Equal("## Branch 1: researcher (Completed)\n\nthree sources\n\n## Branch 2: critic (Completed)\n\ntwo weak points"))
+	})
+
+	It("join on the first branch, cancel the slower one, and cancel every branch with the parent", func() {
+		slow := MakeAgent("researcher").HandsOffTo("lead").Script(Says("late").Delay(time.Hour))
+		cfg := researchTeam(v1alpha1.Join{Mode: v1alpha1.JoinFirst}, slow)
+		first := MakeRun("first", ns).Config(cfg.Name).Obj()
+		create(cfg, first)
+		first = waitForEnd(first)
+		Expect(first.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), first.Status.TerminationMessage)
+		Eventually(func() v1alpha1.TerminationReason { return branch("first-b1-1").Status.TerminationReason }, runTimeout, poll).
+			Should(Equal(v1alpha1.ReasonCancelled), "the slow branch is not needed once the critic answered")
+
+		all := MakeRun("all", ns).Config(cfg.Name).Obj()
+		cfgAll := researchTeam(v1alpha1.Join{}, slow)
+		cfgAll.Name = "research-all"
+		all.Spec.ConfigRef.Name = cfgAll.Name
+		create(cfgAll, all)
+		Eventually(func() v1alpha1.RunPhase { return branch("all-b1-1").Status.Phase }, runTimeout, poll).Should(Equal(v1alpha1.PhaseRunning))
+		Expect(annotate(k8sClient, all, v1alpha1.AnnotationCancel, "not needed")).To(Succeed())
+		Expect(waitForEnd(all).Status.TerminationReason).To(Equal(v1alpha1.ReasonCancelled))
+		Eventually(func() v1alpha1.TerminationReason { return branch("all-b1-1").Status.TerminationReason }, runTimeout, poll).
+			Should(Equal(v1alpha1.ReasonCancelled), "a branch does not outlive its parent")
+	})
+
+	It("fail the parent with a failed branch's reason as evidence", func() {
+		looping := MakeAgent("researcher").HandsOffTo("lead").Script(Says("fails").Fails("the search backend is down"))
+		cfg := researchTeam(v1alpha1.Join{}, looping)
+		run := MakeRun("r", ns).Config(cfg.Name).Obj()
+		create(cfg, run)
+		run = waitForEnd(run)
+		Expect(run.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonBranchFailed))
+		Expect(run.Status.TerminationMessage).To(HavePrefix("branch r-b1-1 (agent researcher) ended TooManyErrors: "))
+	})
+
+	It("refuse a run that names a parent which does not list it", func() {
+		cfg := researchTeam(v1alpha1.Join{}, researcher())
+		parent := MakeRun("parent", ns).Config(cfg.Name).Obj()
+		create(cfg, parent)
+		waitForEnd(parent)
+		forged := MakeRun("parent-b1-1-again", ns).Config(cfg.Name).Input("anything").Obj()
+		forged.Spec.Branch = &v1alpha1.RunBranch{Parent: "parent", Step: 1, Index: 1, Agent: "writer", Depth: 1}
+		create(forged)
+		forged = waitForEnd(forged)
+		Expect(forged.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
+		Expect(forged.Status.TerminationMessage).To(Equal("spec.branch: the run is not controlled by its parent parent"))
+		Expect(forged.Status.StepCount).To(BeZero(), "no step of a forged branch runs")
+	})
+})
