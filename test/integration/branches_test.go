@@ -120,6 +120,25 @@ var _ = Describe("Parallel branches", func() {
 		Expect(run.Status.TerminationMessage).To(HavePrefix("branch r-b1-1 (agent researcher) ended TooManyErrors: "))
 	})
 
+	It("run the research-team sample (Scripted twin): three branches, each a third of the budget, joined in the writer's report", func() {
+		cfg, runs := loadSample("research-team.yaml", ns)
+		create(cfg, runs[0])
+		run := waitForEnd(runs[0])
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(run.Status.Output).To(HavePrefix("Report: the method is established"))
+		Expect(run.Status.Branches).To(HaveLen(3))
+		// 220 for the fan-out, 340 + 310 + 280 in the branches, 400 for the report.
+		Expect(run.Status.TokensUsed).To(BeEquivalentTo(1550))
+		list := &v1alpha1.AgentRunList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelParent: run.Name})).To(Succeed())
+		Expect(list.Items).To(HaveLen(3), "kubectl get agentruns -l agents.baton.dev/parent=%s lists the branches", run.Name)
+		for _, b := range list.Items {
+			// (25 steps - 1) / 3 and (20,000 - 220) / 3, rounded down.
+			Expect(*b.Spec.Limits.MaxSteps).To(BeEquivalentTo(8))
+			Expect(*b.Spec.Limits.MaxTokens).To(BeEquivalentTo(6593))
+		}
+	})
+
 	It("refuse a run that names a parent which does not list it", func() {
 		cfg := researchTeam(v1alpha1.Join{}, researcher())
 		parent := MakeRun("parent", ns).Config(cfg.Name).Obj()
