@@ -71,6 +71,22 @@ func (r *Request) KeyNamespace() string {
 	return r.Namespace
 }
 
+// MaxBranches is the most branches the step's answer may fan out to: the agent's
+// parallel.maxBranches (default 4), or 0 when the step may not fan out (the agent has no
+// parallel or nothing to hand off to, or the step is a wrap-up turn). The request does not say
+// how deeply the run is nested, nor how many of limits.maxBranches remain: the core refuses a
+// fan-out past them as a failed step that says which.
+func (r *Request) MaxBranches() int32 {
+	p := r.Agent.Parallel
+	if p == nil || r.WrapUp != "" || len(r.Peers) == 0 {
+		return 0
+	}
+	if p.MaxBranches == nil {
+		return workflow.DefaultMaxBranchesPerFanOut
+	}
+	return min(max(*p.MaxBranches, 1), v1alpha1.MaxBranchesPerFanOut)
+}
+
 // ModelCalls is told of each call of a model a step makes: before the call, with what the step
 // did so far, and, through the function it returns, once the model answered or failed. Traces,
 // pacing and prices hang here, outside the providers and the core. A call it refuses (with a

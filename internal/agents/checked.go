@@ -40,8 +40,9 @@ var ErrInvalidAnswer = errors.New("invalid answer")
 
 // checked is the boundary between a provider and the core: every answer is checked and cleaned
 // here, whatever the provider, before the core sees it. Token counts are never negative, a
-// routing confidence outside [0, 1] fails the step, strings are valid UTF-8 and bounded in
-// bytes, and the agent's API key is redacted from everything, errors included.
+// routing confidence outside [0, 1] or a fan-out of more than MaxBranchesPerFanOut branches fails
+// the step, strings (branches' agents and inputs too) are valid UTF-8 and bounded in bytes, and
+// the agent's API key is redacted from everything, errors included.
 type checked struct {
 	next    Agent
 	secrets SecretReader
@@ -62,13 +63,24 @@ func (c *checked) check(ctx context.Context, req *Request, res *workflow.Result,
 	if err != nil {
 		// A step that failed after some of its requests still used their tokens, and made its
 		// tool calls.
-		used := boundUsage(*res)
-		*res = workflow.Result{Tokens: used.Tokens, CountedTokens: used.CountedTokens, InputTokens: used.InputTokens, CountedInputTokens: used.CountedInputTokens,
-			ToolCalls: used.ToolCalls, CountedToolCalls: used.CountedToolCalls}
+		*res = usageOf(*res)
 		return redactError(err, keys)
 	}
-	*res, err = checkAnswer(*res, keys)
-	return err
+	clean, err := checkAnswer(*res, keys)
+	if err != nil {
+		// An answer that cannot be used still used its tokens and made its tool calls.
+		*res = usageOf(*res)
+		return err
+	}
+	*res = clean
+	return nil
+}
+
+// usageOf is what a step that failed used: its tokens and tool calls, bounded, and nothing else.
+func usageOf(res workflow.Result) workflow.Result {
+	used := boundUsage(res)
+	return workflow.Result{Tokens: used.Tokens, CountedTokens: used.CountedTokens, InputTokens: used.InputTokens, CountedInputTokens: used.CountedInputTokens,
+		ToolCalls: used.ToolCalls, CountedToolCalls: used.CountedToolCalls}
 }
 
 // boundUsage keeps a step's reported usage sane: tokens within [0, maxStepTokens], and each part
@@ -112,6 +124,13 @@ func checkAnswer(res workflow.Result, keys []string) (workflow.Result, error) {
 	res = boundUsage(res)
 	if res.FinishReason != v1alpha1.FinishLength {
 		res.FinishReason = v1alpha1.FinishStop
+	}
+	if len(res.Parallel) > v1alpha1.MaxBranchesPerFanOut {
+		return workflow.Result{}, fmt.Errorf("%w: the answer asks for %d branches, and a fan-out has at most %d", ErrInvalidAnswer, len(res.Parallel), v1alpha1.MaxBranchesPerFanOut)
+	}
+	for i := range res.Parallel {
+		b := &res.Parallel[i]
+		b.Agent, b.Input = clean(b.Agent, maxNameBytes), clean(b.Input, maxAnswerBytes)
 	}
 	if r := res.Routing; r != nil {
 		r.Target = clean(r.Target, maxNameBytes)

@@ -28,6 +28,8 @@ func FuzzProviderAnswers(f *testing.F) {
 		`{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"<script>` + key + `</script>"}}],"usage":{"total_tokens":9223372036854775807}}`,
 		`{"output":"` + strings.Repeat("🙂", 3000) + `","handoff":"b","tokens":-5,"routing":{"target":"b","confidence":-3}}`,
 		`{"output":"x","signal":"` + strings.Repeat("\\u0000", 500) + `","finishReason":"weird"}`,
+		`{"output":"x","parallel":[{"agent":"a","input":"` + key + `"},{"agent":"` + strings.Repeat("b", 300) + `"}],"tokens":7}`,
+		`{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"fan_out","arguments":"{\"branches\":[{\"agent\":\"b\"}]}"}}]}}]}`,
 		`[]`, `null`, `{"choices":[]}`, "\xff\xfe",
 	} {
 		f.Add([]byte(seed))

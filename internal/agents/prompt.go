@@ -10,8 +10,9 @@ import (
 
 // Messages builds what a model sees for one step, in order:
 //
-//  1. system: the agent's instructions, who it is, the agents it may hand off to, the signals it
-//     may emit, for a supervisor the agents it routes to, and its output schema;
+//  1. system: the agent's instructions, who it is, the agents it may hand off to (and, for an
+//     agent with parallel, how to fan out to several), the signals it may emit, for a supervisor
+//     the agents it routes to, and its output schema;
 //  2. user: the task (the run's input);
 //  3. user: the earlier steps in the context window, oldest first, if any;
 //  4. user: why it has control, and its input;
@@ -86,6 +87,9 @@ func systemPrompt(req Request) string {
 		b.WriteString("\n\nTo hand the work to another agent, call its transfer tool with your reason:")
 		for _, p := range req.Peers {
 			fmt.Fprintf(&b, "\n- %s: %s", p.Name, p.Description)
+		}
+		if n := req.MaxBranches(); n > 0 {
+			fmt.Fprintf(&b, "\nTo hand the work to several of them at once, to work in parallel, call fan_out with up to %d branches, each an agent and its input.", n)
 		}
 	}
 	if len(req.Children) > 0 {

@@ -101,9 +101,10 @@ type Reply struct {
 }
 
 // Ask asks the model once: the step's messages, then the exchanges so far. offered is nil when
-// the model must answer without tools. The reply is returned by pointer (nil with an error):
-// a step's goroutine waits for it in this call, and a value would take room on its stack in
-// every frame between the wait and the step.
+// the model must answer without tools. The reply is returned by pointer (nil with an error, but
+// for an answer the provider cannot use, whose usage still counts): a step's goroutine waits for
+// it in this call, and a value would take room on its stack in every frame between the wait and
+// the step.
 type Ask func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (*Reply, error)
 
 // DefaultMaxToolCalls is an agent's tool calls per step when its spec says nothing.
@@ -213,6 +214,10 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		}
 		reply, err := ask(ctx, exchanges, offer)
 		if err != nil {
+			// An answer the provider could not use (a malformed fan-out) still used its tokens.
+			if reply != nil {
+				tokens, inputTokens = tokens+max(reply.Tokens, 0), inputTokens+max(reply.InputTokens, 0)
+			}
 			res, err := stopped(err)
 			return usage(res), err
 		}

@@ -120,10 +120,11 @@ func (r ChatRequest) CountedTokens() int64 {
 	return r.PromptEstimate() + completion
 }
 
-// ChatTool is one tool a request offered.
+// ChatTool is one tool a request offered: its name and the JSON Schema of its arguments.
 type ChatTool struct {
 	Function struct {
-		Name string `json:"name"`
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters,omitempty"`
 	} `json:"function"`
 }
 

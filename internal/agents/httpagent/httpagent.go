@@ -48,6 +48,9 @@ type HTTPStepRequest struct {
 	LimitsLeft   workflow.Left           `json:"limitsLeft"`
 	// WrapUp, when set, says which limit ran out: the step is the run's last turn.
 	WrapUp string `json:"wrapUp,omitempty"`
+	// MaxBranches, when set, is the most branches the answer's parallel may list: the agent has
+	// parallel, and the step may fan out.
+	MaxBranches int32 `json:"maxBranches,omitempty"`
 }
 
 // HTTPRun names the run a step belongs to.
@@ -74,6 +77,8 @@ type HTTPStepResponse struct {
 	InputTokens  int64                     `json:"inputTokens,omitempty"`
 	FinishReason v1alpha1.FinishReason     `json:"finishReason,omitempty"`
 	Routing      *v1alpha1.RoutingDecision `json:"routing,omitempty"`
+	// Parallel fans out: the branches, each one of the agent's handoffs and its input.
+	Parallel []workflow.Branch `json:"parallel,omitempty"`
 }
 
 // IdempotencyKey is the key of a run's step.
@@ -94,6 +99,7 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 		Task:    req.Task, Input: req.Input, Reason: req.Reason, Context: req.Context,
 		Handoffs: req.Peers, Children: req.Children, Signals: req.Signals,
 		Continuation: req.Continuation, Repair: req.Repair, LimitsLeft: req.Left, WrapUp: req.WrapUp,
+		MaxBranches: req.MaxBranches(),
 	}
 	if req.Agent.OutputSchema != nil {
 		body.OutputSchema = req.Agent.OutputSchema.Raw
@@ -142,5 +148,5 @@ func (h *httpAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Re
 		out.FinishReason = v1alpha1.FinishStop
 	}
 	return &workflow.Result{Output: out.Output, Handoff: out.Handoff, Reason: out.Reason, Signal: out.Signal,
-		Tokens: out.Tokens, InputTokens: out.InputTokens, FinishReason: out.FinishReason, Routing: out.Routing}, nil
+		Tokens: out.Tokens, InputTokens: out.InputTokens, FinishReason: out.FinishReason, Routing: out.Routing, Parallel: out.Parallel}, nil
 }

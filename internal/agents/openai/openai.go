@@ -21,8 +21,9 @@ import (
 
 // openAI runs steps on an OpenAI-compatible chat completions endpoint (OpenAI, Azure OpenAI's
 // compatible endpoint, vLLM, Ollama, LiteLLM, llama.cpp's server) through the official SDK.
-// Handoffs are offered as transfer_to_<agent> tools, declared signals as an emit_signal tool,
-// and a supervisor's routing as a route tool. The SDK's own retries are off: RetryTransport
+// Handoffs are offered as transfer_to_<agent> tools, an agent's fan-out to several of them (when
+// it has parallel) as a fan_out tool, declared signals as an emit_signal tool, and a
+// supervisor's routing as a route tool. The SDK's own retries are off: RetryTransport
 // retries, with the policy the docs state.
 type openAI struct {
 	deps agents.Dependencies
@@ -98,15 +99,16 @@ func (o *openAI) Step(ctx context.Context, req *agents.Request) (*workflow.Resul
 		if resp == nil || len(resp.Choices) == 0 {
 			return nil, errors.New("the model server answered with no choices")
 		}
-		r := reply(req, resp, offered)
-		return &r, nil
+		r, err := reply(req, resp, offered)
+		return &r, err
 	})
 }
 
 // reply reads a model's answer: the calls of offered tools it asks for, or else the step's
-// answer, with its handoff, signal or routing. Calls of offered tools come first: a handoff in
-// the same answer is dropped, and the model hands off once it has the results.
-func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) agents.Reply {
+// answer, with its handoff, fan-out, signal or routing. Calls of offered tools come first: a
+// handoff in the same answer is dropped, and the model hands off once it has the results. An
+// answer that cannot be used (a malformed fan-out) is an error, with the reply's usage.
+func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.OfferedTool) (agents.Reply, error) {
 	choice := resp.Choices[0]
 	out := agents.Reply{Text: choice.Message.Content, Tokens: resp.Usage.TotalTokens, InputTokens: resp.Usage.PromptTokens,
 		CachedInputTokens: resp.Usage.PromptTokensDetails.CachedTokens}
@@ -127,15 +129,15 @@ func reply(req *agents.Request, resp *openai.ChatCompletion, offered []agents.Of
 		calls = append(calls, toolCall{name: c.Function.Name, arguments: c.Function.Arguments})
 	}
 	if len(out.Calls) > 0 {
-		return out
+		return out, nil
 	}
 	res := workflow.Result{Output: choice.Message.Content, FinishReason: v1alpha1.FinishStop}
 	if choice.FinishReason == "length" {
 		res.FinishReason = v1alpha1.FinishLength
 	}
-	applyToolCalls(&res, req, calls)
+	err := applyToolCalls(&res, req, calls)
 	out.Final = res
-	return out
+	return out, err
 }
 
 // exchangeMessages are the step's tool exchanges so far: each turn as the assistant's message
@@ -230,7 +232,8 @@ func chatMessages(msgs []workflow.Message) []openai.ChatCompletionMessageParamUn
 	return out
 }
 
-// tools offers the agent's handoffs, the declared signals and, for a supervisor, routing.
+// tools offers the agent's handoffs, its fan-out, the declared signals and, for a supervisor,
+// routing.
 func tools(req *agents.Request) []openai.ChatCompletionToolUnionParam {
 	var out []openai.ChatCompletionToolUnionParam
 	for _, p := range req.Peers {
@@ -241,6 +244,9 @@ func tools(req *agents.Request) []openai.ChatCompletionToolUnionParam {
 				"reason": map[string]any{"type": "string", "description": "Why you hand off"},
 			}},
 		}))
+	}
+	if fanOut, ok := fanOutTool(req); ok {
+		out = append(out, fanOut)
 	}
 	if len(req.Signals) > 0 {
 		names := make([]string, len(req.Signals))

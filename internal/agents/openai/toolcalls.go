@@ -15,9 +15,16 @@ type toolCall struct {
 	arguments string
 }
 
-// applyToolCalls turns a model's tool calls into the step's handoff, signal or routing. The
-// first call Baton knows wins; the others are named in Result.Ignored.
-func applyToolCalls(res *workflow.Result, req *agents.Request, calls []toolCall) {
+// applyToolCalls turns a model's tool calls into the step's handoff, fan-out, signal or routing.
+// A step that may fan out fans out when it calls fan_out or several transfer tools (see
+// applyFanOut); otherwise the first call Baton knows wins. The calls not used are named in
+// Result.Ignored.
+func applyToolCalls(res *workflow.Result, req *agents.Request, calls []toolCall) error {
+	if req.MaxBranches() > 0 {
+		if fanned, err := applyFanOut(res, req, calls); fanned || err != nil {
+			return err
+		}
+	}
 	used := false
 	for _, c := range calls {
 		if used || !known(c.name) {
@@ -43,6 +50,7 @@ func applyToolCalls(res *workflow.Result, req *agents.Request, calls []toolCall)
 			res.Routing = &v1alpha1.RoutingDecision{Target: args.Target, Confidence: args.Confidence, Reason: args.Reason, Fallback: args.Fallback}
 		}
 	}
+	return nil
 }
 
 func known(name string) bool {
