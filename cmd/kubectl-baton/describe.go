@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
 )
@@ -39,18 +41,24 @@ func (o *options) describeCmd() *cobra.Command {
 	var tail int
 	cmd := &cobra.Command{
 		Use:   "describe RUN",
-		Short: "Print a run's timeline: steps, handoffs, tokens and time per step, gates and decisions",
+		Short: "Print a run's timeline: steps, handoffs, tokens and time per step, branches, gates and decisions",
 		Long: `Print a run's timeline: every step, with where control went and why, its tokens and time;
-the gate it waits at, with a held tool call's whole arguments; and people's decisions. The
+under a step that fanned out, the tree of its branches (each a run, with its own timeline); the
+gate it waits at, with a held tool call's whole arguments; and people's decisions. The
 timeline is read from the transcript, a page at a time; without it, it is what the run's status
 holds (its latest steps). --tail picks how many of the latest steps to show.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			run, _, err := o.getRun(cmd.Context(), args[0])
+			run, c, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			describe(o.streams.Out, run, o.story(cmd.Context(), run), tail)
+			st := o.story(cmd.Context(), run)
+			st.branches, err = console.ReadBranches(cmd.Context(), c, run)
+			if err != nil {
+				st.branchesUnread = err.Error()
+			}
+			describe(o.streams.Out, run, st, tail)
 			return nil
 		},
 	}
@@ -62,9 +70,9 @@ holds (its latest steps). --tail picks how many of the latest steps to show.`,
 func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	s := run.Status
 	describeSummary(out, run)
-	shown, left := records.Latest(st.entries, tail)
+	shown, left := records.Latest(console.WithoutWorking(run, st.entries), tail)
 	steps, decisions := left.Steps, left.Decisions
-	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread), s.Currency)
+	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread), s.Currency, console.AttachBranches(shown, st.branches))
 	describeWaiting(out, run, st)
 	var decided []records.Entry
 	for _, e := range shown {
@@ -85,14 +93,20 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	if st.unread != "" {
 		fmt.Fprintf(out, "\n(transcript not read: %s)\n", st.unread)
 	}
+	if st.branchesUnread != "" {
+		fmt.Fprintf(out, "\n(branches' runs not read: %s; they are as the run's status says)\n", st.branchesUnread)
+	}
 }
 
-// describeSummary prints what the run is and where it is: its config, phase, why it waits in
-// the queue or why it ended, its counts, cost and time.
+// describeSummary prints what the run is and where it is: what it is a branch of, its config,
+// phase, why it waits in the queue or why it ended, its counts, branches, cost and time.
 func describeSummary(out io.Writer, run *v1alpha1.AgentRun) {
 	s := run.Status
-	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\nConfig:       %s (%s)\nPhase:        %s\n", run.Name, run.Namespace,
-		run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
+	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\n", run.Name, run.Namespace)
+	if b := console.BranchOf(run); b != nil {
+		fmt.Fprintf(out, "Branch of:    %s (step %d, branch %d, depth %d)\n", b.Parent, b.Step, b.Index, b.Depth)
+	}
+	fmt.Fprintf(out, "Config:       %s (%s)\nPhase:        %s\n", run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
 	if c := queued(run); c != nil {
 		fmt.Fprintf(out, "Queued:       %s: %s\n", c.Reason, textbound.Line(c.Message, 300))
 	}
@@ -100,6 +114,9 @@ func describeSummary(out io.Writer, run *v1alpha1.AgentRun) {
 		fmt.Fprintf(out, "Reason:       %s: %s\n", s.TerminationReason, s.TerminationMessage)
 	}
 	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d tool calls, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ToolCalls, s.ErrorCount)
+	if s.BranchesStarted > 0 {
+		fmt.Fprintf(out, "Branches:     %d started, %d steps in branches that joined\n", s.BranchesStarted, s.BranchSteps)
+	}
 	if s.Cost != "" {
 		fmt.Fprintf(out, "Cost:         %s\n", strings.TrimSpace(s.Cost+" "+s.Currency))
 	}
@@ -123,17 +140,19 @@ func queued(run *v1alpha1.AgentRun) *metav1.Condition {
 }
 
 // describeSteps prints the timeline's steps, a line each, after a line that says what comes
-// before them when that is not shown. A step's cost is in the run's currency, blank when its
-// endpoint has no prices.
-func describeSteps(out io.Writer, shown []records.Entry, before, currency string) {
+// before them when that is not shown, and under a step that fanned out, the tree of its
+// branches (branches, by the step's place in shown). A step's cost is in the run's currency,
+// blank when its endpoint has no prices.
+func describeSteps(out io.Writer, shown []records.Entry, before, currency string, branches map[int][]console.Branch) {
 	fmt.Fprintln(out, "\nTimeline:")
 	if before != "" {
 		// Above the table: a line of its own inside it would end its columns.
 		fmt.Fprintf(out, "  ... (%s)\n", before)
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	var table bytes.Buffer
+	w := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\t%s\tTIME\tREASON\n", costHeading(currency))
-	for _, e := range shown {
+	for i, e := range shown {
 		switch e.Kind {
 		case records.EntryStep:
 			latency := ""
@@ -145,8 +164,13 @@ func describeSteps(out io.Writer, shown []records.Entry, before, currency string
 		case records.EntryRunning:
 			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\t\n", e.Step, e.Agent)
 		}
+		if len(branches[i]) > 0 {
+			// A line of empty cells holds the tree's place, so the steps' columns go on past it.
+			fmt.Fprintf(w, "  \t\t\t\t\t\t\t%s%d\n", treeMark, i)
+		}
 	}
 	_ = w.Flush()
+	withTrees(out, table.String(), branches)
 }
 
 // costHeading is the heading of the steps' cost column: COST, with the run's currency when it

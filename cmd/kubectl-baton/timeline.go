@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcriptapi"
@@ -26,6 +27,10 @@ type runStory struct {
 	// unread says why the transcript was not read, when it was not: the timeline is then what
 	// status holds, its latest steps.
 	unread string
+	// branches are the run's branches; branchesUnread says why their own runs were not read,
+	// when they were not: they are then what the run's status says of its latest fan-out.
+	branches       []console.Branch
+	branchesUnread string
 }
 
 var errEarlierRun = errors.New("the transcript is of an earlier run of this name")

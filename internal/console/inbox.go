@@ -18,6 +18,10 @@ type inboxItem struct {
 	Gate   *gateView
 	Input  *v1alpha1.PendingInput
 	Agents []string
+	// Creator is who created the run, or the run it is a branch of.
+	Creator string
+	// Branch is what the run is a branch of, when it is one.
+	Branch *v1alpha1.RunBranch
 	// Transcript says why the output to judge comes from status, when the transcript was not
 	// read.
 	Transcript string
@@ -38,7 +42,8 @@ type inboxView struct {
 // inboxPage lists every gate waiting for the user, across the namespaces the console looks in:
 // those they may approve and have not approved yet (a gate that needs someone other than the
 // run's creator is not the creator's), and runs waiting for an answer they may give, each with
-// the plan or output to judge and the forms to decide.
+// the plan or output to judge and the forms to decide. A branch's gates are its own, and its
+// item names the run it is a branch of.
 func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := inboxView{page: s.page(r, "Inbox", "inbox")}
@@ -49,8 +54,16 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	}
 	// Many runs wait at the gates of one config: it is read once.
 	configs := configMemo{}
+	listed := make(map[types.NamespacedName]*v1alpha1.AgentRun, len(runs))
+	for i := range runs {
+		listed[types.NamespacedName{Namespace: runs[i].Namespace, Name: runs[i].Name}] = &runs[i]
+	}
 	for i := range runs {
 		run := &runs[i]
+		// A branch's parent is in the same namespace, so among the runs listed.
+		creator := rootOf(run, func(name string) *v1alpha1.AgentRun {
+			return listed[types.NamespacedName{Namespace: run.Namespace, Name: name}]
+		}).Annotations[v1alpha1.AnnotationCreatedBy]
 		switch run.Status.Phase {
 		case v1alpha1.PhaseAwaitingApproval:
 			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, v1alpha1.ApproveVerb, "agentruns") {
@@ -64,11 +77,11 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			}
 			tr := s.transcriptOf(r, run, step)
 			cfg := configs.get(ctx, s, run)
-			g := s.gateView(r, run, cfg, tr)
+			g := s.gateView(r, run, cfg, tr, creator)
 			if g.Blocked != "" {
 				continue
 			}
-			item := inboxItem{Run: run, Gate: g, Transcript: tr.unread}
+			item := inboxItem{Run: run, Gate: g, Creator: creator, Branch: BranchOf(run), Transcript: tr.unread}
 			if cfg != nil {
 				for _, a := range cfg.Spec.Agents {
 					item.Agents = append(item.Agents, a.Name)
@@ -79,7 +92,7 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if run.Status.PendingInput == nil || !s.access.allowed(ctx, run.Namespace, "patch", "agentruns") {
 				continue
 			}
-			v.Items = append(v.Items, inboxItem{Run: run, Input: run.Status.PendingInput})
+			v.Items = append(v.Items, inboxItem{Run: run, Input: run.Status.PendingInput, Creator: creator, Branch: BranchOf(run)})
 		}
 	}
 	// Oldest first: the gate that has waited longest is the first to judge.

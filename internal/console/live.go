@@ -99,6 +99,10 @@ func (s *Server) follow(ctx context.Context, q url.Values, notify func()) bool {
 		namespace, name := q.Get("namespace"), q.Get("name")
 		go s.watchList(ctx, runs, []client.ListOption{client.InNamespace(namespace),
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)}}, q.Get("rv"), notify)
+		// The run's branches: their tokens and cost change while they run, which the run's own
+		// status does not say until they end.
+		go s.watchList(ctx, runs, []client.ListOption{client.InNamespace(namespace),
+			client.MatchingLabels{v1alpha1.LabelParent: ParentLabel(name)}}, q.Get("rv"), notify)
 		if s.opts.Transcripts != nil {
 			go s.followTranscript(ctx, namespace, name, time.Now(), notify)
 		}

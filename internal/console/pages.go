@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -25,44 +26,61 @@ var phases = []v1alpha1.RunPhase{v1alpha1.PhasePending, v1alpha1.PhaseQueued, v1
 
 type runsView struct {
 	page
-	Runs                 []v1alpha1.AgentRun
+	// Rows are the runs listed, each run's branches under it.
+	Rows                 []runRow
 	Namespaces, Configs  []string
 	Phases               []v1alpha1.RunPhase
 	Namespace, Config    string
 	Phase                v1alpha1.RunPhase
 	Total, Shown, Hidden int
+	// Branches is "hide" when the list leaves branches out, and BranchesLeftOut counts them.
+	Branches        string
+	BranchesLeftOut int
 	// Queued counts the runs listed that wait in their namespace's queue, and QueuedURL lists
 	// only them.
 	Queued    int
 	QueuedURL string
 }
 
-// runsPage lists runs, filtered by namespace, config and phase.
+// runsPage lists runs, filtered by namespace, config and phase, each run's branches under it
+// (or, with branches=hide, without branches).
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := runsView{page: s.page(r, "Runs", "runs"), Phases: phases,
 		Namespace: q.Get("namespace"), Config: q.Get("config"), Phase: v1alpha1.RunPhase(q.Get("phase"))}
+	if q.Get("branches") == hideBranches {
+		v.Branches = hideBranches
+	}
 	all, version, errs := s.listRuns(r.Context(), v.Namespace)
 	v.Live = "/live?" + url.Values{"watch": {"runs"}, "namespace": {v.Namespace}, "rv": {version}}.Encode()
 	for _, err := range errs {
 		v.Errors = append(v.Errors, apiMessage(err))
 	}
 	configs := map[string]bool{}
+	var listed []v1alpha1.AgentRun
 	for _, run := range all {
 		configs[run.Spec.ConfigRef.Name] = true
 		if v.Config != "" && run.Spec.ConfigRef.Name != v.Config || v.Phase != "" && phaseOf(&run) != v.Phase {
+			continue
+		}
+		if v.Branches == hideBranches && BranchOf(&run) != nil {
+			v.BranchesLeftOut++
 			continue
 		}
 		v.Total++
 		if phaseOf(&run) == v1alpha1.PhaseQueued {
 			v.Queued++
 		}
-		if len(v.Runs) < maxRuns {
-			v.Runs = append(v.Runs, run)
-		}
+		listed = append(listed, run)
 	}
-	v.Shown, v.Hidden = len(v.Runs), v.Total-len(v.Runs)
-	v.QueuedURL = "/runs?" + url.Values{"namespace": {v.Namespace}, "config": {v.Config}, "phase": {string(v1alpha1.PhaseQueued)}}.Encode()
+	v.Rows = treeRows(listed)
+	v.Rows = v.Rows[:min(len(v.Rows), maxRuns)]
+	v.Shown, v.Hidden = len(v.Rows), v.Total-len(v.Rows)
+	queued := url.Values{"namespace": {v.Namespace}, "config": {v.Config}, "phase": {string(v1alpha1.PhaseQueued)}}
+	if v.Branches != "" {
+		queued.Set("branches", v.Branches)
+	}
+	v.QueuedURL = "/runs?" + queued.Encode()
 	for c := range configs {
 		v.Configs = append(v.Configs, c)
 	}
@@ -70,6 +88,9 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	v.Namespaces = namespaceNames(all, nil, v.Namespace, s.opts.DefaultNamespace)
 	s.render(w, http.StatusOK, "runs", v)
 }
+
+// hideBranches is the runs list's branches filter that leaves branches out.
+const hideBranches = "hide"
 
 // queueOf is what a Queued run waits for: its Progressing condition, whose reason is
 // QuotaExceeded or AwaitingAdmission and whose message names the quota and the run's place,
@@ -103,6 +124,8 @@ type runView struct {
 	Run     *v1alpha1.AgentRun
 	Phase   v1alpha1.RunPhase
 	Creator string
+	// Branch is what the run is a branch of, when it is one.
+	Branch *v1alpha1.RunBranch
 	// Timeline is the run's latest Tail steps, with the decisions between them; LeftOut says
 	// what comes before them.
 	Timeline []records.Entry
@@ -124,6 +147,11 @@ type runView struct {
 	MayPatch bool
 	// Transcript says why the transcript was not read, when it was not.
 	Transcript string
+	// BranchesAt are the run's branches, each under the timeline's entry (by its place in
+	// Timeline) of the step that fanned it out; BranchesUnread says why the branches' own runs
+	// were not read, when they were not.
+	BranchesAt     map[int][]Branch
+	BranchesUnread string
 }
 
 // gateView is the gate a run waits at, as the user may act on it.
@@ -171,19 +199,26 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 	}
 	v.Live = runEvents(run)
 	v.Run, v.Phase, v.Terminal = run, phaseOf(run), run.Status.Phase.Terminal()
-	v.Creator = run.Annotations[v1alpha1.AnnotationCreatedBy]
+	v.Creator, v.Branch = s.creatorOf(ctx, run), BranchOf(run)
 	tr := s.transcriptOf(r, run, 0)
 	v.Transcript = tr.unread
 	cfg := s.config(ctx, run)
 	// The team counts every handoff the run took; the timeline shows the latest steps.
 	v.Team = team(cfg, run, tr.timeline)
-	v.Timeline, v.LeftOut = records.Latest(tr.timeline, v.Tail)
+	v.Timeline, v.LeftOut = records.Latest(WithoutWorking(run, tr.timeline), v.Tail)
+	if hasBranches(run) {
+		tree, err := ReadBranches(ctx, s.opts.Kube, run)
+		if err != nil {
+			v.BranchesUnread = apiMessage(err)
+		}
+		v.BranchesAt = AttachBranches(v.Timeline, tree)
+	}
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Queue = queueOf(run)
 	v.Input = run.Status.PendingInput
 	v.MayPatch = s.access.allowed(ctx, namespace, "patch", "agentruns")
 	if p := run.Status.PendingApproval; p != nil && run.Status.Phase == v1alpha1.PhaseAwaitingApproval {
-		v.Gate = s.gateView(r, run, cfg, tr)
+		v.Gate = s.gateView(r, run, cfg, tr, v.Creator)
 	}
 	if cfg != nil {
 		for _, a := range cfg.Spec.Agents {
@@ -206,8 +241,9 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 }
 
 // gateView is the run's pending gate, with what the user may do at it. tr is the run's
-// transcript, at least the step before the gate or the held tool call's.
-func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runTranscript) *gateView {
+// transcript, at least the step before the gate or the held tool call's; creator is who created
+// the run, or the run it is a branch of.
+func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runTranscript, creator string) *gateView {
 	p := run.Status.PendingApproval
 	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
 		Completes: p.Completes != nil, Judge: tr.judge(run),
@@ -223,18 +259,44 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	if spec := gateSpec(cfg, p.Gate); spec != nil {
 		g.Required = max(spec.Required, 1)
 		if spec.AllowSelfApproval != nil && !*spec.AllowSelfApproval {
-			switch creator := run.Annotations[v1alpha1.AnnotationCreatedBy]; creator {
-			case "":
-				g.Blocked = "This run's creator was not recorded, so gate " + p.Gate + ", which needs an approver other than the run's creator, cannot be approved. Reject it or let it time out."
-			case s.opts.User:
-				g.Blocked = "You created this run, and gate " + p.Gate + " needs an approver other than the run's creator (allowSelfApproval: false)."
-			}
+			g.Blocked = selfApproval(run, p.Gate, creator, s.opts.User)
 		}
 	}
 	if slices.Contains(p.ApprovedBy, s.opts.User) {
 		g.Blocked = "You approved gate " + p.Gate + " already; approvals must come from different people."
 	}
 	return g
+}
+
+// selfApproval says why user may not approve at a gate that needs an approver other than the
+// run's creator, when they may not. A branch's creator is the creator of the run it is a branch
+// of.
+func selfApproval(run *v1alpha1.AgentRun, gate, creator, user string) string {
+	branch := run.Spec.Branch != nil
+	switch {
+	case creator == "" && branch:
+		return "The creator of the run this branch is part of was not recorded, so gate " + gate + ", which needs an approver other than that run's creator, cannot be approved. Reject it or let it time out."
+	case creator == "":
+		return "This run's creator was not recorded, so gate " + gate + ", which needs an approver other than the run's creator, cannot be approved. Reject it or let it time out."
+	case creator == user && branch:
+		return "You created the run this branch is part of, and gate " + gate + " needs an approver other than that run's creator (allowSelfApproval: false)."
+	case creator == user:
+		return "You created this run, and gate " + gate + " needs an approver other than the run's creator (allowSelfApproval: false)."
+	}
+	return ""
+}
+
+// creatorOf is who created the run, as the admission webhook recorded it; for a branch, who
+// created the run whose branch it is, which the operator holds its gates to.
+func (s *Server) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
+	root := rootOf(run, func(name string) *v1alpha1.AgentRun {
+		parent := &v1alpha1.AgentRun{}
+		if err := s.opts.Kube.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, parent); err != nil {
+			return nil
+		}
+		return parent
+	})
+	return root.Annotations[v1alpha1.AnnotationCreatedBy]
 }
 
 // gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
@@ -64,9 +65,18 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.E
 		if e.Kind != records.EntryStep {
 			continue
 		}
-		steps[e.Agent]++
-		if e.To != "" && e.To != e.Agent {
-			taken[[2]string{e.Agent, e.To}]++
+		// A fan-out hands off to each of its branches' agents; a join's record names them all,
+		// and is no step of theirs.
+		from := agentsOf(e.Agent)
+		if len(from) == 1 {
+			steps[from[0]]++
+		}
+		for _, a := range from {
+			for _, b := range agentsOf(e.To) {
+				if b != a {
+					taken[[2]string{a, b}]++
+				}
+			}
 		}
 	}
 	add := func(n string) {
@@ -90,10 +100,22 @@ func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.E
 	for i := range t.Nodes {
 		name := t.Nodes[i].Name
 		t.Nodes[i].Steps, t.Nodes[i].Entry = steps[name], name == entry
-		t.Nodes[i].Current = run.Status.CurrentAgent == name && !run.Status.Phase.Terminal()
+		t.Nodes[i].Current = slices.Contains(agentsOf(run.Status.CurrentAgent), name) && !run.Status.Phase.Terminal()
 	}
 	t.Edges = drawEdges(t.Nodes, allowed, taken)
 	return t
+}
+
+// agentsOf are the agents a handoff record's from or to names: one, or, for a fan-out or a
+// join, the branches' agents, comma-separated.
+func agentsOf(names string) []string {
+	var out []string
+	for n := range strings.SplitSeq(names, ",") {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // placeNodes puts the agents on a circle, the first at the top, clockwise, in a picture as big as
