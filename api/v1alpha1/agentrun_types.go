@@ -442,8 +442,9 @@ type AgentRunStatus struct {
 	// +optional
 	State string `json:"state,omitempty"`
 
-	// currentAgent is the agent that takes the next step (or took the last one).
-	// +kubebuilder:validation:MaxLength=63
+	// currentAgent is the agent that takes the next step (or took the last one); while the
+	// run waits for its branches, their agents, comma-separated.
+	// +kubebuilder:validation:MaxLength=1040
 	// +optional
 	CurrentAgent string `json:"currentAgent,omitempty"`
 

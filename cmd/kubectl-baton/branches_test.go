@@ -70,11 +70,13 @@ func TestDescribeShowsTheBranchesUnderTheStepThatFannedOut(t *testing.T) {
 		"every branch, and theirs, read from their runs": {
 			st: runStory{branches: console.BranchTree(run, children)},
 			lines: []string{
-				`  2     lead    web,papers  FanOut   20                        fan-out to 2 branches`,
+				`  2     lead        web,papers  FanOut   20                        fan-out to 2 branches`,
 				`        ├─ survey-7-b2-1          web     Succeeded  Completed     300 tokens  0.0003 USD`,
 				`        │  └─ survey-7-b2-1-b1-1  deep    Succeeded  Completed     100 tokens  0.0001 USD`,
 				`        └─ survey-7-b2-2          papers  Failed     LoopDetected  50 tokens`,
-				`  3     lead    (end)       Final    20                        final answer`,
+				// The join shares the step of the fan-out, and is a row of its own after it.
+				`  2     web,papers  lead        Joined   350                       joined 1 of 2 branches (All)`,
+				`  3     lead        (end)       Final    20                        final answer`,
 			},
 			not: []string{"branches' runs not read"},
 		},

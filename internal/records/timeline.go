@@ -78,7 +78,9 @@ type Timeline struct {
 	run      *v1alpha1.AgentRun
 	steps    []Entry
 	handoffs map[int32]v1alpha1.HandoffRecord
-	tools    map[int32][]ToolEntry
+	// joins are the joins of fan-outs, by the step that fanned out: a join shares its step.
+	joins map[int32]v1alpha1.HandoffRecord
+	tools map[int32][]ToolEntry
 	// decisions are the decisions recorded, and decided their keys.
 	decisions []Entry
 	decided   map[string]bool
@@ -86,7 +88,8 @@ type Timeline struct {
 
 // NewTimeline is the timeline of run, before any record is added.
 func NewTimeline(run *v1alpha1.AgentRun) *Timeline {
-	return &Timeline{run: run, handoffs: map[int32]v1alpha1.HandoffRecord{}, tools: map[int32][]ToolEntry{}, decided: map[string]bool{}}
+	return &Timeline{run: run, handoffs: map[int32]v1alpha1.HandoffRecord{}, joins: map[int32]v1alpha1.HandoffRecord{},
+		tools: map[int32][]ToolEntry{}, decided: map[string]bool{}}
 }
 
 // BuildTimeline is the timeline of run with records, oldest first.
@@ -107,7 +110,11 @@ func (t *Timeline) Add(r Record) {
 			Failed: b.IsError || b.Refused != "", Latency: time.Duration(b.LatencyMs) * time.Millisecond})
 	case transcript.KindStep:
 		b := r.StepBody()
-		if b.Previous != nil {
+		switch {
+		case b.Previous == nil:
+		case b.Previous.Outcome == v1alpha1.OutcomeJoined:
+			t.joins[b.Previous.Step] = *b.Previous
+		default:
 			t.handoffs[b.Previous.Step] = *b.Previous
 		}
 		t.steps = append(t.steps, recordedStep(r, b))
@@ -158,6 +165,10 @@ func (t *Timeline) Entries() []Entry {
 	s := t.run.Status
 	latest := map[int32]v1alpha1.HandoffRecord{}
 	for _, h := range s.HandoffSequence {
+		if h.Outcome == v1alpha1.OutcomeJoined {
+			t.joins[h.Step] = h
+			continue
+		}
 		latest[h.Step] = h
 	}
 	out := make([]Entry, 0, len(t.steps)+len(s.HandoffSequence)+len(t.decisions)+1)
@@ -172,7 +183,7 @@ func (t *Timeline) Entries() []Entry {
 		out = append(out, e)
 	}
 	for _, h := range s.HandoffSequence {
-		if !seen[h.Step] {
+		if !seen[h.Step] && h.Outcome != v1alpha1.OutcomeJoined {
 			seen[h.Step] = true
 			out = append(out, withHandoff(Entry{Kind: EntryStep, Step: h.Step}, h))
 		}
@@ -185,6 +196,10 @@ func (t *Timeline) Entries() []Entry {
 	}
 	for i := range out {
 		out[i].Tools = t.tools[out[i].Step]
+	}
+	// A join: the branches' agents handed their outputs to the join agent.
+	for _, step := range slices.Sorted(maps.Keys(t.joins)) {
+		out = append(out, withHandoff(Entry{Kind: EntryStep, Step: step}, t.joins[step]))
 	}
 	out = append(out, t.decisions...)
 	for _, a := range s.Approvals {

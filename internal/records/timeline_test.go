@@ -198,3 +198,29 @@ func TestEachStepShowsWhatItCost(t *testing.T) {
 		t.Errorf("from status: %+v, want step 1 costing 0.00021", e)
 	}
 }
+
+func TestAFanOutAndItsJoinAreEachAnEntryThoughTheyShareAStep(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(s) * time.Second)) }
+	fanOut := v1alpha1.HandoffRecord{Step: 1, From: "lead", To: "web,papers", Outcome: v1alpha1.OutcomeFanOut, Reason: "fan-out to 2 branches", Time: at(1)}
+	joined := v1alpha1.HandoffRecord{Step: 1, From: "web,papers", To: "writer", Outcome: v1alpha1.OutcomeJoined, Reason: "joined 2 of 2 branches (All)", Time: at(5)}
+	final := v1alpha1.HandoffRecord{Step: 2, From: "writer", Outcome: v1alpha1.OutcomeFinal, Reason: "final answer", Time: at(6)}
+	run := &v1alpha1.AgentRun{}
+	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: 2, HandoffSequence: []v1alpha1.HandoffRecord{fanOut, joined, final}}
+	step := func(n int32, agent string, previous *v1alpha1.HandoffRecord, at time.Time) Record {
+		data, _ := json.Marshal(map[string]any{"agent": agent, "output": "out", "previous": previous})
+		return Record{Seq: int64(n), Kind: "step", Step: n, Time: at, Body: data}
+	}
+	records := []Record{step(1, "lead", nil, t0.Add(time.Second)), step(2, "writer", &joined, t0.Add(6*time.Second))}
+	for name, recs := range map[string][]Record{"from status alone": nil, "with the records": records} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, e := range BuildTimeline(run, recs) {
+				got = append(got, fmt.Sprintf("%d %s->%s %s", e.Step, e.Agent, e.To, e.Outcome))
+			}
+			want := []string{"1 lead->web,papers FanOut", "1 web,papers->writer Joined", "2 writer-> Final"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("entries (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -333,6 +333,17 @@ func (s *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string
 		req.WrapUp, req.Signals = workflow.LimitRanOut(step.WrapUp.Limit), nil
 		return req
 	}
+	// The agent is offered as many branches as the run may still start, and none at its
+	// deepest nesting or once its branches are spent.
+	if p := req.Agent.Parallel; p != nil {
+		if step.MaxBranches == 0 {
+			req.Agent.Parallel = nil
+		} else {
+			capped := *p
+			capped.MaxBranches = &step.MaxBranches
+			req.Agent.Parallel = &capped
+		}
+	}
 	for _, h := range spec.Handoffs {
 		if peer := plan.Agent(h); peer != nil {
 			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})

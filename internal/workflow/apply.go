@@ -116,6 +116,10 @@ func classify(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 // they emit.
 func answer(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 	routed := res
+	// A fan-out carries branches, not the agent's answer: the schema is for answers.
+	if len(res.Parallel) > 0 {
+		return verdict{kind: resultAnswered, res: res, output: res.Output, route: fanOut(p, s, res)}
+	}
 	// A supervisor's routing step carries a decision, not its answer: the schema is for answers.
 	if res.Routing == nil {
 		normalized, problems, ok := p.validateOutput(res.Agent, res.Output)
@@ -123,9 +127,6 @@ func answer(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 			return verdict{kind: resultInvalid, res: res, output: res.Output, problems: problems, route: invalid(s, res, problems)}
 		}
 		routed.Output = normalized
-	}
-	if len(res.Parallel) > 0 {
-		return verdict{kind: resultAnswered, res: res, output: res.Output, route: fanOut(p, s, res)}
 	}
 	routed.Signal = detectSignal(p, routed)
 	return verdict{kind: resultAnswered, res: res, output: routed.Output, route: modes[p.Mode()].route(p, s, routed)}

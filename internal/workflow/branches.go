@@ -88,6 +88,9 @@ func fanOut(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) route {
 		if !p.CanHandOff(res.Agent, b.Agent) {
 			return route{fail: fmt.Sprintf("agent %s asked for a branch to %s, which is not one of its handoffs", res.Agent, quoteName(b.Agent))}
 		}
+		if strings.TrimSpace(b.Input) == "" {
+			return route{fail: fmt.Sprintf("branch %d (agent %s) has no input", i+1, quoteName(b.Agent))}
+		}
 		if !fitsStatus(b.Input, maxBranchInput) {
 			return route{fail: fmt.Sprintf("branch %d's input is past %d bytes", i+1, maxBranchInput)}
 		}
@@ -119,6 +122,16 @@ func shortOfShares(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult, n int32)
 		return fmt.Sprintf("%d tokens", max(l.MaxTokens-s.TokensUsed-res.Tokens, 0))
 	}
 	return ""
+}
+
+// maxFanOut is the most branches the agent's next step may ask for: what its parallel allows,
+// within what remains of limits.maxBranches, and none at limits.maxDepth.
+func maxFanOut(p *Plan, st *v1alpha1.AgentRunStatus, agent string) int32 {
+	a := p.Agent(agent)
+	if a == nil || a.Parallel == nil || p.depth >= p.Limits.MaxDepth {
+		return 0
+	}
+	return max(min(maxBranchesOf(a), p.Limits.MaxBranches-st.BranchesStarted), 0)
 }
 
 // maxBranchesOf is the agent's parallel.maxBranches after its default.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -341,5 +342,53 @@ func TestABranchStartsAtItsAgentAndItsFirstPlainAnswerIsItsOutput(t *testing.T) 
 	st = at(top, "researcher")
 	if s := Apply(top, st, StepResult{Agent: "researcher", Input: st.Input, Result: Result{Output: "three sources"}}, t0).Status; s.Phase != v1alpha1.PhaseRunning || s.CurrentAgent != "lead" {
 		t.Errorf("outside a branch: %s, agent %s; want control back at lead", s.Phase, s.CurrentAgent)
+	}
+}
+
+func TestAStepIsOfferedOnlyTheBranchesTheRunMayStillStart(t *testing.T) {
+	c := research(v1alpha1.Join{}, "")
+	c.Spec.Limits.MaxBranches = new(int32(5))
+	p := mustPlan(t, c).ForRun("r", "ns", "", "")
+	st := started(p)
+	if n := Next(p, &st).MaxBranches; n != 3 {
+		t.Errorf("lead may ask for %d branches; want its maxBranches 3", n)
+	}
+	st.BranchesStarted = 4
+	if n := Next(p, &st).MaxBranches; n != 1 {
+		t.Errorf("with 4 of 5 branches started, lead may ask for %d; want 1", n)
+	}
+	if n := Next(p.AsBranch("lead", 2), &st).MaxBranches; n != 0 {
+		t.Errorf("at limits.maxDepth, lead may ask for %d branches; want none", n)
+	}
+	worker := at(p, "researcher")
+	if n := Next(p, &worker).MaxBranches; n != 0 {
+		t.Errorf("an agent without parallel may ask for %d branches; want none", n)
+	}
+}
+
+func TestAFanOutIsNotHeldToTheAgentsOutputSchemaAndEachBranchNeedsAnInput(t *testing.T) {
+	c := research(v1alpha1.Join{}, "")
+	c.Spec.Agents[0].OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","required":["answer"]}`)}
+	p := mustPlan(t, c).ForRun("r", "ns", "", "")
+	st := started(p)
+	if s := Apply(p, st, fanOutStep(st, "researcher", "critic"), t0).Status; !Branching(&s) {
+		t.Fatalf("a fan-out of an agent with an outputSchema did not branch: %+v", s.HandoffSequence)
+	}
+	res := fanOutStep(st, "researcher", "critic")
+	res.Parallel[1].Input = "  "
+	s := Apply(p, st, res, t0).Status
+	if last := s.HandoffSequence[len(s.HandoffSequence)-1]; Branching(&s) || !strings.Contains(last.Reason, "branch 2 (agent critic) has no input") {
+		t.Errorf("a branch with no input: branching %v, record %+v", Branching(&s), last)
+	}
+}
+
+func TestSixteenBranchesOfTheLongestNamesFitTheStatus(t *testing.T) {
+	name := strings.Repeat("a", 63)
+	agents := make([]string, v1alpha1.MaxBranchesPerFanOut)
+	for i := range agents {
+		agents[i] = name
+	}
+	if got := len(strings.Join(agents, listSeparator)); got > 1040 {
+		t.Errorf("the agents of a fan-out of 16 take %d bytes; status.currentAgent and a record's to hold 1040", got)
 	}
 }

@@ -77,18 +77,18 @@ func RestoreHistory(stored, seen []v1alpha1.HandoffRecord, results map[int32]Ste
 	if len(stored) == 0 {
 		return nil
 	}
-	bySteps := map[int32]v1alpha1.HandoffRecord{}
+	bySteps := map[recordKey]v1alpha1.HandoffRecord{}
 	for _, r := range seen {
-		bySteps[r.Step] = r
+		bySteps[keyOf(r)] = r
 	}
 	var out []v1alpha1.HandoffRecord
 	for _, r := range seen {
-		if r.Step < stored[0].Step && (len(out) == 0 || r.Step > out[len(out)-1].Step) {
+		if keyOf(r).before(keyOf(stored[0])) && (len(out) == 0 || keyOf(out[len(out)-1]).before(keyOf(r))) {
 			out = append(out, r)
 		}
 	}
 	for _, r := range stored {
-		if full, ok := bySteps[r.Step]; ok && sameRecord(full, r) {
+		if full, ok := bySteps[keyOf(r)]; ok && sameRecord(full, r) {
 			out = append(out, full)
 			continue
 		}
@@ -98,4 +98,19 @@ func RestoreHistory(stored, seen []v1alpha1.HandoffRecord, results map[int32]Ste
 		out = append(out, r)
 	}
 	return out[max(0, len(out)-maxSequence):]
+}
+
+// recordKey orders a run's handoff records: by step, and a fan-out's join after the fan-out,
+// whose step it shares (a join is no step).
+type recordKey struct {
+	step   int32
+	joined bool
+}
+
+func keyOf(r v1alpha1.HandoffRecord) recordKey {
+	return recordKey{step: r.Step, joined: r.Outcome == v1alpha1.OutcomeJoined}
+}
+
+func (k recordKey) before(o recordKey) bool {
+	return k.step < o.step || (k.step == o.step && !k.joined && o.joined)
 }

@@ -78,6 +78,7 @@ func Next(p *Plan, st *v1alpha1.AgentRunStatus) Step {
 		step.WrapUp, step.Reason = &w, "a limit ran out"
 		return step
 	}
+	step.MaxBranches = maxFanOut(p, st, st.CurrentAgent)
 	if n := len(st.HandoffSequence); n > 0 && st.HandoffSequence[n-1].To == st.CurrentAgent {
 		last := st.HandoffSequence[n-1]
 		step.Reason = last.Reason

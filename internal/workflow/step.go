@@ -49,6 +49,10 @@ type Step struct {
 	Repairs bool
 	// Left is what remains of the run's limits; the caller fills in the seconds.
 	Left Left
+	// MaxBranches is the most branches the step may fan out to: 0 when the agent has no
+	// parallel, the run is at limits.maxDepth, or its limits.maxBranches are spent. The caller
+	// offers the agent no fan-out then.
+	MaxBranches int32
 	// WrapUp, when set, makes the step the run's last turn, after this limit ran out: the
 	// agent is told so and given no handoffs and no tools. (On the steps before it, the caller
 	// keeps the wrap-up turn's worst-case cost in reserve: see Plan.WrapUpAgent.)

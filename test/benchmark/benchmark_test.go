@@ -220,3 +220,28 @@ func BenchmarkBudget(b *testing.B) {
 	}
 	b.ReportMetric(f.worst.InexactFloat64(), "max-cost/maxCost")
 }
+
+// BenchmarkFanOut has Baton run parents that fan out to branch runs and join them, and reports
+// the wall time against the ideal, the mutating requests per step and the join's latency
+// (branches.go). It is Baton's alone: the baseline has no branches.
+func BenchmarkFanOut(b *testing.B) {
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants("fanout") {
+		b.Skip("BENCH_ONLY leaves out fanout")
+	}
+	var figs []fanOutFigures
+	for _, f := range fanOutWorkloads(s.scale) {
+		fig, err := sharedEnv(b).measureFanOut(context.Background(), f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		figs = append(figs, fig)
+		b.ReportMetric(fig.wall.Seconds(), f.name+"-wall-s")
+		b.ReportMetric(fig.controller.total()/float64(f.steps()), f.name+"-mutating/step")
+		b.ReportMetric(float64(percentile(fig.joins, 0.99).Milliseconds()), f.name+"-join-p99-ms")
+	}
+	fmt.Print(fanOutReport(figs))
+}
