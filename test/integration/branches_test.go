@@ -13,6 +13,7 @@ import (
 	batonrecords "github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	. "github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/test/fakes"
 )
 
 var _ = Describe("Parallel branches", func() {
@@ -137,6 +138,33 @@ var _ = Describe("Parallel branches", func() {
 			Expect(*b.Spec.Limits.MaxSteps).To(BeEquivalentTo(8))
 			Expect(*b.Spec.Limits.MaxTokens).To(BeEquivalentTo(6593))
 		}
+	})
+
+	It("run the research-team sample's OpenAI twin: the lead's fan_out call starts the branches", func() {
+		server := fakes.NewOpenAI()
+		DeferCleanup(server.Close)
+		cfg, runs := loadSample("research-team-openai.yaml", ns)
+		for i := range cfg.Spec.Agents {
+			cfg.Spec.Agents[i].Model.Endpoint = server.BaseURL()
+		}
+		server.ReplyTo("lead", fakes.Reply{Content: "splitting up", Tokens: 100, ToolCalls: []fakes.ToolCall{{Name: "fan_out",
+			Args: `{"branches":[{"agent":"researcher","input":"prior work"},{"agent":"researcher","input":"current practice"},{"agent":"critic","input":"weak points"}]}`}}})
+		server.ReplyTo("researcher", fakes.Reply{Content: "three surveys", Tokens: 50})
+		server.ReplyTo("critic", fakes.Reply{Content: "small samples", Tokens: 50})
+		server.ReplyTo("writer", fakes.Reply{Content: "the report", Tokens: 80})
+		create(apiKeySecret(ns), cfg, runs[0])
+		run := waitForEnd(runs[0])
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(run.Status.Output).To(Equal("the report"))
+		Expect(run.Status.Branches).To(HaveLen(3))
+		Expect(run.Status.TokensUsed).To(BeEquivalentTo(100 + 3*50 + 80))
+		var leadTools []string
+		for _, r := range server.Requests() {
+			if r.Agent() == "lead" {
+				leadTools = r.ToolNames()
+			}
+		}
+		Expect(leadTools).To(ContainElement("fan_out"), "the lead is offered the fan-out")
 	})
 
 	It("refuse a run that names a parent which does not list it", func() {
