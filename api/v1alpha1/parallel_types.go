@@ -174,7 +174,8 @@ type BranchStatus struct {
 	// +optional
 	InputDigest string `json:"inputDigest,omitempty"`
 
-	// phase is the branch run's phase, as last seen.
+	// phase is the branch run's phase as its parent last wrote it: Pending from the fan-out
+	// until the branch ends or waits for people (its start costs its parent no write).
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the branch's phase, as its own status has it
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -84,11 +85,22 @@ func TestAFanOutIsOneStepThatNamesEachBranchRun(t *testing.T) {
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing); c == nil || c.Reason != ReasonBranching {
 		t.Errorf("Progressing reason %q; want %s", c.Reason, ReasonBranching)
 	}
-	// A branching run takes no step: Join without its branches' ends changes nothing.
+	// A branching run takes no step: Join without its branches' ends changes nothing, and a
+	// branch's start costs no write.
 	d, cancel := Join(p, st, map[string]BranchRun{"r-b1-1": runningRun}, t0.Add(time.Minute))
-	if !Branching(&d.Status) || len(cancel) > 0 || d.Status.Branches[0].Phase != v1alpha1.PhaseRunning {
-		t.Errorf("join with a branch running: branching %v, cancel %v, phase %s; want still branching, the phase seen",
-			Branching(&d.Status), cancel, d.Status.Branches[0].Phase)
+	if !Branching(&d.Status) || len(cancel) > 0 || !equality.Semantic.DeepEqual(d.Status, st) {
+		t.Errorf("join with a branch running: branching %v, cancel %v, status changed %v; want still branching, no change",
+			Branching(&d.Status), cancel, !equality.Semantic.DeepEqual(d.Status, st))
+	}
+	// A branch that waits for people says so in its parent, and then that it goes on.
+	waiting := BranchRun{Found: true, Phase: v1alpha1.PhaseAwaitingApproval}
+	d, _ = Join(p, st, map[string]BranchRun{"r-b1-1": waiting}, t0.Add(time.Minute))
+	if d.Status.Branches[0].Phase != v1alpha1.PhaseAwaitingApproval {
+		t.Errorf("a branch at a gate: phase %s in its parent", d.Status.Branches[0].Phase)
+	}
+	d, _ = Join(p, d.Status, map[string]BranchRun{"r-b1-1": runningRun}, t0.Add(time.Minute))
+	if d.Status.Branches[0].Phase != v1alpha1.PhaseRunning {
+		t.Errorf("a branch past its gate: phase %s in its parent", d.Status.Branches[0].Phase)
 	}
 }
 

@@ -51,7 +51,11 @@ func Join(p *Plan, st v1alpha1.AgentRunStatus, runs map[string]BranchRun, now ti
 		if !ok || !r.Found {
 			continue
 		}
-		b.Phase = r.Phase
+		// A branch's start costs its parent no write: its phase is written when the branch
+		// ends, and when it starts or stops waiting for people.
+		if r.Phase.Terminal() || waitsForPeople(r.Phase) || waitsForPeople(b.Phase) {
+			b.Phase = r.Phase
+		}
 		if r.Phase.Terminal() {
 			b.Reason, b.TokensUsed, b.Cost = r.Reason, r.Tokens, r.Cost
 			ended++
@@ -219,4 +223,9 @@ func BranchesToCancel(st *v1alpha1.AgentRunStatus) []string {
 		return nil
 	}
 	return running(st.Branches)
+}
+
+// waitsForPeople reports whether a run in this phase waits for a person's decision or reply.
+func waitsForPeople(p v1alpha1.RunPhase) bool {
+	return p == v1alpha1.PhaseAwaitingApproval || p == v1alpha1.PhaseAwaitingInput
 }

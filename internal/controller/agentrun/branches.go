@@ -45,7 +45,10 @@ func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workf
 		return ctrl.Result{}, err
 	}
 	d, cancel := workflow.Join(plan, w.Status, runs, now)
-	joined := !workflow.Branching(&d.Status) && d.Status.Phase == v1alpha1.PhaseRunning
+	if workflow.Branching(&d.Status) {
+		return r.whileBranchesRun(ctx, w, plan, d, now)
+	}
+	joined := d.Status.Phase == v1alpha1.PhaseRunning
 	if joined {
 		// The join agent's whole input is in the transcript before the status that gives it.
 		if _, err := r.Transcript.Append(ctx, records.JoinRecord(idOf(w.AgentRun), &d.Status, d.Status.Input, now)); err != nil {
@@ -62,10 +65,29 @@ func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workf
 	if joined {
 		return r.advance(ctx, w, plan, r.Clock.Now())
 	}
-	if at, ok := workflow.JoinDeadline(plan, &w.Status); ok && !w.Status.Phase.Terminal() {
+	return res, nil
+}
+
+// whileBranchesRun keeps what the join saw of a run's branches that still run (their ends, their
+// waits for people) to be written with the join, or once the batch period has passed: a fan-out's
+// branches that end one after another cost their parent one write, and the last one's end is
+// not queued behind the writes of the others. The run comes back for its join's timeout.
+func (r *Reconciler) whileBranchesRun(ctx context.Context, w *working, plan *workflow.Plan, d workflow.Update, now time.Time) (ctrl.Result, error) {
+	var res ctrl.Result
+	var err error
+	if r.StatusBatchPeriod > 0 && len(d.Events) == 0 {
+		if !equality.Semantic.DeepEqual(d.Status, w.Status) {
+			r.runs.hold(w, d.Status, now)
+			w.Status = d.Status
+		}
+		res, err = r.whileRunning(ctx, w, plan, now, false)
+	} else {
+		res, err = r.write(ctx, w, plan, d)
+	}
+	if at, ok := workflow.JoinDeadline(plan, &w.Status); ok && err == nil && !w.Status.Phase.Terminal() {
 		res.RequeueAfter = soonest(res.RequeueAfter, max(at.Sub(now), 0)+time.Millisecond)
 	}
-	return res, nil
+	return res, err
 }
 
 // branchRuns reads the run's branch runs from the cache, by name: those labelled with the run
