@@ -237,3 +237,13 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	}
 	return d
 }
+
+// CheckRecordedCalls says why step n's recorded tool calls could not have been made under the
+// plan, if they could not: its agent may no longer call a tool it called, or a call was made
+// without the approvals the tool's gate now needs.
+func (p *Plan) CheckRecordedCalls(n int32, agent string, calls []RecordedCall) error {
+	return p.checkCalls(n, agent, calls)
+}
+
+// Queued is the recorded decision as a decision queue holds it, numbered seq.
+func (d Decided) Queued(seq int64) decisions.Queued { return d.queued(seq) }
