@@ -69,9 +69,10 @@ test-unit: ## Unit and property tests, the transcript stores' conformance suite 
 	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./internal/... ./cmd/... ./test/toolservers/... ./test/prometheus/... ./test/docs/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the decision core and the providers' answers for FUZZTIME each (the seed corpora also run in test-unit).
+fuzz: ## Fuzz the decision core, the providers' answers and replays of transcript files for FUZZTIME each (the seed corpora also run in test-unit).
 	$(GO) test ./internal/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/replay -run '^$$' -fuzz '^FuzzReplayExport$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Make kube-apiserver and etcd available (download, else build from the module proxy).

@@ -47,7 +47,7 @@ func answer(agent, output, to string) turn {
 
 // record runs the answers through the core on p, as the operator would have, approving each
 // gate the run reaches as bob, and returns what the transcript would hold of it.
-func record(t *testing.T, p *workflow.Plan, answers ...turn) Recording {
+func record(t testing.TB, p *workflow.Plan, answers ...turn) Recording {
 	t.Helper()
 	rec := Recording{Run: "ticket", Input: "my invoice is wrong", Started: t0, Revision: "helpdesk-1"}
 	st := workflow.Start(p, v1alpha1.AgentRunStatus{}, rec.Input, rec.Revision, t0).Status
@@ -79,7 +79,7 @@ func record(t *testing.T, p *workflow.Plan, answers ...turn) Recording {
 }
 
 // billingTicket is a ticket that goes to billing twice, then to the resolver.
-func billingTicket(t *testing.T, p *workflow.Plan) Recording {
+func billingTicket(t testing.TB, p *workflow.Plan) Recording {
 	return record(t, p,
 		answer("triage", "billing question", "billing"),
 		answer("billing", "refund issued", "triage"),

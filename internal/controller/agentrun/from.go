@@ -2,7 +2,6 @@ package agentrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -128,9 +127,9 @@ func (r *Reconciler) replayFrom(ctx context.Context, run, earlier *v1alpha1.Agen
 		switch {
 		case rec.Step > last:
 		case rec.Kind == transcript.KindTool:
-			calls[rec.Step] = append(calls[rec.Step], recordedCall(rec))
+			calls[rec.Step] = append(calls[rec.Step], records.FromStore(rec).ToolCall())
 		case rec.Kind == transcript.KindDecision:
-			for _, d := range decidedIn(rec) {
+			for _, d := range records.FromStore(rec).Decided() {
 				replay.Decided(rec.Step, d)
 			}
 		case rec.Kind == transcript.KindStep:
@@ -196,30 +195,4 @@ func (r *Reconciler) copyFrom(ctx context.Context, run, earlier *v1alpha1.AgentR
 		return err
 	}
 	return flush()
-}
-
-// recordedCall is a tool record as a replay judges it.
-func recordedCall(rec transcript.Record) workflow.RecordedCall {
-	var b records.CallBody
-	_ = json.Unmarshal(rec.Body, &b)
-	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Refused: b.Refused != "", ApprovedBy: b.ApprovedBy}
-}
-
-// decidedIn is what a decision record says people decided. Records written before decisions
-// were kept whole hold only replies, in their context.
-func decidedIn(rec transcript.Record) []workflow.Decided {
-	var body records.DecisionBody
-	if json.Unmarshal(rec.Body, &body) != nil {
-		return nil
-	}
-	if len(body.Decisions) > 0 {
-		return body.Decisions
-	}
-	var out []workflow.Decided
-	for _, c := range body.Context {
-		if c.Kind == workflow.ContextReply {
-			out = append(out, workflow.Decided{ApprovalRecord: v1alpha1.ApprovalRecord{Decision: v1alpha1.RecordReplied, By: c.From}, Reply: c.Text})
-		}
-	}
-	return out
 }

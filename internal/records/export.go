@@ -1,0 +1,107 @@
+package records
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// ExportVersion is the apiVersion of a run's exported transcript: what `kubectl baton
+// transcript RUN -o json` writes and `kubectl baton replay -f` reads (docs/replay.md).
+const ExportVersion = "agents.baton.dev/transcript-v1"
+
+// ExportKind is the kind of an exported transcript.
+const ExportKind = "Transcript"
+
+// Bounds of an export a replay reads: a file may come from anywhere.
+const (
+	// MaxExportRecords is the most records an export may hold.
+	MaxExportRecords = 100000
+	// MaxExportBytes is the most bytes an export's file may have.
+	MaxExportBytes = 512 << 20
+)
+
+// Export is a run's transcript with what a replay needs besides its records: the run's input,
+// limits and approvals (spec), its end as its status said (status), and the config it pinned.
+// The first fields are those of a page of the transcript API, so a reader of pages reads an
+// export too. It holds no secret: the config names Secrets, the records never quote them.
+type Export struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace"`
+	Run        string   `json:"run"`
+	UID        string   `json:"uid"`
+	Records    []Record `json:"records"`
+	// Spec is the run's spec, and Status its status when it was exported (the latest handoffs
+	// only: the step records carry the rest).
+	Spec   v1alpha1.AgentRunSpec   `json:"spec"`
+	Status v1alpha1.AgentRunStatus `json:"status"`
+	// Config is the config the run pinned, as its revision holds it.
+	Config *PinnedConfig `json:"config,omitempty"`
+}
+
+// PinnedConfig is the config a run pinned: its revision's name and spec.
+type PinnedConfig struct {
+	Revision string                   `json:"revision"`
+	Spec     v1alpha1.AgentConfigSpec `json:"spec"`
+}
+
+// Check says why an export cannot be read as one, if it cannot: another version or kind, no
+// run, more records than an export holds, or records of another run's steps out of order.
+func (e *Export) Check() error {
+	switch {
+	case e.APIVersion != ExportVersion:
+		return fmt.Errorf("apiVersion %q: want %s", e.APIVersion, ExportVersion)
+	case e.Kind != ExportKind:
+		return fmt.Errorf("kind %q: want %s", e.Kind, ExportKind)
+	case e.Run == "":
+		return fmt.Errorf("the export names no run")
+	case len(e.Records) > MaxExportRecords:
+		return fmt.Errorf("%d records, more than the %d an export holds", len(e.Records), MaxExportRecords)
+	}
+	return nil
+}
+
+// ReadExport reads an export from its JSON.
+func ReadExport(data []byte) (*Export, error) {
+	if len(data) > MaxExportBytes {
+		return nil, fmt.Errorf("%d bytes, more than the %d an export may have", len(data), MaxExportBytes)
+	}
+	e := &Export{}
+	if err := json.Unmarshal(data, e); err != nil {
+		return nil, fmt.Errorf("reading the export: %w", err)
+	}
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ToolCall is a tool record as a replay judges it: which tool, whether the call was refused, and
+// who approved it at its gate.
+func (r Record) ToolCall() workflow.RecordedCall {
+	var b CallBody
+	_ = json.Unmarshal(r.Body, &b)
+	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Refused: b.Refused != "", ApprovedBy: b.ApprovedBy}
+}
+
+// Decided is what a decision record says people decided. Records written before decisions were
+// kept whole hold only replies, in their context.
+func (r Record) Decided() []workflow.Decided {
+	var body DecisionBody
+	if json.Unmarshal(r.Body, &body) != nil {
+		return nil
+	}
+	if len(body.Decisions) > 0 {
+		return body.Decisions
+	}
+	var out []workflow.Decided
+	for _, c := range body.Context {
+		if c.Kind == workflow.ContextReply {
+			out = append(out, workflow.Decided{ApprovalRecord: v1alpha1.ApprovalRecord{Decision: v1alpha1.RecordReplied, By: c.From}, Reply: c.Text})
+		}
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package replay
+
+import (
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// exportOf is the export of a recording, as kubectl baton transcript -o json writes it: each
+// step's record carries the handoff record of the step before it, the status the latest ten.
+func exportOf(t testing.TB, rec Recording, cfg v1alpha1.AgentConfigSpec) *records.Export {
+	t.Helper()
+	start := metav1.NewMicroTime(rec.Started)
+	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: "ns", Run: rec.Run, UID: "u1",
+		Spec:   v1alpha1.AgentRunSpec{Input: rec.Input},
+		Status: *rec.End.DeepCopy(), Config: &records.PinnedConfig{Revision: rec.Revision, Spec: cfg}}
+	e.Status.StartTime = &start
+	e.Status.HandoffSequence = rec.Path[max(0, len(rec.Path)-10):]
+	seq := int64(0)
+	for i, s := range rec.Steps {
+		body := records.StepBody{Agent: s.Result.Agent, Input: s.Result.Input, Result: s.Result.Result}
+		if i > 0 {
+			body.Previous = &rec.Path[i-1]
+		}
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		e.Records = append(e.Records, records.Record{Seq: seq, Kind: transcript.KindStep, Step: int32(i + 1), Time: s.Time, Body: data})
+	}
+	for _, d := range rec.Decisions {
+		data, _ := json.Marshal(records.DecisionBody{Decisions: []workflow.Decided{d}})
+		seq++
+		e.Records = append(e.Records, records.Record{Seq: seq, Kind: transcript.KindDecision, Time: d.Time.Time, Body: data})
+	}
+	return e
+}
+
+func TestAnExportedRunReplaysAsItRan(t *testing.T) {
+	c := helpdesk().Gate("refund", "billing", 1)
+	p := plan(t, c)
+	rec := billingTicket(t, p)
+	data, err := json.Marshal(exportOf(t, rec, c.Obj().Spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := records.ReadExport(data)
+	if err != nil {
+		t.Fatalf("ReadExport: %v", err)
+	}
+	read, err := FromExport(e)
+	if err != nil {
+		t.Fatalf("FromExport: %v", err)
+	}
+	if r := Run(p, read); !r.Same() || len(r.Recorded.Path) != 6 {
+		t.Fatalf("the export replayed: diverged at %d, stopped %q, recorded path %s, replayed %s",
+			r.Diverged, r.Stopped, pathOf(r.Recorded.Path), pathOf(r.Replayed.Path))
+	}
+}
+
+func TestAnExportThatIsNoneIsRefused(t *testing.T) {
+	for name, data := range map[string]string{
+		"another version": `{"apiVersion":"agents.baton.dev/transcript-v0","kind":"Transcript","run":"r"}`,
+		"another kind":    `{"apiVersion":"agents.baton.dev/transcript-v1","kind":"Page","run":"r"}`,
+		"no run":          `{"apiVersion":"agents.baton.dev/transcript-v1","kind":"Transcript"}`,
+		"not JSON":        `apiVersion: agents.baton.dev/transcript-v1`,
+	} {
+		if _, err := records.ReadExport([]byte(data)); err == nil {
+			t.Errorf("%s: read", name)
+		}
+	}
+}
+
+// FuzzReplayExport holds that a replay never panics on a hostile transcript file: whatever
+// ReadExport and FromExport take, Run replays on the file's own config.
+func FuzzReplayExport(f *testing.F) {
+	c := helpdesk().Gate("refund", "billing", 1)
+	p, errs := workflow.NewPlan(c.Obj().Spec, nil)
+	if len(errs) > 0 {
+		f.Fatal(errs)
+	}
+	rec := billingTicket(f, p.ForRun("ticket", "ns", "", "alice"))
+	seed, _ := json.Marshal(exportOf(f, rec, c.Obj().Spec))
+	f.Add(seed)
+	f.Add([]byte(`{"apiVersion":"agents.baton.dev/transcript-v1","kind":"Transcript","run":"r","status":{"startTime":"2026-11-25T09:00:00.000000Z"},"records":[{"kind":"step","step":1,"body":{"agent":"nobody","parallel":[{"agent":"triage"}]}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := records.ReadExport(data)
+		if err != nil || e.Config == nil {
+			return
+		}
+		rec, err := FromExport(e)
+		if err != nil {
+			return
+		}
+		p, errs := workflow.NewPlan(e.Config.Spec, e.Spec.Limits)
+		if len(errs) > 0 {
+			return
+		}
+		r := Run(p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, ""), rec)
+		if r.Replayed.Phase == "" {
+			t.Fatalf("a replay with no phase: %+v", r)
+		}
+	})
+}
