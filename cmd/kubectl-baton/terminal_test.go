@@ -80,7 +80,7 @@ func TestJSONAndYAMLOutputStayExact(t *testing.T) {
 		t.Errorf("-o json changed the output: %q, want %q", got, hostile)
 	}
 
-	data, err := transcriptYAML(page)
+	data, err := transcriptYAML(&records.Export{Records: page.Records})
 	if err != nil {
 		t.Fatalf("-o yaml of a record with control characters: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestJSONAndYAMLOutputStayExact(t *testing.T) {
 	// YAML prints a bidi override as it is in a string it need not quote: the override is shown
 	// escaped, as text.
 	body, _ := json.Marshal(map[string]any{"output": "\u202eevil"})
-	data, err = transcriptYAML(transcriptapi.Page{Records: []records.Record{{Kind: "step", Body: body}}})
+	data, err = transcriptYAML(&records.Export{Records: []records.Record{{Kind: "step", Body: body}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcriptapi"
@@ -38,11 +39,19 @@ func (o *options) transcriptCmd() *cobra.Command {
 			}
 			switch output {
 			case "json":
+				export, err := o.export(cmd.Context(), c, page)
+				if err != nil {
+					return err
+				}
 				enc := json.NewEncoder(o.streams.Out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(page)
+				return enc.Encode(export)
 			case "yaml":
-				data, err := transcriptYAML(page)
+				export, err := o.export(cmd.Context(), c, page)
+				if err != nil {
+					return err
+				}
+				data, err := transcriptYAML(export)
 				if err != nil {
 					return err
 				}
@@ -63,11 +72,33 @@ func (o *options) transcriptCmd() *cobra.Command {
 	return cmd
 }
 
-// transcriptYAML is a page as YAML. The YAML parser that converts JSON refuses the control
+// export is a run's transcript as a replay reads it (records.Export): its records, its spec and
+// status as the user reads them, and the config it pinned, from the transcript API.
+func (o *options) export(ctx context.Context, c *operatorClient, page transcriptapi.Page) (*records.Export, error) {
+	run, _, err := o.getRun(ctx, page.Run)
+	if err != nil {
+		return nil, err
+	}
+	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: page.Namespace, Run: page.Run,
+		UID: page.UID, Records: page.Records, Spec: run.Spec, Status: run.Status, CreatedBy: run.Annotations[v1alpha1.AnnotationCreatedBy]}
+	if e.Records == nil {
+		e.Records = []records.Record{}
+	}
+	if run.Status.ConfigRevision != "" {
+		pinned, err := c.Config(ctx, page.Namespace, page.Run)
+		if err != nil {
+			return nil, fmt.Errorf("reading the config agentrun %s pinned: %w", page.Run, err)
+		}
+		e.Config = &pinned
+	}
+	return e, nil
+}
+
+// transcriptYAML is an export as YAML. The YAML parser that converts JSON refuses the control
 // characters JSON keeps raw (DEL, C1), so they are escaped in the JSON first, as terminalSafe
 // escapes them, which JSON reads the same.
-func transcriptYAML(page transcriptapi.Page) ([]byte, error) {
-	data, err := json.Marshal(page)
+func transcriptYAML(export *records.Export) ([]byte, error) {
+	data, err := json.Marshal(export)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,9 @@ type Export struct {
 	Status v1alpha1.AgentRunStatus `json:"status"`
 	// Config is the config the run pinned, as its revision holds it.
 	Config *PinnedConfig `json:"config,omitempty"`
+	// CreatedBy is who created the run, as the admission webhook recorded it: a replay holds
+	// their approvals to the gates that forbid self-approval.
+	CreatedBy string `json:"createdBy,omitempty"`
 }
 
 // PinnedConfig is the config a run pinned: its revision's name and spec.

@@ -75,6 +75,22 @@ func (c *Client) Pages(ctx context.Context, namespace, name string, step int32, 
 	}
 }
 
+// Config reads the config a run pinned.
+func (c *Client) Config(ctx context.Context, namespace, name string) (records.PinnedConfig, error) {
+	var pinned records.PinnedConfig
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.runPath(namespace, name, "config"), nil)
+	if err != nil {
+		return pinned, err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return pinned, fmt.Errorf("calling the transcript API: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	err = decode(resp, &pinned)
+	return pinned, err
+}
+
 // Stream calls each with every record of the run as it is written, from the first, until the
 // run ends; it returns the run's phase and reason then ("" when ctx ended first).
 func (c *Client) Stream(ctx context.Context, namespace, name string, each func(records.Record) error) (string, error) {

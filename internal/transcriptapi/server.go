@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,6 +67,7 @@ func (h *Handler) ServeMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/agentruns/{name}/records", h.authorized(h.records))
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/agentruns/{name}/stream", h.authorized(h.stream))
+	mux.HandleFunc("GET /v1/namespaces/{namespace}/agentruns/{name}/config", h.authorized(h.config))
 	return mux
 }
 
@@ -145,6 +147,34 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request, run *v1alpha1.
 		recs[i].Body = nil
 	}
 	_, _ = io.WriteString(w, "]}\n")
+}
+
+// config sends the config the run pinned, as its revision holds it: what a replay of the run
+// needs besides its records, for a caller who may read the run (and who need not read
+// ControllerRevisions). Only the operator's own revisions are read.
+func (h *Handler) config(w http.ResponseWriter, r *http.Request, run *v1alpha1.AgentRun) {
+	name := run.Status.ConfigRevision
+	if name == "" {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("agentrun %s has pinned no config yet", run.Name))
+		return
+	}
+	rev := &appsv1.ControllerRevision{}
+	err := h.Runs.Get(r.Context(), client.ObjectKey{Namespace: run.Namespace, Name: name}, rev)
+	switch {
+	case apierrors.IsNotFound(err):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("the config revision %s of agentrun %s no longer exists", name, run.Name))
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	pinned := records.PinnedConfig{Revision: name}
+	if err := json.Unmarshal(rev.Data.Raw, &pinned.Spec); err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("decoding config revision %s: %v", name, err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(mustJSON(pinned))
 }
 
 // stream sends the run's records as Server-Sent Events as they are written, each with its
