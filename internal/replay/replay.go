@@ -7,6 +7,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -39,6 +40,10 @@ type Summary struct {
 	Tokens  int64                      `json:"tokens"`
 	Cost    string                     `json:"cost,omitempty"`
 	Path    []v1alpha1.HandoffRecord   `json:"path"`
+	// Output is the run's output; Gates the gates it reached, in the order it first reached
+	// them (the one it waits at last, if it waits).
+	Output string   `json:"output,omitempty"`
+	Gates  []string `json:"gates,omitempty"`
 }
 
 // Report is a replay's outcome.
@@ -237,7 +242,24 @@ func (r *runner) stop(format string, args ...any) {
 
 func summary(st v1alpha1.AgentRunStatus, path []v1alpha1.HandoffRecord) Summary {
 	return Summary{Phase: st.Phase, Reason: st.TerminationReason, Message: st.TerminationMessage,
-		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path}
+		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path, Output: st.Output, Gates: gatesOf(st)}
+}
+
+// gatesOf are the gates a run reached: those decided, in order, then the one it waits at.
+func gatesOf(st v1alpha1.AgentRunStatus) []string {
+	var out []string
+	add := func(g string) {
+		if g != "" && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	for _, a := range st.Approvals {
+		add(a.Gate)
+	}
+	if pa := st.PendingApproval; pa != nil {
+		add(pa.Gate)
+	}
+	return out
 }
 
 // diverged is the first place (from 1) where the two paths differ, 0 when they do not.

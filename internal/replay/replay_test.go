@@ -195,3 +195,15 @@ func TestAReplayOfATimeoutTripsWhereTheRecordSays(t *testing.T) {
 		t.Fatalf("timeout 3s: replayed %s (%s)", r.Replayed.Reason, r.Replayed.Message)
 	}
 }
+
+func TestAReportSaysTheGatesReachedAndTheOutput(t *testing.T) {
+	p := plan(t, helpdesk().Gate("refund", "billing", 1))
+	r := Run(p, billingTicket(t, p))
+	if strings.Join(r.Replayed.Gates, ",") != "refund" || r.Replayed.Output != "resolved: refund and credit note" {
+		t.Errorf("gates %v, output %q", r.Replayed.Gates, r.Replayed.Output)
+	}
+	stopped := Run(plan(t, helpdesk().Gate("refund", "billing", 1).Gate("triaged", "triage", 1)), billingTicket(t, plan(t, helpdesk())))
+	if strings.Join(stopped.Replayed.Gates, ",") != "triaged" {
+		t.Errorf("a replay waiting at an added gate: gates %v", stopped.Replayed.Gates)
+	}
+}
