@@ -74,7 +74,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed;Replayed
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -108,12 +108,14 @@ const (
 	// ReasonBranchFailed ends a run one of whose branches failed, with join.onFailure Fail, or
 	// whose join timed out.
 	ReasonBranchFailed TerminationReason = "BranchFailed"
+	// ReasonReplayed ends a run that replayed a recorded one (spec.replay) Succeeded.
+	ReasonReplayed TerminationReason = "Replayed"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
 func (r TerminationReason) Phase() RunPhase {
 	switch r {
-	case ReasonCompleted, ReasonTerminated, ReasonWrappedUp:
+	case ReasonCompleted, ReasonTerminated, ReasonWrappedUp, ReasonReplayed:
 		return PhaseSucceeded
 	case ReasonCancelled:
 		return PhaseCancelled
@@ -324,6 +326,13 @@ type AgentRunSpec struct {
 	// it creates a branch; a run whose parent does not list it is refused.
 	// +optional
 	Branch *RunBranch `json:"branch,omitempty"`
+
+	// replay replays a recorded run of the namespace on the config as it is now: each agent
+	// answers with its recorded turns, people's recorded decisions pass the gates the config
+	// now counts them for, and no agent or tool is called. The run ends Succeeded, reason
+	// Replayed, with what the replay found in status.replay.
+	// +optional
+	Replay *RunReplay `json:"replay,omitempty"`
 }
 
 // RunFrom names an earlier run and the step after which to continue it.
@@ -502,6 +511,10 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Branches []BranchStatus `json:"branches,omitempty"`
+
+	// replay is what the replay of a recorded run found (spec.replay).
+	// +optional
+	Replay *ReplayStatus `json:"replay,omitempty"`
 
 	// branchesStarted counts the branches the run started, against limits.maxBranches.
 	// +kubebuilder:validation:Minimum=0

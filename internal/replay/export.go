@@ -12,48 +12,91 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// FromExport reads an exported transcript as a recording: its steps (the last attempt of each),
-// with the tool calls each made; people's decisions, in order; the whole handoff sequence, from
-// each step's record of the one before it and the status's latest; and the run's end. A file
-// may come from anywhere: what cannot be read is an error, never a panic.
+// FromExport reads an exported transcript as a recording (Builder). A file may come from
+// anywhere: what cannot be read is an error, never a panic.
 func FromExport(e *records.Export) (Recording, error) {
-	rec := Recording{Run: e.Run, Input: e.Spec.Input, Revision: e.Status.ConfigRevision, End: e.Status}
-	if e.Spec.From != nil {
-		return rec, fmt.Errorf("run %s started from step %d of run %s: replay that run", e.Run, e.Spec.From.Step, e.Spec.From.Run)
+	b, err := NewBuilder(e.Run, e.Spec, e.Status)
+	if err != nil {
+		return Recording{}, err
 	}
-	if e.Status.StartTime == nil {
-		return rec, fmt.Errorf("run %s never started: there is nothing to replay", e.Run)
-	}
-	rec.Started = e.Status.StartTime.Time
-	steps := map[int32]records.Record{}
-	calls := map[int32][]workflow.RecordedCall{}
 	for _, r := range e.Records {
-		switch {
-		case r.Step < 0:
-			return rec, fmt.Errorf("record %d names step %d", r.Seq, r.Step)
-		case r.Kind == transcript.KindStep:
-			if last, ok := steps[r.Step]; !ok || r.Attempt >= last.Attempt {
-				steps[r.Step] = r
-			}
-		case r.Kind == transcript.KindTool:
-			calls[r.Step] = append(calls[r.Step], r.ToolCall())
-		case r.Kind == transcript.KindDecision:
-			rec.Decisions = append(rec.Decisions, r.Decided()...)
+		if err := b.Add(r); err != nil {
+			return Recording{}, err
 		}
 	}
-	var seen []v1alpha1.HandoffRecord
-	for _, n := range slices.Sorted(maps.Keys(steps)) {
+	return b.Recording(), nil
+}
+
+// Builder puts a recording together from a run's records, added in the transcript's order, a
+// page at a time if need be: it keeps of each only what a replay reads. Its steps are the last
+// attempt of each, with the tool calls each made; its decisions people's, in order; its path
+// the whole handoff sequence, from each step's record of the one before it and the status's
+// latest.
+type Builder struct {
+	rec    Recording
+	steps  map[int32]builtStep
+	calls  map[int32][]workflow.RecordedCall
+	latest []v1alpha1.HandoffRecord
+}
+
+// builtStep is a step as the builder keeps it.
+type builtStep struct {
+	attempt  int32
+	step     workflow.RecordedStep
+	previous *v1alpha1.HandoffRecord
+}
+
+// NewBuilder starts the recording of run, whose spec and status (at its end) are these.
+func NewBuilder(run string, spec v1alpha1.AgentRunSpec, status v1alpha1.AgentRunStatus) (*Builder, error) {
+	if spec.From != nil {
+		return nil, fmt.Errorf("run %s started from step %d of run %s: replay that run", run, spec.From.Step, spec.From.Run)
+	}
+	if status.StartTime == nil {
+		return nil, fmt.Errorf("run %s never started: there is nothing to replay", run)
+	}
+	b := &Builder{steps: map[int32]builtStep{}, calls: map[int32][]workflow.RecordedCall{}, latest: status.HandoffSequence}
+	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, Started: status.StartTime.Time, End: status}
+	return b, nil
+}
+
+// Add adds the next record.
+func (b *Builder) Add(r records.Record) error {
+	switch {
+	case r.Step < 0:
+		return fmt.Errorf("record %d names step %d", r.Seq, r.Step)
+	case r.Kind == transcript.KindStep:
+		if last, ok := b.steps[r.Step]; ok && r.Attempt < last.attempt {
+			return nil
+		}
 		var body records.StepBody
-		if err := json.Unmarshal(steps[n].Body, &body); err != nil {
-			return rec, fmt.Errorf("the record of step %d cannot be read: %w", n, err)
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			return fmt.Errorf("the record of step %d cannot be read: %w", r.Step, err)
 		}
-		rec.Steps = append(rec.Steps, workflow.RecordedStep{Result: body.StepResult(), Time: steps[n].Time, Calls: calls[n]})
-		if body.Previous != nil {
-			seen = append(seen, *body.Previous)
+		res := body.StepResult()
+		res.Input = "" // the replayed step's input is the replayed run's
+		b.steps[r.Step] = builtStep{attempt: r.Attempt, step: workflow.RecordedStep{Result: res, Time: r.Time}, previous: body.Previous}
+	case r.Kind == transcript.KindTool:
+		b.calls[r.Step] = append(b.calls[r.Step], r.ToolCall())
+	case r.Kind == transcript.KindDecision:
+		b.rec.Decisions = append(b.rec.Decisions, r.Decided()...)
+	}
+	return nil
+}
+
+// Recording is the recording of what was added.
+func (b *Builder) Recording() Recording {
+	rec := b.rec
+	var seen []v1alpha1.HandoffRecord
+	for _, n := range slices.Sorted(maps.Keys(b.steps)) {
+		s := b.steps[n]
+		s.step.Calls = b.calls[n]
+		rec.Steps = append(rec.Steps, s.step)
+		if s.previous != nil {
+			seen = append(seen, *s.previous)
 		}
 	}
-	rec.Path = wholePath(seen, e.Status.HandoffSequence)
-	return rec, nil
+	rec.Path = wholePath(seen, b.latest)
+	return rec
 }
 
 // wholePath is the run's handoff sequence: the records later steps carried, then those of the

@@ -26,6 +26,9 @@ const startGrace = 3 * time.Second
 // start pins the run's config and starts the run, or keeps it Pending until the config exists.
 func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
 	run := w.AgentRun
+	if run.Spec.Replay != nil {
+		return r.startReplay(ctx, w, now)
+	}
 	if run.Spec.Branch != nil {
 		return r.startBranch(ctx, w, now)
 	}
