@@ -65,6 +65,25 @@ var _ = Describe("A run with spec.replay", func() {
 		Expect(lower.Status.ConfigRevision).NotTo(Equal(recorded.Status.ConfigRevision), "the replay pinned the config as it is now")
 	})
 
+	It("reproduces the approvals-pipeline sample's run: its gates, a rejection sent back to an agent, and the approvals after", func() {
+		cfg, runs := loadSample("approvals-pipeline.yaml", ns)
+		run := runs[0]
+		create(cfg, run)
+		waitForGate(run, "plan", 1)
+		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "plan")).To(Succeed())
+		waitForGate(run, "final", 5)
+		Expect(annotate(alice, run, v1alpha1.AnnotationReject, "final", v1alpha1.AnnotationRevise, "crm",
+			v1alpha1.AnnotationFeedback, "check whether the disputes are resolved")).To(Succeed())
+		waitForGate(run, "final", 7)
+		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "final")).To(Succeed())
+		run = waitForEnd(run)
+
+		again := replayOf("again", cfg.Name, run.Name)
+		Expect(again.Status.TerminationMessage).To(ContainSubstring("it ran the same path, tokens and end (Completed)"), again.Status.TerminationMessage)
+		Expect(again.Status.Replay.Replayed.Tokens).To(Equal(run.Status.TokensUsed))
+		Expect(sequence(again)).To(Equal(sequence(run)))
+	})
+
 	It("stops at a gate the recorded run never passed, and refuses a run that does not exist", func() {
 		open := MakeConfig("open", ns).Agents(
 			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
