@@ -286,3 +286,30 @@ func TestTheEndpointsPageFollowsTheirStatus(t *testing.T) {
 	}
 	t.Fatalf("no change event before the stream ended: %v", lines.Err())
 }
+
+func TestAReplayRunsPageSaysWhatTheReplayFound(t *testing.T) {
+	now := time.Now()
+	run := queuedRun("check", now, "")
+	run.Status.Conditions = nil
+	run.Status.Phase, run.Status.TerminationReason = v1alpha1.PhaseSucceeded, v1alpha1.ReasonReplayed
+	run.Spec.Replay = &v1alpha1.RunReplay{Run: "vendor-review"}
+	run.Status.Replay = &v1alpha1.ReplayStatus{Run: "vendor-review", Diverged: 4,
+		Recorded: v1alpha1.ReplayOutcome{Phase: v1alpha1.PhaseSucceeded, Reason: v1alpha1.ReasonCompleted, Steps: 6, Tokens: 600},
+		Replayed: v1alpha1.ReplayOutcome{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonMaxHandoffsExceeded, Steps: 3, Tokens: 300,
+			Message: "handoff limit: handoff 3 of 3 reached"}}
+	s, _ := newConsole(t, true, pipeline(), run)
+	_, body := get(t, s, "/runs/review/check")
+	text := html.UnescapeString(body)
+	for _, want := range []string{
+		`<dt>Replay of</dt><dd id="replay-of"><a href="/runs/review/vendor-review">vendor-review</a></dd>`,
+		"<h2 id=\"replay-title\">Replay of vendor-review</h2>",
+		"The paths part at handoff 4.",
+		`<tr><th scope="row">Reason</th><td>Completed</td><td>MaxHandoffsExceeded</td></tr>`,
+		`<tr><th scope="row">Tokens</th><td>600</td><td>300</td></tr>`,
+		"The replayed run: handoff limit: handoff 3 of 3 reached",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the replay run's page does not say %q:\n%s", want, text)
+		}
+	}
+}
