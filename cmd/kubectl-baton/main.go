@@ -49,7 +49,7 @@ func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
 	root.PersistentFlags().StringVar(&o.operatorURL, "operator-url", os.Getenv("BATON_OPERATOR_URL"),
 		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")
 	root.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "baton-system", "The namespace of the operator's Service")
-	root.AddCommand(o.getCmd(), o.describeCmd(), o.handoffsCmd(), o.transcriptCmd(), o.replayCmd(), o.logsCmd(),
+	root.AddCommand(o.getCmd(), o.describeCmd(), o.handoffsCmd(), o.transcriptCmd(), o.replayCmd(), o.testCmd(), o.logsCmd(),
 		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd(), o.uiCmd())
 	return root
 }
