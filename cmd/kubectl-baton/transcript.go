@@ -38,20 +38,23 @@ func (o *options) transcriptCmd() *cobra.Command {
 				return err
 			}
 			switch output {
-			case "json":
-				export, err := o.export(cmd.Context(), c, page)
-				if err != nil {
-					return err
+			case "json", "yaml":
+				// A whole run is the versioned export a replay reads; one step is that step's
+				// records alone, as the transcript API pages them.
+				var doc any = page
+				if step == 0 {
+					export, err := o.export(cmd.Context(), c, page)
+					if err != nil {
+						return err
+					}
+					doc = export
 				}
-				enc := json.NewEncoder(o.streams.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(export)
-			case "yaml":
-				export, err := o.export(cmd.Context(), c, page)
-				if err != nil {
-					return err
+				if output == "json" {
+					enc := json.NewEncoder(o.streams.Out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(doc)
 				}
-				data, err := transcriptYAML(export)
+				data, err := transcriptYAML(doc)
 				if err != nil {
 					return err
 				}
@@ -67,7 +70,7 @@ func (o *options) transcriptCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().Int32Var(&step, "step", 0, "Only this step")
+	cmd.Flags().Int32Var(&step, "step", 0, "Only this step's records (-o json and yaml then give its records, not the export of the run)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, json or yaml")
 	return cmd
 }
@@ -97,8 +100,8 @@ func (o *options) export(ctx context.Context, c *operatorClient, page transcript
 // transcriptYAML is an export as YAML. The YAML parser that converts JSON refuses the control
 // characters JSON keeps raw (DEL, C1), so they are escaped in the JSON first, as terminalSafe
 // escapes them, which JSON reads the same.
-func transcriptYAML(export *records.Export) ([]byte, error) {
-	data, err := json.Marshal(export)
+func transcriptYAML(doc any) ([]byte, error) {
+	data, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
