@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The records an AgentRun's status keeps: steps, loops, gates and decisions.
+// An AgentRun's status, and the records it keeps: steps, loops, gates and decisions.
 
 // HandoffRecord is one step of a run: who acted, where control went and why.
 type HandoffRecord struct {
@@ -233,4 +233,209 @@ type ApprovalRecord struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Feedback string `json:"feedback,omitempty"`
+}
+
+// AgentRunStatus is a run's progress. It stays small however long the run: the handoff
+// sequence keeps only its latest entries and no step's output piles up in it.
+type AgentRunStatus struct {
+	// phase is where the run is: Pending, Queued, Running, AwaitingApproval, AwaitingInput, or
+	// one of the terminal phases Succeeded, Failed and Cancelled.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"` //nolint:kubeapilinter // nophase: the phase is part of the API contract and the PHASE column; the conditions say the same for tools
+
+	// state is the StateMachine state, else the current agent's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	State string `json:"state,omitempty"`
+
+	// currentAgent is the agent that takes the next step (or took the last one); while the
+	// run waits for its branches, their agents, comma-separated.
+	// +kubebuilder:validation:MaxLength=1040
+	// +optional
+	CurrentAgent string `json:"currentAgent,omitempty"`
+
+	// configRevision names the pinned snapshot of the AgentConfig this run uses.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ConfigRevision string `json:"configRevision,omitempty"`
+
+	// stepCount is the number of agent steps taken.
+	// +optional
+	StepCount int32 `json:"stepCount,omitempty"`
+
+	// handoffCount is the number of times control passed to an agent.
+	// +optional
+	HandoffCount int32 `json:"handoffCount,omitempty"`
+
+	// tokensUsed is the total tokens the steps reported.
+	// +optional
+	TokensUsed int64 `json:"tokensUsed,omitempty"`
+
+	// cost is what the run's steps cost, as a decimal string in currency, from their
+	// endpoints' prices.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Cost string `json:"cost,omitempty"`
+
+	// currency is the ISO 4217 code of cost, from the endpoints' prices.
+	// +kubebuilder:validation:MaxLength=3
+	// +optional
+	Currency string `json:"currency,omitempty"`
+
+	// toolCalls is the number of tool calls the run's steps made.
+	// +optional
+	ToolCalls int32 `json:"toolCalls,omitempty"`
+
+	// transcriptBytes is what the run's steps and tool calls take in its transcript, in bytes
+	// as stored (limits.maxTranscriptBytes bounds it).
+	// +optional
+	TranscriptBytes int64 `json:"transcriptBytes,omitempty"`
+
+	// errorCount is the number of failed steps.
+	// +optional
+	ErrorCount int32 `json:"errorCount,omitempty"`
+
+	// branchSteps is the steps the run's joined branches took: they count against maxSteps
+	// with the run's own (stepCount). The branches' tokens, cost and tool calls are in
+	// tokensUsed, cost and toolCalls.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BranchSteps int32 `json:"branchSteps,omitempty"`
+
+	// branches are the branches of the run's current or latest fan-out, in the order given.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Branches []BranchStatus `json:"branches,omitempty"`
+
+	// replay is what the replay of a recorded run found (spec.replay).
+	// +optional
+	Replay *ReplayStatus `json:"replay,omitempty"`
+
+	// branchesStarted counts the branches the run started, against limits.maxBranches.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BranchesStarted int32 `json:"branchesStarted,omitempty"`
+
+	// waited is the time the run spent waiting for people (approvals and replies); it does not
+	// count against limits.timeout.
+	// +optional
+	Waited *Duration `json:"waited,omitempty"`
+
+	// depth is how deeply the current agent was delegated to below the supervisor (Supervisor
+	// mode); limits.maxHandoffDepth bounds it.
+	// +optional
+	Depth int32 `json:"depth,omitempty"`
+
+	// reroutes counts the child steps that failed in a row and went back to the supervisor
+	// (Supervisor mode); past routing.maxReroutes the run ends RoutingExhausted.
+	// +optional
+	Reroutes int32 `json:"reroutes,omitempty"`
+
+	// lastDecision is the sequence number of the latest queued human decision the run has
+	// taken, so that no decision is applied twice.
+	// +optional
+	LastDecision int64 `json:"lastDecision,omitempty"`
+
+	// agentSteps counts the steps each agent has taken.
+	// +kubebuilder:validation:MaxProperties=32
+	// +mapType=atomic
+	// +optional
+	AgentSteps map[string]int32 `json:"agentSteps,omitempty"` //nolint:kubeapilinter // nomaps: a merge patch of a map carries only the agent whose count changed; a list would be resent whole with every step
+
+	// handoffSequence has one entry per step, oldest first. Only the latest 10 are kept, without
+	// digests; step numbers say where they fall in the run. The transcript holds every step.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	HandoffSequence []HandoffRecord `json:"handoffSequence,omitempty"`
+
+	// input is what the current agent is given for its next step: the run's input, the
+	// previous agent's output or a note on a failed step. Status holds its first 512 bytes; a
+	// longer input is cut, and inputDigest is set (the transcript holds it whole).
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Input string `json:"input,omitempty"`
+
+	// inputDigest is a short digest of the whole input, set when input holds only its
+	// beginning.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	InputDigest string `json:"inputDigest,omitempty"`
+
+	// terminationReason says why the run ended. Set once, with the terminal phase.
+	// +optional
+	TerminationReason TerminationReason `json:"terminationReason,omitempty"`
+
+	// terminationMessage says in words why the run ended, naming the evidence.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	TerminationMessage string `json:"terminationMessage,omitempty"`
+
+	// loop is set when a loop detector ended the run.
+	// +optional
+	Loop *LoopStatus `json:"loop,omitempty"`
+
+	// wrappingUp is set when a limit ran out and limits.wrapUp's agent has the run's last turn:
+	// the limit, and the guard's message as evidence.
+	// +optional
+	WrappingUp *WrappingUp `json:"wrappingUp,omitempty"`
+
+	// output is the run's final answer. Bounded.
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	Output string `json:"output,omitempty"`
+
+	// pendingApproval is the gate the run waits at.
+	// +optional
+	PendingApproval *PendingApproval `json:"pendingApproval,omitempty"`
+
+	// pendingInput is the question of an agent that waits for a reply.
+	// +optional
+	PendingInput *PendingInput `json:"pendingInput,omitempty"`
+
+	// approvals records every human decision, oldest first (the latest 64).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Approvals []ApprovalRecord `json:"approvals,omitempty"`
+
+	// startTime is when the run started, to the microsecond: the run's deadline counts from it.
+	// +optional
+	StartTime *metav1.MicroTime `json:"startTime,omitempty"`
+
+	// completionTime is when the run ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// observedGeneration is the spec generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are ConfigResolved, Progressing, Reconciling, Stalled, Ready, Decision,
+	// TokenBudgetWarning and CostBudgetWarning. Progressing is True while the run can take steps
+	// (reason RateLimited while a step waits for its endpoint's capacity, QuotaExceeded while
+	// the run waits Queued) and False once it ended; Reconciling, Stalled and Ready are what
+	// kstatus reads (Reconciling while the run can still change, Stalled once it failed or was
+	// cancelled, Ready once it succeeded); Decision says what the latest human decision did;
+	// TokenBudgetWarning is set once, at limits.tokenWarningPercent, CostBudgetWarning once, at
+	// 90% of limits.maxCost. Each carries the observedGeneration it was written for.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WrappingUp is the limit that ran out of a run whose wrap-up agent has its last turn.
+type WrappingUp struct {
+	// limit is the termination reason the limit would have ended the run with.
+	// +required
+	Limit TerminationReason `json:"limit,omitempty"`
+
+	// message says which limit ran out, naming the evidence.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
