@@ -255,13 +255,7 @@ func (r *Reconciler) startBranch(ctx context.Context, w *working, now time.Time)
 	if err != nil {
 		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
 	}
-	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
-	if d.Status.Phase != v1alpha1.PhaseRunning {
-		return r.write(ctx, w, plan, d)
-	}
-	r.runs.hold(w, d.Status, now)
-	run.Status = d.Status
-	return r.advance(ctx, w, plan, now)
+	return r.begin(ctx, w, plan, revision, now)
 }
 
 // vouch says why the parent does not vouch for the run as its branch, if it does not.

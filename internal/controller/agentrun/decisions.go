@@ -71,15 +71,20 @@ func pendingDecisions(ctx context.Context, run *v1alpha1.AgentRun, trusted bool)
 // A branch's creator is its root run's, whose work it does: who created the root run may not
 // approve at the branch's gates either. A branch runs as its spec.branch says.
 func (r *Reconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) *workflow.Plan {
-	var creator string
-	if r.Trust.Trusted(ctx) {
-		creator = r.rootOf(ctx, run).Annotations[v1alpha1.AnnotationCreatedBy]
-	}
-	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, creator)
+	plan = plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, r.creatorOf(ctx, run))
 	if b := run.Spec.Branch; b != nil {
 		plan = plan.AsBranch(b.Agent, b.Depth)
 	}
 	return plan
+}
+
+// creatorOf is who created the run, or the root run of a branch, as the admission webhook
+// recorded it, when it is trusted; empty when it is not known.
+func (r *Reconciler) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
+	if !r.Trust.Trusted(ctx) {
+		return ""
+	}
+	return r.rootOf(ctx, run).Annotations[v1alpha1.AnnotationCreatedBy]
 }
 
 // rootOf is the run whose branches' branches the run is: the run itself when it is no branch.

@@ -35,7 +35,7 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	plan, revision, res, err := r.pinCurrent(ctx, w, now)
+	plan, revision, res, err := r.pinCurrent(ctx, w, now, true)
 	if plan == nil || err != nil {
 		return res, err
 	}
@@ -63,8 +63,9 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 }
 
 // pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
-// and the revision pinned. With no plan, the run waits or ends, and the result says so.
-func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time) (*workflow.Plan, string, ctrl.Result, error) {
+// and the revision pinned. With no plan, the run waits or ends, and the result says so. A run
+// whose agents are called (calls) waits for the Secrets their keys are in.
+func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
 	run := w.AgentRun
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
@@ -81,9 +82,11 @@ func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time) 
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
 		return nil, "", res, err
 	}
-	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
-		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
-		return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
+	if calls {
+		if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
+			_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
+			return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
+		}
 	}
 	revision, err := r.revisions.pin(ctx, cfg)
 	if err != nil {

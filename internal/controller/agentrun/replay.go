@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/replay"
 	"github.com/baton-dev/baton/internal/textbound"
@@ -41,22 +40,10 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cfg := &v1alpha1.AgentConfig{}
-	err = r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
-	if apierrors.IsNotFound(err) {
-		return r.write(ctx, w, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
-	if len(errs) > 0 {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
-	}
-	revision, err := r.revisions.pin(ctx, cfg)
-	if err != nil {
-		return ctrl.Result{}, err
+	// A replay calls no agent: it needs no Secret.
+	plan, revision, res, err := r.pinCurrent(ctx, w, now, false)
+	if plan == nil || err != nil {
+		return res, err
 	}
 	rec, err := r.recording(ctx, recorded)
 	if err != nil {
@@ -86,14 +73,6 @@ func (r *Reconciler) recording(ctx context.Context, recorded *v1alpha1.AgentRun)
 		return replay.Recording{}, err
 	}
 	return b.Recording(), nil
-}
-
-// creatorOf is who created the run, as the admission webhook recorded it, when it is trusted.
-func (r *Reconciler) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
-	if !r.Trust.Trusted(ctx) {
-		return ""
-	}
-	return r.rootOf(ctx, run).Annotations[v1alpha1.AnnotationCreatedBy]
 }
 
 // replayMessage says in a line what the replay found.

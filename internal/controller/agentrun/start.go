@@ -59,15 +59,20 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan = r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run)
+	return r.begin(ctx, w, r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, now)
+}
+
+// begin starts a run that may start on its plan, pinned as revision, and takes it as far as
+// it goes. The start is written with the first step's result (or once startGrace has passed):
+// starting a run costs no write of its own. Should the operator stop before that write, the run
+// is still Pending and starts again; its first step, if it ended, is applied from the
+// transcript.
+func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan, revision string, now time.Time) (ctrl.Result, error) {
+	run := w.AgentRun
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, w, plan, d)
 	}
-	// The start is written with the first step's result (or once startGrace has passed):
-	// starting a run costs no write of its own. Should the operator stop before that write,
-	// the run is still Pending and starts again; its first step, if it ended, is applied from
-	// the transcript.
 	r.runs.hold(w, d.Status, now)
 	run.Status = d.Status
 	r.runs.setPlan(run, plan)
