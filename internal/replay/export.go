@@ -102,17 +102,5 @@ func (b *Builder) Recording() Recording {
 // wholePath is the run's handoff sequence: the records later steps carried, then those of the
 // status's latest that come after them.
 func wholePath(seen, latest []v1alpha1.HandoffRecord) []v1alpha1.HandoffRecord {
-	var out []v1alpha1.HandoffRecord
-	add := func(h v1alpha1.HandoffRecord) {
-		if len(out) == 0 || later(h, out[len(out)-1]) {
-			out = append(out, h)
-		}
-	}
-	for _, h := range seen {
-		add(h)
-	}
-	for _, h := range latest {
-		add(h)
-	}
-	return out
+	return appendLater(appendLater(nil, seen), latest)
 }

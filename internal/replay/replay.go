@@ -71,7 +71,7 @@ func Run(p *workflow.Plan, rec Recording) Report {
 	return Report{
 		Recorded: summary(rec.End, rec.Path),
 		Replayed: summary(r.st, r.st.HandoffSequence),
-		Diverged: diverged(rec.Path, r.path()),
+		Diverged: diverged(rec.Path, r.history),
 		Stopped:  r.stopped,
 	}
 }
@@ -211,28 +211,18 @@ func (r *runner) apply(d workflow.Update) {
 }
 
 // keep adds the status's handoff records not yet kept to the whole sequence.
-func (r *runner) keep() {
-	seq := r.st.HandoffSequence
-	if len(seq) == 0 {
-		return
-	}
-	n := len(r.history)
-	// The status keeps the latest records; those past what is kept are new.
-	for _, h := range seq {
-		if n == 0 || later(h, r.history[n-1]) {
-			r.history = append(r.history, h)
-			n++
+func (r *runner) keep() { r.history = appendLater(r.history, r.st.HandoffSequence) }
+
+// appendLater appends to path the records of hs that come after its last: the status keeps
+// the latest records, and those past what path holds are new.
+func appendLater(path, hs []v1alpha1.HandoffRecord) []v1alpha1.HandoffRecord {
+	for _, h := range hs {
+		if len(path) == 0 || workflow.RecordAfter(h, path[len(path)-1]) {
+			path = append(path, h)
 		}
 	}
+	return path
 }
-
-// later reports whether record h comes after record last: a later step, or the join of last's
-// fan-out (a join shares its fan-out's step).
-func later(h, last v1alpha1.HandoffRecord) bool {
-	return h.Step > last.Step || (h.Step == last.Step && h.Outcome == v1alpha1.OutcomeJoined && last.Outcome != v1alpha1.OutcomeJoined)
-}
-
-func (r *runner) path() []v1alpha1.HandoffRecord { return r.history }
 
 func (r *runner) stop(format string, args ...any) {
 	if r.stopped == "" {

@@ -114,3 +114,7 @@ func keyOf(r v1alpha1.HandoffRecord) recordKey {
 func (k recordKey) before(o recordKey) bool {
 	return k.step < o.step || (k.step == o.step && !k.joined && o.joined)
 }
+
+// RecordAfter reports whether handoff record h comes after record last in a run's sequence: a
+// later step, or the join of last's fan-out.
+func RecordAfter(h, last v1alpha1.HandoffRecord) bool { return keyOf(last).before(keyOf(h)) }
