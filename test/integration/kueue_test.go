@@ -1,11 +1,11 @@
 package integration
 
 import (
+	"slices"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,32 +154,13 @@ func workloadOf(run *v1alpha1.AgentRun) *kueuev1beta2.Workload {
 	return wl
 }
 
-// kueueQueues sets up what a platform team does for a namespace's runs: a ResourceFlavor, a
-// ClusterQueue holding runs agents.baton.dev/runs that preempts lower priorities for higher,
-// and the LocalQueue agents.
+// kueueQueues sets up the namespace's queues (kueuetest.Queues): the LocalQueue agents, on a
+// ClusterQueue holding runs agents.baton.dev/runs that preempts lower priorities for higher.
 func kueueQueues(ns string, runs int64) {
-	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	cq := &kueuev1beta2.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: ns},
-		Spec: kueuev1beta2.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-			ResourceGroups: []kueuev1beta2.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{kueue.ResourceRuns},
-				Flavors: []kueuev1beta2.FlavorQuotas{{
-					Name:      kueuev1beta2.ResourceFlavorReference(ns),
-					Resources: []kueuev1beta2.ResourceQuota{{Name: kueue.ResourceRuns, NominalQuota: *resource.NewQuantity(runs, resource.DecimalSI)}},
-				}},
-			}},
-			Preemption: &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: kueuev1beta2.PreemptionPolicyLowerPriority},
-		},
-	}
-	lq := &kueuev1beta2.LocalQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: "agents", Namespace: ns},
-		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(ns)},
-	}
-	create(flavor, cq, lq)
+	objs := kueuetest.Queues(ns, "agents", runs, kueuev1beta2.PreemptionPolicyLowerPriority)
+	create(objs...)
 	DeferCleanup(func() {
-		for _, o := range []client.Object{lq, cq, flavor} {
+		for _, o := range slices.Backward(objs) {
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed())
 		}
 	})

@@ -1,6 +1,7 @@
 package kueuetest_test
 
 import (
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/kueue"
 	"github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/test/kueuetest"
 )
 
 const (
@@ -176,34 +178,15 @@ func finish(run *v1alpha1.AgentRun, reason, message string) {
 	}, timeout, poll).Should(Succeed())
 }
 
-// queues sets up what a platform team does for a namespace's runs: a ResourceFlavor, a
-// ClusterQueue for the namespace holding runs agents.baton.dev/runs, preempting within itself as
-// told, and the LocalQueue its runs are labelled with.
+// queues sets up the namespace's queues (kueuetest.Queues), preempting within the ClusterQueue
+// as told, and deletes them after the spec.
 func queues(ns string, runs int64, withinClusterQueue kueuev1beta2.PreemptionPolicy) {
-	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-	cq := &kueuev1beta2.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: ns},
-		Spec: kueuev1beta2.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
-			ResourceGroups: []kueuev1beta2.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{kueue.ResourceRuns},
-				Flavors: []kueuev1beta2.FlavorQuotas{{
-					Name:      kueuev1beta2.ResourceFlavorReference(ns),
-					Resources: []kueuev1beta2.ResourceQuota{{Name: kueue.ResourceRuns, NominalQuota: *resource.NewQuantity(runs, resource.DecimalSI)}},
-				}},
-			}},
-			Preemption: &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: withinClusterQueue},
-		},
-	}
-	lq := &kueuev1beta2.LocalQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: localQueue, Namespace: ns},
-		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(ns)},
-	}
-	for _, o := range []client.Object{flavor, cq, lq} {
+	objs := kueuetest.Queues(ns, localQueue, runs, withinClusterQueue)
+	for _, o := range objs {
 		ExpectWithOffset(1, k8sClient.Create(ctx, o)).To(Succeed())
 	}
 	DeferCleanup(func() {
-		for _, o := range []client.Object{lq, cq, flavor} {
+		for _, o := range slices.Backward(objs) {
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed())
 		}
 	})

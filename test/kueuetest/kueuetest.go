@@ -30,8 +30,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/baton-dev/baton/internal/kueue"
 )
 
 // Namespace is Kueue's own namespace, where it keeps its certificates' Secret.
@@ -395,4 +400,31 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Queues are what a platform team sets up for a namespace's runs, in the order they are made: a
+// ResourceFlavor and a ClusterQueue named after the namespace, the ClusterQueue holding runs
+// agents.baton.dev/runs for the namespace alone and preempting within itself as told, and the
+// LocalQueue localQueue in the namespace. Delete them in the reverse order.
+func Queues(ns, localQueue string, runs int64, withinClusterQueue kueuev1beta2.PreemptionPolicy) []client.Object {
+	flavor := &kueuev1beta2.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	cq := &kueuev1beta2.ClusterQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: kueuev1beta2.ClusterQueueSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			ResourceGroups: []kueuev1beta2.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{kueue.ResourceRuns},
+				Flavors: []kueuev1beta2.FlavorQuotas{{
+					Name:      kueuev1beta2.ResourceFlavorReference(ns),
+					Resources: []kueuev1beta2.ResourceQuota{{Name: kueue.ResourceRuns, NominalQuota: *resource.NewQuantity(runs, resource.DecimalSI)}},
+				}},
+			}},
+			Preemption: &kueuev1beta2.ClusterQueuePreemption{WithinClusterQueue: withinClusterQueue},
+		},
+	}
+	lq := &kueuev1beta2.LocalQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: localQueue, Namespace: ns},
+		Spec:       kueuev1beta2.LocalQueueSpec{ClusterQueue: kueuev1beta2.ClusterQueueReference(ns)},
+	}
+	return []client.Object{flavor, cq, lq}
 }
