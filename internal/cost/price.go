@@ -51,6 +51,13 @@ type Usage struct {
 	Output int64
 }
 
+// Reported is the usage of a call whose provider reported tokens in all, inputTokens of them the
+// prompt and cachedInputTokens of those cached.
+func Reported(tokens, inputTokens, cachedInputTokens int64) Usage {
+	input := max(inputTokens, 0)
+	return Usage{Input: input, CachedInput: cachedInputTokens, Output: max(tokens-input, 0)}
+}
+
 // Add is the usage of two calls together.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{Input: u.Input + v.Input, CachedInput: u.CachedInput + v.CachedInput, Output: u.Output + v.Output}

@@ -310,49 +310,9 @@ func tooLarge(res workflow.StepResult, size int) workflow.StepResult {
 
 // stepRequest is what the step's agent is asked, but for what the transcript adds.
 func (s *Runner) stepRequest(plan *workflow.Plan, rid records.RunID, task string, from *v1alpha1.AgentRunStatus, step workflow.Step) *agents.Request {
-	spec := plan.Agent(step.Agent)
-	req := &agents.Request{
-		Namespace: rid.Namespace,
-		Run:       rid.Name,
-		RunUID:    rid.UID,
-		Step:      step.Number,
-		Turn:      step.Turn,
-		Attempt:   step.Attempt,
-		Agent:     *spec,
-		Task:      task,
-		Input:     step.Input,
-		Reason:    step.Reason,
-		Signals:   plan.Spec.Signals,
-		Left:      step.Left,
-	}
+	req := agents.NewRequest(plan, agents.RunRef{Namespace: rid.Namespace, Name: rid.Name, UID: rid.UID}, task, step)
 	if deadline, ok := workflow.Deadline(plan, from); ok {
 		req.Left.Seconds = int64(deadline.Sub(s.Clock.Now()).Seconds())
-	}
-	if step.WrapUp != nil {
-		// The run's last turn: nothing to hand off to, route to or signal.
-		req.WrapUp, req.Signals = workflow.LimitRanOut(step.WrapUp.Limit), nil
-		return req
-	}
-	// The agent is offered as many branches as the run may still start, and none at its
-	// deepest nesting or once its branches are spent.
-	if p := req.Agent.Parallel; p != nil {
-		if step.MaxBranches == 0 {
-			req.Agent.Parallel = nil
-		} else {
-			capped := *p
-			capped.MaxBranches = &step.MaxBranches
-			req.Agent.Parallel = &capped
-		}
-	}
-	for _, h := range spec.Handoffs {
-		if peer := plan.Agent(h); peer != nil {
-			req.Peers = append(req.Peers, agents.Peer{Name: peer.Name, Description: peer.Description})
-		}
-	}
-	if plan.Mode() == v1alpha1.ModeSupervisor && step.Agent == plan.Spec.Routing.Supervisor {
-		for _, c := range plan.Children() {
-			req.Children = append(req.Children, agents.Peer{Name: c.Name, Description: c.Description})
-		}
 	}
 	return req
 }
@@ -399,7 +359,7 @@ func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 		for _, rec := range recs {
 			entries = append(entries, records.ContextOf(rec)...)
 		}
-		req.Context = window(entries, maxMessages, maxChars)
+		req.Context = workflow.Window(entries, maxMessages, maxChars)
 	}
 	if !step.Continues && !step.Repairs {
 		return nil
@@ -426,30 +386,6 @@ func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 		}
 	}
 	return nil
-}
-
-// window keeps the newest entries: at most maxMessages, and at most maxChars characters in
-// all. The newest entry is cut to fit when it alone is longer; older ones are kept whole or not
-// at all.
-func window(entries []workflow.ContextEntry, maxMessages, maxChars int) []workflow.ContextEntry {
-	if over := len(entries) - maxMessages; over > 0 {
-		entries = entries[over:]
-	}
-	chars := 0
-	first := len(entries)
-	for i := len(entries) - 1; i >= 0; i-- {
-		n := len([]rune(entries[i].Text))
-		if chars+n > maxChars {
-			if i == len(entries)-1 && maxChars > 0 {
-				entries[i].Text = string([]rune(entries[i].Text)[:maxChars-1]) + "…"
-				first = i
-			}
-			break
-		}
-		chars += n
-		first = i
-	}
-	return entries[first:]
 }
 
 // scripted reports whether the agent plays a script: it is sent no messages and reads no

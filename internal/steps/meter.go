@@ -162,8 +162,7 @@ func (m *meter) answered(reply *agents.Reply, rateLimited bool) {
 	if !m.priced {
 		return
 	}
-	input := max(reply.InputTokens, 0)
-	m.cost = m.cost.Add(m.price.Of(cost.Usage{Input: input, CachedInput: reply.CachedInputTokens, Output: max(reply.Tokens-input, 0)}))
+	m.cost = m.cost.Add(m.price.Of(cost.Reported(reply.Tokens, reply.InputTokens, reply.CachedInputTokens)))
 }
 
 // affordable says why a call of about input prompt tokens may not be made: its worst case

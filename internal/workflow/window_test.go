@@ -1,4 +1,4 @@
-package steps
+package workflow_test
 
 import (
 	"strings"
@@ -36,7 +36,7 @@ func TestWindowKeepsTheNewestEntriesWithinTheBudget(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := window(append([]workflow.ContextEntry(nil), tc.entries...), tc.messages, tc.chars)
+			got := workflow.Window(append([]workflow.ContextEntry(nil), tc.entries...), tc.messages, tc.chars)
 			if diff := cmp.Diff(tc.want, steps(got)); diff != "" {
 				t.Fatalf("steps (-want +got):\n%s", diff)
 			}
