@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +23,10 @@ func (o *options) kubeClient() (client.Client, string, error) {
 	}
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	// Secrets and Namespaces, for replay --live.
+	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, "", err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

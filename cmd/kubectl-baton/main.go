@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,9 +17,23 @@ func main() {
 	if err := newRoot(genericclioptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).Execute(); err != nil {
 		// An error may quote what a server or a model wrote.
 		fmt.Fprintln(terminalWriter{os.Stderr}, "error:", err)
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(code.code)
+		}
 		os.Exit(1)
 	}
 }
+
+// exitCode is an error with the exit status it ends the command with, where a script tells
+// failures apart (kubectl baton test: 1 when a case failed, 2 when it could not be run).
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+func (e exitCode) Unwrap() error { return e.err }
 
 // options are what every command shares: the kubeconfig flags kubectl users know, and how to
 // reach the operator's transcript API.

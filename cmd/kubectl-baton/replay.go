@@ -23,6 +23,7 @@ import (
 
 func (o *options) replayCmd() *cobra.Command {
 	var file, config, output string
+	var live liveFlags
 	cmd := &cobra.Command{
 		Use:   "replay (RUN | -f FILE)",
 		Short: "Replay a recorded run against a config, in this process, and say where its path changes",
@@ -47,7 +48,11 @@ func (o *options) replayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			report, err := replayExport(e, spec)
+			opts, err := o.liveOptions(cmd.Context(), live, e)
+			if err != nil {
+				return err
+			}
+			report, err := replayExport(e, spec, opts)
 			if err != nil {
 				return err
 			}
@@ -63,6 +68,7 @@ func (o *options) replayCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "A run's exported transcript (kubectl baton transcript RUN -o json)")
 	cmd.Flags().StringVar(&config, "config", "", "The config to replay against: a file holding an AgentConfig, or an AgentConfig's name (default: the config the run pinned)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text or json")
+	live.add(cmd)
 	return cmd
 }
 
@@ -151,8 +157,9 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// replayExport replays the export against spec, with the run's own limits and approvals.
-func replayExport(e *records.Export, spec v1alpha1.AgentConfigSpec) (replay.Report, error) {
+// replayExport replays the export against spec, with the run's own limits and approvals; opts
+// answers the turns the recording lacks, when it can.
+func replayExport(e *records.Export, spec v1alpha1.AgentConfigSpec, opts func(*workflow.Plan, replay.Recording) replay.Options) (replay.Report, error) {
 	rec, err := replay.FromExport(e)
 	if err != nil {
 		return replay.Report{}, err
@@ -161,7 +168,12 @@ func replayExport(e *records.Export, spec v1alpha1.AgentConfigSpec) (replay.Repo
 	if len(errs) > 0 {
 		return replay.Report{}, fmt.Errorf("the config cannot run: %w", errs.ToAggregate())
 	}
-	return replay.Run(p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, e.CreatedBy), rec), nil
+	p = p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, e.CreatedBy)
+	var o replay.Options
+	if opts != nil {
+		o = opts(p, rec)
+	}
+	return replay.Run(p, rec, o), nil
 }
 
 // printReport prints the two paths side by side, where they part, and both ends.
@@ -192,6 +204,9 @@ func printReport(out io.Writer, e *records.Export, against string, r replay.Repo
 		fmt.Fprintln(out, "The replay reproduced the run: the same path, tokens and end.")
 	case r.Diverged > 0:
 		fmt.Fprintf(out, "The paths part at handoff %d.\n", r.Diverged)
+	}
+	if len(r.Live) > 0 {
+		fmt.Fprintf(out, "Answered live: step%s %s.\n", plural(len(r.Live)), joinSteps(r.Live))
 	}
 	if r.Stopped != "" {
 		fmt.Fprintf(out, "The replay stopped: %s.\n", r.Stopped)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,36 +74,53 @@ func (o *options) testCmd() *cobra.Command {
 		Long: "Test replays each case of DIR, a folder holding one folder per case with the recorded run (run.json, " +
 			"an export of kubectl baton transcript RUN -o json) and its expectations (expect.yaml), in this process: " +
 			"against the config each run pinned, or the one --config names. It prints PASS or FAIL for each case with " +
-			"the expectations its replay missed, writes JUnit XML with --junit, and fails when any case does.",
+			"the expectations its replay missed, writes JUnit XML with --junit, and fails when any case does: exit " +
+			"status 1 when a case failed its expectations, 2 when a case or the folder could not be replayed.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %s: use text or json", output)
-			}
-			names, err := caseNames(args[0])
-			if err != nil {
-				return err
-			}
-			var spec *v1alpha1.AgentConfigSpec
-			against := "the config each run pinned"
-			if config != "" {
-				s, a, err := o.replayConfig(cmd.Context(), config, nil)
-				if err != nil {
-					return err
-				}
-				spec, against = &s, a
-			}
-			rep := testReport{Dir: args[0], Against: against}
-			for _, name := range names {
-				rep.add(runCase(filepath.Join(args[0], name), name, spec))
-			}
-			return o.finishTests(rep, junit, output)
+			return o.runTests(cmd.Context(), args[0], config, junit, output)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "The config to replay every case against: a file holding an AgentConfig, or an AgentConfig's name (default: the config each run pinned)")
 	cmd.Flags().StringVar(&junit, "junit", "", "Write the results as JUnit XML to this file")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text or json")
 	return cmd
+}
+
+// runTests runs the cases of dir. An error that is not a case failing its expectations exits
+// with status 2.
+func (o *options) runTests(ctx context.Context, dir, config, junit, output string) error {
+	err := o.testDir(ctx, dir, config, junit, output)
+	var coded exitCode
+	if err == nil || errors.As(err, &coded) {
+		return err
+	}
+	return exitCode{code: 2, err: err}
+}
+
+// testDir replays each case of dir against the config, and reports.
+func (o *options) testDir(ctx context.Context, dir, config, junit, output string) error {
+	if output != "text" && output != "json" {
+		return fmt.Errorf("-o %s: use text or json", output)
+	}
+	names, err := caseNames(dir)
+	if err != nil {
+		return err
+	}
+	var spec *v1alpha1.AgentConfigSpec
+	against := "the config each run pinned"
+	if config != "" {
+		s, a, err := o.replayConfig(ctx, config, nil)
+		if err != nil {
+			return err
+		}
+		spec, against = &s, a
+	}
+	rep := testReport{Dir: dir, Against: against}
+	for _, name := range names {
+		rep.add(runCase(filepath.Join(dir, name), name, spec))
+	}
+	return o.finishTests(rep, junit, output)
 }
 
 // finishTests writes the JUnit file and the results, and fails when a case did.
@@ -127,9 +145,9 @@ func (o *options) finishTests(rep testReport, junit, output string) error {
 	}
 	switch {
 	case rep.Errors > 0:
-		return fmt.Errorf("%d of %d cases failed and %d could not be replayed", rep.Failed, len(rep.Cases), rep.Errors)
+		return exitCode{code: 2, err: fmt.Errorf("%d of %d cases failed and %d could not be replayed", rep.Failed, len(rep.Cases), rep.Errors)}
 	case rep.Failed > 0:
-		return fmt.Errorf("%d of %d cases failed", rep.Failed, len(rep.Cases))
+		return exitCode{code: 1, err: fmt.Errorf("%d of %d cases failed", rep.Failed, len(rep.Cases))}
 	}
 	return nil
 }
@@ -227,7 +245,7 @@ func replayCase(dir string, spec *v1alpha1.AgentConfigSpec) (replay.Report, *exp
 		}
 		spec = &e.Config.Spec
 	}
-	report, err := replayExport(e, *spec)
+	report, err := replayExport(e, *spec, nil)
 	if err != nil {
 		return replay.Report{}, nil, fmt.Errorf("%s: %w", caseRun, err)
 	}

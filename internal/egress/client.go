@@ -60,7 +60,7 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 func (p *Policy) control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return &Refused{Address: address, Why: "not an IP address"}
+		return p.refused(address, "not an IP address", false)
 	}
 	return p.Check(ap.Addr())
 }
@@ -106,7 +106,7 @@ func (p *Policy) checkName(ctx context.Context, host string) error {
 // MaxRedirects times. A refusal returns no answer: the redirect's body is never read.
 func (p *Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if Origin(req.URL) != Origin(via[0].URL) {
-		return &Refused{Address: Origin(req.URL), Why: "a redirect from " + Origin(via[0].URL), Redirect: true}
+		return p.refused(Origin(req.URL), "a redirect from "+Origin(via[0].URL), true)
 	}
 	if len(via) > MaxRedirects {
 		return fmt.Errorf("stopped after %d redirects", MaxRedirects)

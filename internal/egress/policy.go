@@ -68,6 +68,32 @@ type Policy struct {
 	resolver *net.Resolver
 	// proxy is the proxy configuration of the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
 	proxy *httpproxy.Config
+	// owner names the policy in its refusals; the operator's when unset.
+	owner *Owner
+}
+
+// Owner names a policy in its refusals: whose it is, and how more is allowed.
+type Owner struct {
+	Whose, Remedy string
+}
+
+// operator is the owner of the operator's policy.
+var operator = Owner{Whose: "the operator's", Remedy: "a cluster admin can allow it with --egress-allow"}
+
+// OwnedBy is the policy, named as owner's in its refusals.
+func (p *Policy) OwnedBy(owner Owner) *Policy {
+	c := *p
+	c.owner = &owner
+	return &c
+}
+
+// refused is the refusal of address, for why.
+func (p *Policy) refused(address, why string, redirect bool) *Refused {
+	owner := operator
+	if p.owner != nil {
+		owner = *p.owner
+	}
+	return &Refused{Address: address, Why: why, Redirect: redirect, Owner: owner}
 }
 
 // WithProxy is the policy with requests sent through the proxies of cfg rather than those the
@@ -197,7 +223,7 @@ func (p *Policy) Check(addr netip.Addr) error {
 		}
 	}
 	if found && !best.Allow {
-		return &Refused{Address: a.String(), Why: best.Why}
+		return p.refused(a.String(), best.Why, false)
 	}
 	return nil
 }
@@ -223,13 +249,19 @@ type Refused struct {
 	Why string
 	// Redirect is set when the policy refused to follow a redirect to another origin.
 	Redirect bool
+	// Owner names the policy (the operator's when unset).
+	Owner Owner
 }
 
 func (r *Refused) Error() string {
-	if r.Redirect {
-		return fmt.Sprintf("the operator's egress policy refuses to follow a redirect to another origin: to %s (%s)", r.Address, r.Why)
+	owner := r.Owner
+	if owner.Whose == "" {
+		owner = operator
 	}
-	return fmt.Sprintf("the operator's egress policy refuses %s (%s); a cluster admin can allow it with --egress-allow", r.Address, r.Why)
+	if r.Redirect {
+		return fmt.Sprintf("%s egress policy refuses to follow a redirect to another origin: to %s (%s)", owner.Whose, r.Address, r.Why)
+	}
+	return fmt.Sprintf("%s egress policy refuses %s (%s); %s", owner.Whose, r.Address, r.Why, owner.Remedy)
 }
 
 // IsRefused says whether err is, or wraps, a refusal of the policy.

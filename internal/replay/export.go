@@ -19,6 +19,7 @@ func FromExport(e *records.Export) (Recording, error) {
 	if err != nil {
 		return Recording{}, err
 	}
+	b.ToolResults = true
 	for _, r := range e.Records {
 		if err := b.Add(r); err != nil {
 			return Recording{}, err
@@ -33,6 +34,9 @@ func FromExport(e *records.Export) (Recording, error) {
 // the whole handoff sequence, from each step's record of the one before it and the status's
 // latest.
 type Builder struct {
+	// ToolResults keeps the results of the tool calls made, for turns answered live.
+	ToolResults bool
+
 	rec    Recording
 	steps  map[int32]builtStep
 	calls  map[int32][]workflow.RecordedCall
@@ -77,10 +81,22 @@ func (b *Builder) Add(r records.Record) error {
 		b.steps[r.Step] = builtStep{attempt: r.Attempt, step: workflow.RecordedStep{Result: res, Time: r.Time}, previous: body.Previous}
 	case r.Kind == transcript.KindTool:
 		b.calls[r.Step] = append(b.calls[r.Step], r.ToolCall())
+		if b.ToolResults {
+			b.addResult(r)
+		}
 	case r.Kind == transcript.KindDecision:
 		b.rec.Decisions = append(b.rec.Decisions, r.Decided()...)
 	}
 	return nil
+}
+
+// addResult keeps the result of a tool record's call, if the call was made.
+func (b *Builder) addResult(r records.Record) {
+	var body records.CallBody
+	if json.Unmarshal(r.Body, &body) != nil || body.Refused != "" {
+		return
+	}
+	b.rec.ToolResults = append(b.rec.ToolResults, ToolResult{Agent: body.Agent, Call: body.ToolCall, Outcome: body.ToolOutcome, ApprovedBy: body.ApprovedBy})
 }
 
 // Recording is the recording of what was added.

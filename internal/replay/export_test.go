@@ -59,7 +59,7 @@ func TestAnExportedRunReplaysAsItRan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FromExport: %v", err)
 	}
-	if r := Run(p, read); !r.Same() || len(r.Recorded.Path) != 6 {
+	if r := Run(p, read, Options{}); !r.Same() || len(r.Recorded.Path) != 6 {
 		t.Fatalf("the export replayed: diverged at %d, stopped %q, recorded path %s, replayed %s",
 			r.Diverged, r.Stopped, pathOf(r.Recorded.Path), pathOf(r.Replayed.Path))
 	}
@@ -103,7 +103,7 @@ func FuzzReplayExport(f *testing.F) {
 		if len(errs) > 0 {
 			return
 		}
-		r := Run(p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, ""), rec)
+		r := Run(p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, ""), rec, Options{})
 		if r.Replayed.Phase == "" {
 			t.Fatalf("a replay with no phase: %+v", r)
 		}

@@ -2,7 +2,8 @@
 // changed, and says where the new path leaves the recorded one (docs/design/replay.md). Each
 // agent answers with its recorded turns, in the order it took them; people's decisions are the
 // recorded ones; time is the record's. It is a shell around the core with nothing under it: no
-// client, clock, provider or store.
+// client, clock, provider or store. A turn the recording does not hold stops the replay, or is
+// handed to the caller's Live, which calls the agent (package replay/live).
 package replay
 
 import (
@@ -29,7 +30,49 @@ type Recording struct {
 	// Path is the run's whole handoff sequence, and End its status at the end.
 	Path []v1alpha1.HandoffRecord
 	End  v1alpha1.AgentRunStatus
+	// ToolResults are the results of the tool calls the run made, in order, when the recording
+	// was built to keep them (Builder.ToolResults): a turn answered live is given them.
+	ToolResults []ToolResult
 }
+
+// ToolResult is a tool call a recorded step made, and what it came to.
+type ToolResult struct {
+	Agent   string
+	Call    workflow.ToolCall
+	Outcome workflow.ToolOutcome
+	// ApprovedBy are who approved the call at its gate.
+	ApprovedBy []string
+}
+
+// Live answers a turn the recording does not hold, by calling the agent. An error stops the
+// replay, saying why; a step that fails is a result with its Error.
+type Live func(LiveTurn) (workflow.StepResult, error)
+
+// LiveTurn is a step to answer live, with what the agent is shown of the replayed run.
+type LiveTurn struct {
+	Step workflow.Step
+	// From is the replayed run's status the step starts from, Now the replay's time.
+	From *v1alpha1.AgentRunStatus
+	Now  time.Time
+	// Context is everything the replayed run's steps and people said so far, oldest first: the
+	// caller keeps the window the config's context budget allows.
+	Context []workflow.ContextEntry
+	// Previous is the answer a continuation or repair works on, and Errors why it failed its
+	// schema.
+	Previous, Errors string
+}
+
+// Options are how a replay goes.
+type Options struct {
+	// Live, when set, answers the turns the recording does not hold.
+	Live Live
+	// MaxLive is the most turns answered live (DefaultMaxLive when 0).
+	MaxLive int
+}
+
+// DefaultMaxLive is the most turns a replay answers live unless told otherwise: the run's own
+// limits end most runs well before.
+const DefaultMaxLive = 100
 
 // Summary is what a run came to: its phase, end and use.
 type Summary struct {
@@ -55,6 +98,8 @@ type Report struct {
 	Diverged int `json:"diverged,omitempty"`
 	// Stopped says why the replay stopped before the replayed run ended, if it did.
 	Stopped string `json:"stopped,omitempty"`
+	// Live are the steps answered live, by calling the agent.
+	Live []int32 `json:"live,omitempty"`
 }
 
 // Same reports whether the replay reproduced the recorded run: the same path, tokens and end.
@@ -65,14 +110,15 @@ func (r Report) Same() bool {
 
 // Run replays the recording on plan p: the plan of the config to check, for the recorded run
 // (its limits and approvals, and its creator, who may not pass a gate that forbids it).
-func Run(p *workflow.Plan, rec Recording) Report {
-	r := newRunner(p, rec)
+func Run(p *workflow.Plan, rec Recording, opts Options) Report {
+	r := newRunner(p, rec, opts)
 	r.run()
 	return Report{
-		Recorded: summary(rec.End, rec.Path),
-		Replayed: summary(r.st, r.st.HandoffSequence),
+		Recorded: summary(rec.End, rec.Path, rec.Decisions),
+		Replayed: summary(r.st, r.history, r.applied),
 		Diverged: diverged(rec.Path, r.history),
 		Stopped:  r.stopped,
+		Live:     r.live,
 	}
 }
 
@@ -87,13 +133,25 @@ type runner struct {
 	decided []workflow.Decided
 	seq     int64
 	now     time.Time
-	// history is the replayed handoff sequence, whole (status keeps the latest).
+	// history is the replayed handoff sequence, whole (status keeps the latest); applied the
+	// decisions the replayed run applied, whole.
 	history []v1alpha1.HandoffRecord
+	applied []workflow.Decided
 	stopped string
+
+	opts Options
+	// context is what the replayed run's steps and people said, for live turns; last the
+	// output and errors of its latest step; live the steps answered live.
+	context      []workflow.ContextEntry
+	last, errors string
+	live         []int32
 }
 
-func newRunner(p *workflow.Plan, rec Recording) *runner {
-	r := &runner{p: p, rec: rec, turns: map[string][]workflow.RecordedStep{}, now: rec.Started,
+func newRunner(p *workflow.Plan, rec Recording, opts Options) *runner {
+	if opts.MaxLive <= 0 {
+		opts.MaxLive = DefaultMaxLive
+	}
+	r := &runner{p: p, rec: rec, opts: opts, turns: map[string][]workflow.RecordedStep{}, now: rec.Started,
 		decided: append([]workflow.Decided(nil), rec.Decisions...)}
 	for _, s := range rec.Steps {
 		r.turns[s.Result.Agent] = append(r.turns[s.Result.Agent], s)
@@ -105,8 +163,13 @@ func newRunner(p *workflow.Plan, rec Recording) *runner {
 
 // run takes the replayed run as far as the recording answers it.
 func (r *runner) run() {
-	// Every move uses a recorded step or decision, or ends the run: there are no more moves.
-	for range len(r.rec.Steps) + len(r.rec.Decisions) + 2 {
+	// Every move uses a recorded step or decision, answers live, or ends the run: there are no
+	// more moves.
+	moves := len(r.rec.Steps) + len(r.rec.Decisions) + 2
+	if r.opts.Live != nil {
+		moves += r.opts.MaxLive
+	}
+	for range moves {
 		switch {
 		case r.st.Phase.Terminal() || r.stopped != "":
 			return
@@ -136,7 +199,7 @@ func (r *runner) step() {
 	next := workflow.Next(r.p, &r.st)
 	queue := r.turns[next.Agent]
 	if len(queue) == 0 {
-		r.stop("step %d is %s's, and the recording holds no more turns of %s", next.Number, next.Agent, next.Agent)
+		r.answerLive(next)
 		return
 	}
 	turn := queue[0]
@@ -152,7 +215,46 @@ func (r *runner) step() {
 	if turn.Time.After(r.now) {
 		r.now = turn.Time
 	}
-	r.apply(workflow.Apply(r.p, r.st, res, r.now))
+	r.applyStep(res)
+}
+
+// answerLive answers a step the recording holds no turn for: live, when the replay may, else it
+// stops there.
+func (r *runner) answerLive(next workflow.Step) {
+	switch {
+	case r.opts.Live == nil:
+		r.stop("step %d is %s's, and the recording holds no more turns of %s", next.Number, next.Agent, next.Agent)
+		return
+	case len(r.live) >= r.opts.MaxLive:
+		r.stop("step %d is %s's, and the replay answered %d turns live, as many as it may", next.Number, next.Agent, len(r.live))
+		return
+	}
+	turn := LiveTurn{Step: next, From: r.st.DeepCopy(), Now: r.now, Context: slices.Clone(r.context)}
+	if next.Continues || next.Repairs {
+		turn.Previous, turn.Errors = r.last, r.errors
+	}
+	res, err := r.opts.Live(turn)
+	if err != nil {
+		r.stop("step %d is %s's, answered live: %v", next.Number, next.Agent, err)
+		return
+	}
+	r.live = append(r.live, next.Number)
+	res.Agent, res.Input = next.Agent, next.Input
+	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
+	res.Held = nil
+	r.applyStep(res)
+}
+
+// applyStep applies a step's answer, keeping what it adds to later agents' context.
+func (r *runner) applyStep(res workflow.StepResult) {
+	d := workflow.Apply(r.p, r.st, res, r.now)
+	r.last, r.errors = res.Output, ""
+	for _, c := range d.Context {
+		if c.Kind == workflow.ContextInvalid {
+			r.errors = c.Text
+		}
+	}
+	r.apply(d)
 }
 
 // decide applies the recorded decisions of the gate the run waits at, or the next reply it
@@ -204,9 +306,11 @@ func matches(d workflow.Decided, gate string, waiting v1alpha1.RunPhase) bool {
 	return d.Gate == gate && d.Decision != v1alpha1.RecordReplied
 }
 
-// apply takes the core's update, and keeps the handoff records it adds.
+// apply takes the core's update, and keeps the handoff records, context and decisions it adds.
 func (r *runner) apply(d workflow.Update) {
 	r.st = d.Status
+	r.context = append(r.context, d.Context...)
+	r.applied = append(r.applied, d.Decided...)
 	r.keep()
 }
 
@@ -230,19 +334,25 @@ func (r *runner) stop(format string, args ...any) {
 	}
 }
 
-func summary(st v1alpha1.AgentRunStatus, path []v1alpha1.HandoffRecord) Summary {
+// summary is what a run with this status at its end, path and decisions came to.
+func summary(st v1alpha1.AgentRunStatus, path []v1alpha1.HandoffRecord, decided []workflow.Decided) Summary {
 	return Summary{Phase: st.Phase, Reason: st.TerminationReason, Message: st.TerminationMessage,
-		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path, Output: st.Output, Gates: gatesOf(st)}
+		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path, Output: st.Output, Gates: gatesOf(st, decided)}
 }
 
-// gatesOf are the gates a run reached: those decided, in order, then the one it waits at.
-func gatesOf(st v1alpha1.AgentRunStatus) []string {
+// gatesOf are the gates a run reached: those decided, in order, then the one it waits at. The
+// decisions are the run's whole list (status.approvals keeps only the latest).
+func gatesOf(st v1alpha1.AgentRunStatus, decided []workflow.Decided) []string {
 	var out []string
 	add := func(g string) {
 		if g != "" && !slices.Contains(out, g) {
 			out = append(out, g)
 		}
 	}
+	for _, d := range decided {
+		add(d.Gate)
+	}
+	// Records written before decisions were kept whole name none: the status's do.
 	for _, a := range st.Approvals {
 		add(a.Gate)
 	}

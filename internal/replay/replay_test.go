@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +103,7 @@ func pathOf(hs []v1alpha1.HandoffRecord) string {
 func TestAReplayOnTheSameConfigReproducesTheRun(t *testing.T) {
 	p := plan(t, helpdesk().Gate("refund", "billing", 1))
 	rec := billingTicket(t, p)
-	r := Run(p, rec)
+	r := Run(p, rec, Options{})
 	if !r.Same() {
 		t.Fatalf("replay on the same config: diverged at %d, stopped %q; recorded %s %s %d, replayed %s %s %d",
 			r.Diverged, r.Stopped, pathOf(r.Recorded.Path), r.Recorded.Reason, r.Recorded.Tokens, pathOf(r.Replayed.Path), r.Replayed.Reason, r.Replayed.Tokens)
@@ -113,7 +115,7 @@ func TestAReplayOnTheSameConfigReproducesTheRun(t *testing.T) {
 
 func TestAReplayOnALowerLimitSaysWhereThePathEnds(t *testing.T) {
 	rec := billingTicket(t, plan(t, helpdesk()))
-	r := Run(plan(t, helpdesk().MaxHandoffs(3)), rec)
+	r := Run(plan(t, helpdesk().MaxHandoffs(3)), rec, Options{})
 	if r.Replayed.Reason != v1alpha1.ReasonMaxHandoffsExceeded || r.Diverged != 4 || r.Stopped != "" {
 		t.Fatalf("maxHandoffs 3: replayed %s (%s), diverged at %d, stopped %q", r.Replayed.Reason, r.Replayed.Message, r.Diverged, r.Stopped)
 	}
@@ -131,7 +133,7 @@ func TestAReplayOnARemovedAgentStopsWhereItIsAskedFor(t *testing.T) {
 		MakeAgent("triage").HandsOffTo("resolver"),
 		MakeAgent("resolver").Terminator(),
 	)
-	r := Run(plan(t, without), rec)
+	r := Run(plan(t, without), rec, Options{})
 	// Triage's recorded handoff to billing is refused now: the step fails, and triage, the
 	// entrypoint, has no one to recover.
 	if r.Diverged != 1 || r.Replayed.Reason != v1alpha1.ReasonTooManyErrors {
@@ -144,7 +146,7 @@ func TestAReplayOnARemovedAgentStopsWhereItIsAskedFor(t *testing.T) {
 
 func TestAReplayStopsAtAnAddedGateNobodyDecided(t *testing.T) {
 	rec := billingTicket(t, plan(t, helpdesk()))
-	r := Run(plan(t, helpdesk().Gate("refund", "billing", 1)), rec)
+	r := Run(plan(t, helpdesk().Gate("refund", "billing", 1)), rec, Options{})
 	if r.Stopped != "after step 2 the run waits at gate refund, and the recording holds no decision of it that passes it" {
 		t.Fatalf("stopped %q", r.Stopped)
 	}
@@ -157,7 +159,7 @@ func TestAReplayHoldsRecordedApprovalsToTheNewRules(t *testing.T) {
 	p := plan(t, helpdesk().Gate("refund", "billing", 1))
 	rec := billingTicket(t, p)
 	// Bob approved; now the gate needs two approvers: his approval is not enough.
-	r := Run(plan(t, helpdesk().Gate("refund", "billing", 2)), rec)
+	r := Run(plan(t, helpdesk().Gate("refund", "billing", 2)), rec, Options{})
 	if r.Stopped == "" || !strings.Contains(r.Stopped, "gate refund") {
 		t.Fatalf("a gate needing 2 with 1 recorded approval: stopped %q, replayed %s", r.Stopped, r.Replayed.Phase)
 	}
@@ -178,7 +180,7 @@ func TestAReplayOnAChangedStateMachineTransitionDiverges(t *testing.T) {
 		return turn{agent, workflow.Result{Output: agent + " says " + sig, Signal: sig, Tokens: 10}}
 	}
 	rec := record(t, plan(t, machine("resolving")), signal("triage", "BILLING"), signal("billing", "DONE"), signal("resolver", "DONE"))
-	r := Run(plan(t, machine("reviewing")), rec)
+	r := Run(plan(t, machine("reviewing")), rec, Options{})
 	if r.Diverged != 2 {
 		t.Fatalf("billing's DONE now goes to reviewing: diverged at %d; recorded %s, replayed %s", r.Diverged, pathOf(r.Recorded.Path), pathOf(r.Replayed.Path))
 	}
@@ -190,7 +192,7 @@ func TestAReplayOnAChangedStateMachineTransitionDiverges(t *testing.T) {
 func TestAReplayOfATimeoutTripsWhereTheRecordSays(t *testing.T) {
 	rec := billingTicket(t, plan(t, helpdesk()))
 	// The recorded steps end a second apart: a 3 s timeout passes during step 3.
-	r := Run(plan(t, helpdesk().Timeout(3*time.Second)), rec)
+	r := Run(plan(t, helpdesk().Timeout(3*time.Second)), rec, Options{})
 	if r.Replayed.Reason != v1alpha1.ReasonTimeout {
 		t.Fatalf("timeout 3s: replayed %s (%s)", r.Replayed.Reason, r.Replayed.Message)
 	}
@@ -198,12 +200,90 @@ func TestAReplayOfATimeoutTripsWhereTheRecordSays(t *testing.T) {
 
 func TestAReportSaysTheGatesReachedAndTheOutput(t *testing.T) {
 	p := plan(t, helpdesk().Gate("refund", "billing", 1))
-	r := Run(p, billingTicket(t, p))
+	r := Run(p, billingTicket(t, p), Options{})
 	if strings.Join(r.Replayed.Gates, ",") != "refund" || r.Replayed.Output != "resolved: refund and credit note" {
 		t.Errorf("gates %v, output %q", r.Replayed.Gates, r.Replayed.Output)
 	}
-	stopped := Run(plan(t, helpdesk().Gate("refund", "billing", 1).Gate("triaged", "triage", 1)), billingTicket(t, plan(t, helpdesk())))
+	stopped := Run(plan(t, helpdesk().Gate("refund", "billing", 1).Gate("triaged", "triage", 1)), billingTicket(t, plan(t, helpdesk())), Options{})
 	if strings.Join(stopped.Replayed.Gates, ",") != "triaged" {
 		t.Errorf("a replay waiting at an added gate: gates %v", stopped.Replayed.Gates)
+	}
+}
+
+func TestATurnTheRecordingLacksIsAnsweredLiveWithTheRunSoFar(t *testing.T) {
+	// Recorded under maxHandoffs 2, the run ended at its limit; replayed with the default, the
+	// recording runs out at step 3, and Live answers the steps after it.
+	rec := billingTicket(t, plan(t, helpdesk()))
+	rec.Steps = rec.Steps[:2]
+	var asked []LiveTurn
+	live := func(lt LiveTurn) (workflow.StepResult, error) {
+		asked = append(asked, lt)
+		if lt.Step.Agent == "triage" {
+			return workflow.StepResult{Result: workflow.Result{Output: "closing", Handoff: "resolver", Tokens: 7}}, nil
+		}
+		return workflow.StepResult{Result: workflow.Result{Output: "resolved live", Tokens: 5}}, nil
+	}
+	r := Run(plan(t, helpdesk()), rec, Options{Live: live})
+	if r.Stopped != "" || r.Replayed.Reason != v1alpha1.ReasonCompleted || r.Replayed.Output != "resolved live" {
+		t.Fatalf("replayed %+v, stopped %q", r.Replayed, r.Stopped)
+	}
+	if got := pathOf(r.Replayed.Path); got != "triage>billing billing>triage triage>resolver resolver>" {
+		t.Errorf("replayed path %s", got)
+	}
+	if len(r.Live) != 2 || r.Live[0] != 3 || r.Live[1] != 4 || r.Diverged != 3 {
+		t.Errorf("live steps %v, diverged at %d", r.Live, r.Diverged)
+	}
+	if r.Replayed.Tokens != 212 {
+		t.Errorf("tokens %d: want the two recorded turns' 200 and the live turns' 12", r.Replayed.Tokens)
+	}
+	// The live turn is shown what the replayed run said before it, oldest first.
+	var said []string
+	for _, c := range asked[0].Context {
+		said = append(said, c.Text)
+	}
+	if strings.Join(said, "|") != "billing question|refund issued" || asked[0].From.StepCount != 2 || !asked[0].Now.Equal(rec.Steps[1].Time) {
+		t.Errorf("the first live turn was shown %q, at step count %d and time %v", said, asked[0].From.StepCount, asked[0].Now)
+	}
+}
+
+func TestALiveTurnThatCannotBeAnsweredStopsTheReplaySayingWhy(t *testing.T) {
+	rec := billingTicket(t, plan(t, helpdesk()))
+	rec.Steps = rec.Steps[:1]
+	r := Run(plan(t, helpdesk()), rec, Options{Live: func(LiveTurn) (workflow.StepResult, error) {
+		return workflow.StepResult{}, errors.New("no API key for model endpoint openai")
+	}})
+	if r.Stopped != "step 2 is billing's, answered live: no API key for model endpoint openai" || len(r.Live) != 0 {
+		t.Errorf("stopped %q, live %v", r.Stopped, r.Live)
+	}
+}
+
+func TestLiveTurnsAreBounded(t *testing.T) {
+	rec := billingTicket(t, plan(t, helpdesk()))
+	rec.Steps = rec.Steps[:1]
+	calls := 0
+	bounce := func(lt LiveTurn) (workflow.StepResult, error) {
+		calls++
+		to := "triage"
+		if lt.Step.Agent == "triage" {
+			to = "billing"
+		}
+		return workflow.StepResult{Result: workflow.Result{Output: fmt.Sprintf("turn %d", calls), Handoff: to}}, nil
+	}
+	r := Run(plan(t, helpdesk().MaxHandoffs(1000)), rec, Options{Live: bounce, MaxLive: 3})
+	if calls > 3 || len(r.Live) > 3 {
+		t.Errorf("%d live calls, %d reported, with MaxLive 3", calls, len(r.Live))
+	}
+	if r.Stopped == "" && !r.Replayed.Phase.Terminal() {
+		t.Errorf("the replay neither stopped nor ended: %+v", r.Replayed)
+	}
+}
+
+func TestTheGatesReachedAreReadFromEveryDecisionNotTheStatussLatest(t *testing.T) {
+	p := plan(t, helpdesk().Gate("refund", "billing", 1))
+	rec := billingTicket(t, p)
+	rec.End.Approvals = nil // status.approvals keeps the latest only
+	r := Run(p, rec, Options{})
+	if strings.Join(r.Recorded.Gates, ",") != "refund" || strings.Join(r.Replayed.Gates, ",") != "refund" {
+		t.Errorf("recorded gates %v, replayed gates %v", r.Recorded.Gates, r.Replayed.Gates)
 	}
 }

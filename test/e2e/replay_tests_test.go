@@ -75,6 +75,16 @@ var _ = Describe("Replay tests with kubectl baton test", func() {
 		Expect(failed.Failure.Text).To(ContainSubstring("want handoff 4 ticketing -> orchestrator"))
 		Expect(j.Suites[0].Cases[1].Failure).To(BeNil())
 
+		By("a case whose recording cannot be read: exit 2, apart from a case that fails")
+		broken := filepath.Join(stateDir, "broken-tests")
+		Expect(os.MkdirAll(filepath.Join(broken, "torn"), 0o700)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(broken, "torn", "run.json"), []byte(`{"apiVersion": "agents.baton.dev/transcript-v1", "kind": "Transcript", "records": [`), 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(broken, "torn", "expect.yaml"), []byte("reason: Completed\n"), 0o600)).To(Succeed())
+		out, err = tryKubectl("baton", "test", broken)
+		Expect(errors.As(err, &exit)).To(BeTrue(), "kubectl baton test fails: %v\n%s", err, out)
+		Expect(exit.ExitCode()).To(Equal(2), out)
+		Expect(out).To(ContainSubstring("0 of 1 cases failed and 1 could not be replayed"))
+
 		By("a run recorded now, exported as the docs say, passes the sample's expectations against the AgentConfig on the cluster")
 		const ns = "replay-tests"
 		kubectl("create", "namespace", ns)

@@ -50,7 +50,7 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, "spec.replay: "+err.Error(), now))
 	}
 	// Recorded approvals are judged against the recorded run's creator.
-	report := replay.Run(plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, r.creatorOf(ctx, recorded)), rec)
+	report := replay.Run(plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, r.creatorOf(ctx, recorded)), rec, replay.Options{})
 	st := run.Status
 	st.ConfigRevision = revision
 	d := workflow.Fail(st, v1alpha1.ReasonReplayed, replayMessage(recorded.Name, report), now)
