@@ -19,7 +19,7 @@ const (
 )
 
 // ModelProvider names the implementation that runs an agent's steps.
-// +kubebuilder:validation:Enum=Scripted;OpenAI;HTTP
+// +kubebuilder:validation:Enum=Scripted;OpenAI;HTTP;A2A
 type ModelProvider string
 
 const (
@@ -29,6 +29,9 @@ const (
 	ProviderOpenAI ModelProvider = "OpenAI"
 	// ProviderHTTP posts each step to an agent served over HTTP.
 	ProviderHTTP ModelProvider = "HTTP"
+	// ProviderA2A sends each step as a message to an agent that speaks the Agent2Agent protocol
+	// (A2A), at the base URL its AgentCard is served from.
+	ProviderA2A ModelProvider = "A2A"
 )
 
 // SignalAction is what a signal does to the run.
@@ -317,12 +320,14 @@ type Agent struct {
 
 // ModelSpec says what runs an agent's steps.
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'HTTP' || has(self.endpointRef) || (has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is HTTP, unless endpointRef is set",fieldPath=".endpoint",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'A2A' || (!has(self.endpointRef) && has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is A2A: the base URL the agent serves its AgentCard under (endpointRef is not for A2A agents)",fieldPath=".endpoint",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.endpointRef) || ((!has(self.endpoint) || size(self.endpoint) == 0) && !has(self.apiKeySecretRef))",message="endpoint and apiKeySecretRef come from endpointRef: leave them out",fieldPath=".endpointRef",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'OpenAI' || (has(self.name) && size(self.name) > 0)",message="required when provider is OpenAI",fieldPath=".name",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.endpointRef) || (has(self.name) && size(self.name) > 0)",message="required with endpointRef: the model to call, and to price",fieldPath=".name",reason=FieldValueRequired
 type ModelSpec struct {
 	// provider is the implementation: Scripted (deterministic turns, offline), OpenAI (any
-	// OpenAI-compatible server) or HTTP (an agent behind an HTTP endpoint).
+	// OpenAI-compatible server), HTTP (an agent behind an HTTP endpoint) or A2A (an agent that
+	// speaks the Agent2Agent protocol).
 	// +kubebuilder:default=Scripted
 	// +optional
 	Provider ModelProvider `json:"provider,omitempty"`
@@ -338,7 +343,8 @@ type ModelSpec struct {
 	// +optional
 	EndpointRef *EndpointReference `json:"endpointRef,omitempty"`
 
-	// endpoint is the base URL of an OpenAI-compatible server, or the HTTP agent's URL. An
+	// endpoint is the base URL of an OpenAI-compatible server, the HTTP agent's URL, or the
+	// base URL an A2A agent serves its AgentCard under (/.well-known/agent-card.json). An
 	// endpoint given here is not paced with other runs and its steps cost nothing: name a
 	// ModelEndpoint in endpointRef for that.
 	// +kubebuilder:validation:MaxLength=2048

@@ -12,7 +12,7 @@ import (
 type ModelEndpointSpec struct {
 	// provider is how steps speak to the server: OpenAI (any OpenAI-compatible chat
 	// completions server) or HTTP (an agent behind an HTTP endpoint).
-	// +kubebuilder:validation:XValidation:rule="self != 'Scripted'",message="must be OpenAI or HTTP: a Scripted agent needs no endpoint"
+	// +kubebuilder:validation:XValidation:rule="self != 'Scripted' && self != 'A2A'",message="must be OpenAI or HTTP: a Scripted agent needs no endpoint, and an A2A agent names its own in model.endpoint"
 	// +required
 	Provider ModelProvider `json:"provider,omitempty"`
 

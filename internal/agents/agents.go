@@ -61,6 +61,17 @@ type Request struct {
 	// SecretNamespace, when set, is where the Secret of Agent.Model.APIKeySecretRef is: the
 	// operator's namespace, for a ClusterModelEndpoint's key. Unset, it is the run's.
 	SecretNamespace string
+	// RemoteTask is the task a remote agent kept open when it asked for input in the step
+	// before (workflow.Result.RemoteTask): the step's input is the reply that continues it.
+	RemoteTask string
+	// Updates, when set, is told what a remote agent reports while it works on the step.
+	Updates Updates
+}
+
+// Updates keeps what a remote agent reports while it works on a step (an A2A agent's status
+// updates), in the run's transcript. It bounds how much of it is kept.
+type Updates interface {
+	Report(ctx context.Context, state, text string)
 }
 
 // KeyNamespace is the namespace of the Secret that holds the agent's API key.

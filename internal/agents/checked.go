@@ -49,6 +49,12 @@ type checked struct {
 }
 
 func (c *checked) Step(ctx context.Context, req *Request) (*workflow.Result, error) {
+	if req.Updates != nil {
+		// What a remote agent reports is kept in the transcript: never its key.
+		r := *req
+		r.Updates = redactedUpdates{next: req.Updates, keys: c.keysOf(ctx, req)}
+		req = &r
+	}
 	res, err := c.next.Step(ctx, req)
 	if res == nil {
 		res = &workflow.Result{}
@@ -115,6 +121,7 @@ func checkAnswer(res workflow.Result, keys []string) (workflow.Result, error) {
 	res.Handoff = clean(res.Handoff, maxNameBytes)
 	res.Reason = clean(res.Reason, maxReasonBytes)
 	res.Signal = clean(res.Signal, maxNameBytes)
+	res.RemoteTask = clean(res.RemoteTask, maxNameBytes)
 	if len(res.Ignored) > maxIgnored {
 		res.Ignored = res.Ignored[:maxIgnored]
 	}
@@ -161,6 +168,16 @@ func redact(s string, keys []string) string {
 		s = strings.ReplaceAll(s, k, "[redacted]")
 	}
 	return s
+}
+
+// redactedUpdates passes on what a remote agent reports without its key.
+type redactedUpdates struct {
+	next Updates
+	keys []string
+}
+
+func (u redactedUpdates) Report(ctx context.Context, state, text string) {
+	u.next.Report(ctx, state, redact(strings.ToValidUTF8(text, "\uFFFD"), u.keys))
 }
 
 // redactedError is an error whose message had keys removed; errors.Is still sees the cause.

@@ -192,6 +192,14 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
 		return req, err
 	}
+	if c.spec.Model.Provider == v1alpha1.ProviderA2A {
+		task, err := c.r.remoteTask(ctx, c.rid, &c.from, c.step)
+		if err != nil {
+			return req, fmt.Errorf("reading step %d from the run's transcript: %w", c.step.Number-1, err)
+		}
+		req.RemoteTask = task
+		req.Updates = &updates{store: c.r.Store, rid: c.rid, step: c.step.Number, agent: c.step.Agent}
+	}
 	if len(c.spec.Tools) > 0 && c.step.WrapUp == nil {
 		b, err := c.r.Toolboxes.New(ctx, c.plan, c.rid, c.config, c.step, &c.from)
 		if err != nil {

@@ -31,6 +31,8 @@ func ProviderName(p v1alpha1.ModelProvider) string {
 		return "openai"
 	case v1alpha1.ProviderHTTP:
 		return "baton.http_agent"
+	case v1alpha1.ProviderA2A:
+		return "baton.a2a_agent"
 	default:
 		return "baton.scripted"
 	}
@@ -55,11 +57,11 @@ func WorkflowSpan(r Run, opts ...trace.SpanStartOption) []trace.SpanStartOption 
 // WorkflowName is the name of a run's span.
 func WorkflowName(config string) string { return "invoke_workflow " + config }
 
-// AgentSpan are the start options of a step's invoke_agent span. An HTTP agent is a remote
-// agent: its span is a client span.
+// AgentSpan are the start options of a step's invoke_agent span. An HTTP or A2A agent is a
+// remote agent: its span is a client span.
 func AgentSpan(r Run, step int32, a *v1alpha1.Agent) []trace.SpanStartOption {
 	kind := trace.SpanKindInternal
-	if a.Model.Provider == v1alpha1.ProviderHTTP {
+	if a.Model.Provider == v1alpha1.ProviderHTTP || a.Model.Provider == v1alpha1.ProviderA2A {
 		kind = trace.SpanKindClient
 	}
 	attrs := append(r.attributes(), semconv.GenAIOperationNameInvokeAgent, semconv.GenAIAgentName(a.Name),

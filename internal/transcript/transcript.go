@@ -36,6 +36,9 @@ const (
 	KindTool Kind = "tool"
 	// KindToolGate is a step held at a tool call that waits for approval.
 	KindToolGate Kind = "tool-gate"
+	// KindProgress is what a remote agent reported while it worked on a step (an A2A agent's
+	// status updates), in order.
+	KindProgress Kind = "progress"
 )
 
 // Key identifies a record within its run: records are append-only, and a key is stored once.

@@ -56,6 +56,13 @@ type Result struct {
 	Held *Held `json:"-"`
 	// Trip is set when a guard stopped the run before a tool call.
 	Trip *ToolTrip `json:"trip,omitempty"`
+	// InputRequired is set when the agent asks a person for input, Output being its question:
+	// the run waits for a reply, which is the agent's next input (an A2A agent's task in state
+	// input-required).
+	InputRequired bool `json:"inputRequired,omitempty"`
+	// RemoteTask names the task a remote agent keeps open for the agent's next turn (an A2A
+	// task that asks for input): the provider continues it with the reply.
+	RemoteTask string `json:"remoteTask,omitempty"`
 }
 
 // Message is one chat message a model was sent for a step.
@@ -82,6 +89,10 @@ type Left struct {
 	// Seconds is the time left before the run's timeout, if it has started counting.
 	Seconds int64 `json:"seconds,omitempty"`
 }
+
+// ReasonInputRequired is the reason a step's handoff record gives when its agent asked a person
+// for input (Result.InputRequired).
+const ReasonInputRequired = "asks for input"
 
 // ContextKind says what a context entry is.
 type ContextKind string

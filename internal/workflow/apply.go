@@ -116,6 +116,11 @@ func classify(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 // they emit.
 func answer(p *Plan, s *v1alpha1.AgentRunStatus, res StepResult) verdict {
 	routed := res
+	// A question is not the agent's answer: the schema is for answers.
+	if res.InputRequired {
+		return verdict{kind: resultAnswered, res: res, output: res.Output,
+			route: route{await: true, outcome: v1alpha1.OutcomeSignal, reason: ReasonInputRequired}}
+	}
 	// A fan-out carries branches, not the agent's answer: the schema is for answers.
 	if len(res.Parallel) > 0 {
 		return verdict{kind: resultAnswered, res: res, output: res.Output, route: fanOut(p, s, res)}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -319,6 +321,32 @@ func TestAwaitInputAndReply(t *testing.T) {
 	empty := Decide(p, st, decisions.Queued{Seq: 2, Action: "reply", By: "carol"}, t0)
 	if c := conditionOf(empty.Status, v1alpha1.ConditionDecision); c.Reason != v1alpha1.ReasonInvalidValue || empty.Status.Phase != v1alpha1.PhaseAwaitingInput {
 		t.Fatalf("an empty reply was taken: %+v", c)
+	}
+}
+
+// TestAnAgentThatAsksForInputWaitsForAReplyWithoutASignal checks a remote agent's question (an
+// A2A task in input-required): no signal is declared, the schema is not applied to a question,
+// and the reply goes back to the agent that asked, with the task it keeps open recorded.
+func TestAnAgentThatAsksForInputWaitsForAReplyWithoutASignal(t *testing.T) {
+	cfg := MakeConfig("ask", "ns").Agents(MakeAgent("support").Terminator())
+	obj := cfg.Obj()
+	obj.Spec.Agents[0].OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","required":["answer"]}`)}
+	p, errs := NewPlan(obj.Spec, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	d := Apply(p, started(p), StepResult{Agent: "support", Input: "help", Result: turn{Output: "Which cluster?", InputRequired: true, RemoteTask: "task-7"}}, t0)
+	st := d.Status
+	if st.Phase != v1alpha1.PhaseAwaitingInput || st.PendingInput.Question != "Which cluster?" || st.PendingInput.Agent != "support" {
+		t.Fatalf("not waiting for input: %s %+v", st.Phase, st.PendingInput)
+	}
+	last := st.HandoffSequence[len(st.HandoffSequence)-1]
+	if last.Outcome != v1alpha1.OutcomeSignal || last.Reason != ReasonInputRequired || st.ErrorCount != 0 {
+		t.Errorf("the step's record: %+v, errors %d", last, st.ErrorCount)
+	}
+	r := Decide(p, st, decisions.Queued{Seq: 1, Action: "reply", Reply: "prod-east", By: "carol"}, t0.Add(time.Minute))
+	if r.Status.Phase != v1alpha1.PhaseRunning || r.Status.CurrentAgent != "support" || r.Status.Input != "prod-east" {
+		t.Fatalf("reply did not resume the agent: %+v", r.Status)
 	}
 }
 

@@ -5,6 +5,7 @@ package providers
 import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/internal/agents/a2aagent"
 	"github.com/baton-dev/baton/internal/agents/httpagent"
 	"github.com/baton-dev/baton/internal/agents/openai"
 	"github.com/baton-dev/baton/internal/agents/scripted"
@@ -15,6 +16,7 @@ var table = map[v1alpha1.ModelProvider]agents.Factory{
 	v1alpha1.ProviderScripted: scripted.New,
 	v1alpha1.ProviderOpenAI:   openai.New,
 	v1alpha1.ProviderHTTP:     httpagent.New,
+	v1alpha1.ProviderA2A:      a2aagent.New,
 }
 
 // New builds every provider this build knows.

@@ -1,0 +1,30 @@
+package records
+
+import (
+	"time"
+
+	"github.com/baton-dev/baton/internal/textbound"
+	"github.com/baton-dev/baton/internal/transcript"
+)
+
+const (
+	// MaxProgressPerStep is the most progress records one step keeps: a remote agent that
+	// reports more is not recorded past it.
+	MaxProgressPerStep = 100
+	// MaxProgressBytes bounds the text of one progress record.
+	MaxProgressBytes = 4 << 10
+)
+
+// ProgressBody is what a remote agent reported while it worked on a step: the state its task
+// was in, and what it said.
+type ProgressBody struct {
+	Agent string `json:"agent"`
+	State string `json:"state"`
+	Text  string `json:"text"`
+}
+
+// NewProgress is the n-th progress record (from 1) of a step, bounded.
+func NewProgress(run RunID, step, n int32, agent, state, text string, at time.Time) transcript.Record {
+	body := ProgressBody{Agent: agent, State: textbound.Bytes(state, 64), Text: textbound.Bytes(text, MaxProgressBytes)}
+	return run.Record(transcript.Key{Kind: transcript.KindProgress, Step: step, Call: n}, at, transcript.Body(body))
+}
