@@ -29,9 +29,7 @@ func TestServersStartAndStop(t *testing.T) {
 			if err := initialize(ctx, s.URL); err != nil {
 				t.Fatalf("%v\n%s", err, s.LogTail(4096))
 			}
-			s.mu.Lock()
-			pid := s.cmd.Process.Pid
-			s.mu.Unlock()
+			pid := s.Pid()
 			children := childrenOf(pid)
 			if name == "memory" && len(children) == 0 {
 				t.Fatal("the bridge runs no child")

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/test/nodeservers"
 )
 
 // Two installs at once into an empty cache: both end with the same complete install, and no
@@ -23,14 +25,14 @@ func TestInstallConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	dirs, errs := make([]string, 2), make([]error, 2)
 	for i := range dirs {
-		wg.Go(func() { dirs[i], errs[i] = install(ctx, root) })
+		wg.Go(func() { dirs[i], errs[i] = nodeservers.InstallUnder(ctx, root, Packages()) })
 	}
 	wg.Wait()
 	t.Logf("two concurrent installs into an empty cache took %v", time.Since(start).Round(time.Millisecond))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if dirs[0] != dirs[1] || !complete(dirs[0]) {
+	if dirs[0] != dirs[1] || !nodeservers.Complete(dirs[0]) {
 		t.Fatalf("installed into %v", dirs)
 	}
 	for _, pkg := range []struct{ name, version string }{{EverythingPackage, EverythingVersion}, {MemoryPackage, MemoryVersion}, {BridgePackage, BridgeVersion}} {
@@ -47,7 +49,7 @@ func TestInstallConcurrently(t *testing.T) {
 		t.Fatalf("the cache holds %v (%v)", entries, err)
 	}
 	again := time.Now()
-	if dir, err := install(ctx, root); err != nil || dir != dirs[0] || time.Since(again) > time.Second {
+	if dir, err := nodeservers.InstallUnder(ctx, root, Packages()); err != nil || dir != dirs[0] || time.Since(again) > time.Second {
 		t.Fatalf("a second install: %s, %v, after %v", dir, err, time.Since(again))
 	}
 }

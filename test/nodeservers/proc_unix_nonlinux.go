@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package toolservers
+package nodeservers
 
 import "syscall"
 

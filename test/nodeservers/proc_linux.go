@@ -1,4 +1,4 @@
-package toolservers
+package nodeservers
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package toolservers
+package nodeservers
 
 import (
 	"os/exec"
