@@ -65,8 +65,8 @@ RAPID_CHECKS ?= 500
 FUZZTIME ?= 20s
 
 .PHONY: test-unit
-test-unit: ## Unit and property tests, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./internal/... ./cmd/... ./test/toolservers/... ./test/prometheus/... ./test/docs/...
+test-unit: ## Unit and property tests, the A2A samples on the A2A JavaScript SDK, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./internal/... ./cmd/... ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core, the providers' answers and replays of transcript files for FUZZTIME each (the seed corpora also run in test-unit).

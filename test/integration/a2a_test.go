@@ -12,6 +12,7 @@ import (
 	batonrecords "github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/test/a2aagents"
+	"github.com/baton-dev/baton/test/a2ajs"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -61,5 +62,44 @@ var _ = Describe("An A2A agent in a team", func() {
 			}
 		}
 		Expect(progress).To(Equal([]batonrecords.ProgressBody{{Agent: "researcher", State: "TASK_STATE_WORKING", Text: "checking the gateways"}}))
+	})
+
+	It("runs the order-desk sample, whose stock clerk is the sample agent on the A2A JavaScript SDK", func() {
+		ns := newNamespace()
+		stock, err := a2ajs.StartStockAgent(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stock.Stop)
+		cfg, runs := loadSample("a2a/order-desk.yaml", ns)
+		for i := range cfg.Spec.Agents {
+			if cfg.Spec.Agents[i].Model.Provider == v1alpha1.ProviderA2A {
+				cfg.Spec.Agents[i].Model.Endpoint = stock.URL
+			}
+		}
+		run := runs[0]
+		create(cfg, run)
+
+		waiting := waitForPhase(run, v1alpha1.PhaseAwaitingInput)
+		Expect(waiting.Status.PendingInput.Agent).To(Equal("stock"))
+		Expect(waiting.Status.PendingInput.Question).To(Equal("Which warehouse: berlin or lyon?"))
+		Expect(annotate(carol, run, v1alpha1.AnnotationReply, "berlin")).To(Succeed())
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage+"\n"+stock.LogTail(4096))
+		Expect(sequence(run)).To(Equal([]string{"dispatcher->stock", "stock->", "stock->dispatcher", "dispatcher->"}))
+		Expect(run.Status.HandoffSequence[2].Reason).NotTo(BeEmpty())
+
+		var said []string
+		for _, r := range transcriptOf(run) {
+			if r.Kind == transcript.KindProgress {
+				var b batonrecords.ProgressBody
+				Expect(json.Unmarshal(r.Body, &b)).To(Succeed())
+				said = append(said, b.Text)
+			}
+			if r.Kind == transcript.KindStep && r.Step == 3 {
+				var b batonrecords.StepBody
+				Expect(json.Unmarshal(r.Body, &b)).To(Succeed())
+				Expect(b.Output).To(Equal("SKU-123: 42 units in berlin."))
+			}
+		}
+		Expect(said).To(Equal([]string{"counting SKU-123 in berlin"}))
 	})
 })

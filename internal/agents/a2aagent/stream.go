@@ -18,6 +18,9 @@ const maxArtifacts = 64
 // is followed by reading the task.
 func stream(ctx context.Context, client *a2aclient.Client, send *a2a.SendMessageRequest, updates agents.Updates) (finalState, error) {
 	var task *a2a.Task
+	// A reply's stream may start with the task as it was, still asking: until a status update
+	// comes, a task asking is that.
+	stale := send.Message.TaskID != ""
 	for ev, err := range client.SendStreamingMessage(ctx, send) {
 		if err != nil {
 			if task != nil && ctx.Err() == nil {
@@ -30,7 +33,11 @@ func stream(ctx context.Context, client *a2aclient.Client, send *a2a.SendMessage
 			return finalState{message: e}, nil
 		case *a2a.Task:
 			task = e
+			if stale && e.Status.State == a2a.TaskStateInputRequired {
+				continue
+			}
 		case *a2a.TaskStatusUpdateEvent:
+			stale = false
 			if task == nil {
 				task = &a2a.Task{ID: e.TaskID, ContextID: e.ContextID}
 			}
