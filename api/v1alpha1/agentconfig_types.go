@@ -214,6 +214,10 @@ type AgentConfigSpec struct {
 	// +kubebuilder:validation:Maximum=31536000
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// a2a serves the team as an Agent2Agent (A2A) agent from the operator (docs/a2a.md).
+	// +optional
+	A2A *A2AServing `json:"a2a,omitempty"`
 }
 
 // ContextBudget bounds what an agent sees of the run's earlier steps. The newest entries are

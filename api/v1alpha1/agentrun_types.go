@@ -24,8 +24,10 @@ const (
 	// operator is away.
 	AnnotationDecisions = "agents.baton.dev/decisions"
 	// AnnotationCreatedBy is the Kubernetes user who created the run. Only Baton writes it: its
-	// admission webhook sets it on create, whatever the request carried, and refuses any later
-	// change, so that a gate with allowSelfApproval: false can tell the creator from others.
+	// admission webhook sets it on create, whatever the request carried (but for a run the
+	// operator starts for an A2A message, which names the message's authenticated sender), and
+	// refuses any later change, so that a gate with allowSelfApproval: false can tell the
+	// creator from others.
 	AnnotationCreatedBy = "agents.baton.dev/created-by"
 )
 

@@ -114,6 +114,11 @@ func printRecord(w io.Writer, r records.Record) {
 		printToolRecord(w, r)
 		return
 	}
+	if r.Kind == "progress" {
+		b := r.ProgressBody()
+		fmt.Fprintf(w, "=== step %d: %s reports (%s) %s\n%s\n\n", r.Step, b.Agent, b.State, r.Time.Format(time.RFC3339), indent(b.Text))
+		return
+	}
 	if r.Kind != "step" {
 		// A record of nothing people decided (a run started from another keeps its next
 		// agent's input so) is not shown.
@@ -203,6 +208,10 @@ func (o *options) logsCmd() *cobra.Command {
 func logLine(r records.Record) string {
 	if r.IsTool() {
 		return toolLine(r)
+	}
+	if r.Kind == "progress" {
+		b := r.ProgressBody()
+		return fmt.Sprintf("%s  step %-3d %-16s reports: %s", r.Time.Format("15:04:05"), r.Step, b.Agent, textbound.Line(b.Text, 80))
 	}
 	if r.Kind != "step" {
 		d := r.DecisionBody()

@@ -38,3 +38,17 @@ func TestDecisionRecordsSayWhoDecidedWhat(t *testing.T) {
 		})
 	}
 }
+
+func TestProgressRecordsSayWhatARemoteAgentReported(t *testing.T) {
+	at := time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
+	r := records.Record{Kind: "progress", Step: 2, Time: at,
+		Body: json.RawMessage(`{"agent":"stock","state":"TASK_STATE_WORKING","text":"counting SKU-123 in berlin"}`)}
+	if got, want := logLine(r), "11:34:00  step 2   stock            reports: counting SKU-123 in berlin"; got != want {
+		t.Errorf("logs: %q, want %q", got, want)
+	}
+	var b bytes.Buffer
+	printRecord(&b, r)
+	if want := "=== step 2: stock reports (TASK_STATE_WORKING) 2026-11-22T11:34:00Z\n  counting SKU-123 in berlin\n\n"; b.String() != want {
+		t.Errorf("transcript: %q, want %q", b.String(), want)
+	}
+}

@@ -52,6 +52,8 @@ func parseFlags() config {
 		"The address the transcript API (HTTPS) listens on; 0 disables it. Whoever may get an AgentRun may read its transcript there.")
 	flag.StringVar(&o.TranscriptCertDir, "transcript-cert-dir", "",
 		"Directory with the transcript API's serving certificate (tls.crt, tls.key); defaults to --webhook-cert-dir, else a self-signed one.")
+	flag.StringVar(&o.A2AURL, "a2a-url", "",
+		"The transcript API's address as A2A clients reach it (https://host[:port]), which the AgentCards of teams with spec.a2a.expose name; empty, a card names the address its request came to.")
 	flag.BoolVar(&o.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	flag.Func("egress-allow", "Addresses the calls a config makes (models, HTTP agents, HTTP and MCP tools) may reach although the egress policy refuses them: CIDRs, IP addresses and host names (*.domain for a whole domain), comma-separated; may be repeated. The policy refuses loopback, link-local and cloud metadata addresses, after DNS resolution, and redirects to another origin.",

@@ -55,6 +55,10 @@ type Options struct {
 	// TranscriptReauthorize is how often a transcript stream checks again that its caller may
 	// read the run (default transcriptapi.DefaultReauthorize).
 	TranscriptReauthorize time.Duration
+	// A2AURL is the transcript API's address as A2A clients reach it (https://host[:port]):
+	// the AgentCards of teams served as A2A agents name it. Empty, a card names the address
+	// its request came to.
+	A2AURL string
 	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
 	Tools toolbox.Clients
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.

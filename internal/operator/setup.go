@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/baton-dev/baton/internal/a2aserver"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
@@ -163,6 +164,10 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return err
 	}
 	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Reauthorize: opts.TranscriptReauthorize}
+	mux := h.ServeMux()
+	// Teams served as A2A agents, beside the transcripts, with the same callers' identities.
+	teams := &a2aserver.Handler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: auth, URL: opts.A2AURL}
+	teams.Register(mux)
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
-		Handler: h.ServeMux(), Log: log, Listening: opts.TranscriptListening})
+		Handler: mux, Log: log, Listening: opts.TranscriptListening})
 }

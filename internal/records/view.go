@@ -30,6 +30,9 @@ func (r Record) StepBody() StepBody { return bodyAs[StepBody](r.Body) }
 // DecisionBody reads the body of a record of people's decisions.
 func (r Record) DecisionBody() DecisionBody { return bodyAs[DecisionBody](r.Body) }
 
+// ProgressBody reads the body of a record of what a remote agent reported.
+func (r Record) ProgressBody() ProgressBody { return bodyAs[ProgressBody](r.Body) }
+
 // IsTool says whether the record is one of a tool call's.
 func (r Record) IsTool() bool { return strings.HasPrefix(string(r.Kind), "tool") }
 

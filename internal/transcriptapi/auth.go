@@ -11,6 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -72,30 +73,63 @@ func NewAuth(ctx context.Context, kube kubernetes.Interface, log logr.Logger) (*
 // Check says whether the caller may read the run's transcript: whether they may get the
 // AgentRun. It returns 200, or the status to answer and why.
 func (a *Auth) Check(r *http.Request, namespace, name string) (int, string) {
+	_, status, msg := a.Authorize(r, Access{Verb: "get", Resource: "agentruns", Namespace: namespace, Name: name})
+	return status, msg
+}
+
+// Access is what a request asks to do, as RBAC names it, on Baton's API group.
+type Access struct {
+	Verb, Resource, Namespace, Name string
+}
+
+// Authenticate is the caller, or the status to answer and why.
+func (a *Auth) Authenticate(r *http.Request) (user.Info, int, string) {
 	res, ok, err := a.authn.AuthenticateRequest(r)
 	switch {
 	case err != nil:
 		a.log.V(4).Info("Authentication failed", "error", err.Error())
-		return http.StatusUnauthorized, "Unauthorized"
+		return nil, http.StatusUnauthorized, "Unauthorized"
 	case !ok:
-		return http.StatusUnauthorized, "Unauthorized: present a bearer token or a client certificate, as for the API server"
+		return nil, http.StatusUnauthorized, "Unauthorized: present a bearer token or a client certificate, as for the API server"
 	}
+	return res.User, http.StatusOK, ""
+}
+
+// Allowed says whether u may do what access names: 200, or the status to answer and why.
+func (a *Auth) Allowed(ctx context.Context, u user.Info, access Access) (int, string) {
 	attrs := authorizer.AttributesRecord{
-		User: res.User, Verb: "get", Namespace: namespace, APIGroup: v1alpha1.GroupVersion.Group,
-		APIVersion: v1alpha1.GroupVersion.Version, Resource: "agentruns", Name: name, ResourceRequest: true,
+		User: u, Verb: access.Verb, Namespace: access.Namespace, APIGroup: v1alpha1.GroupVersion.Group,
+		APIVersion: v1alpha1.GroupVersion.Version, Resource: access.Resource, Name: access.Name, ResourceRequest: true,
 	}
-	decision, reason, err := a.authz.Authorize(r.Context(), attrs)
+	decision, reason, err := a.authz.Authorize(ctx, attrs)
 	if err != nil {
-		a.log.Error(err, "Authorizing a transcript request", "user", res.User.GetName())
+		a.log.Error(err, "Authorizing a request", "user", u.GetName())
 		return http.StatusInternalServerError, "authorization failed: " + err.Error()
 	}
 	if decision != authorizer.DecisionAllow {
-		msg := fmt.Sprintf(`agentruns.agents.baton.dev %q is forbidden: User %q cannot get resource "agentruns" in API group "agents.baton.dev" in the namespace %q`,
-			name, res.User.GetName(), namespace)
+		what := fmt.Sprintf("%s.%s", access.Resource, v1alpha1.GroupVersion.Group)
+		if access.Name != "" {
+			what += fmt.Sprintf(" %q", access.Name)
+		}
+		msg := fmt.Sprintf(`%s is forbidden: User %q cannot %s resource %q in API group %q in the namespace %q`,
+			what, u.GetName(), access.Verb, access.Resource, v1alpha1.GroupVersion.Group, access.Namespace)
 		if reason != "" {
 			msg += ": " + reason
 		}
 		return http.StatusForbidden, msg
 	}
 	return http.StatusOK, ""
+}
+
+// Authorize authenticates the caller and checks they may do what access names: the caller, or
+// the status to answer and why.
+func (a *Auth) Authorize(r *http.Request, access Access) (user.Info, int, string) {
+	u, status, msg := a.Authenticate(r)
+	if status != http.StatusOK {
+		return nil, status, msg
+	}
+	if status, msg := a.Allowed(r.Context(), u, access); status != http.StatusOK {
+		return nil, status, msg
+	}
+	return u, http.StatusOK, ""
 }

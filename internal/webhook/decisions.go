@@ -79,11 +79,14 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 	user := req.UserInfo.Username
 	annotations := maps.Clone(run.Annotations)
 	if req.Operation == admissionv1.Create {
-		// Whoever creates the run is its creator, whatever the request says.
+		// Whoever creates the run is its creator, whatever the request says; but the operator
+		// creates runs for the callers it authenticated (an A2A message), and names them.
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[v1alpha1.AnnotationCreatedBy] = user
+		if user != w.Self || annotations[v1alpha1.AnnotationCreatedBy] == "" {
+			annotations[v1alpha1.AnnotationCreatedBy] = user
+		}
 	} else if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
 		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
 			v1alpha1.AnnotationCreatedBy))

@@ -1,0 +1,218 @@
+// Package a2aserver serves teams as Agent2Agent (A2A) agents: an AgentConfig with
+// spec.a2a.expose has an AgentCard and a JSON-RPC endpoint, in A2A 1.0 and 0.3, on the
+// operator's HTTPS address beside the transcript API, with the protocol's Go SDK. A task is an
+// AgentRun: a message starts one (or, for a task that asks for input, replies to it), and
+// getting, cancelling and subscribing to a task read and annotate the run (docs/a2a.md).
+//
+//	GET  /namespaces/{namespace}/agentconfigs/{name}/.well-known/agent-card.json
+//	POST /namespaces/{namespace}/agentconfigs/{name}/a2a        (JSON-RPC, A2A 1.0)
+//	POST /namespaces/{namespace}/agentconfigs/{name}/a2a/v0.3   (JSON-RPC, A2A 0.3)
+//
+// Callers authenticate as to the API server. Reading the card needs get on the AgentConfig;
+// sending a message that starts a task, create on agentruns in the namespace; a task is its
+// sender's, and anyone else needs get (to read or follow it) or update (to reply to or cancel
+// it) on the run.
+package a2aserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/transcriptapi"
+)
+
+// Auth authenticates and authorizes callers (transcriptapi.Auth).
+type Auth interface {
+	Authenticate(r *http.Request) (user.Info, int, string)
+	Allowed(ctx context.Context, u user.Info, access transcriptapi.Access) (int, string)
+}
+
+// Defaults of the Handler's bounds.
+const (
+	DefaultPoll            = 250 * time.Millisecond
+	DefaultMaxRequests     = 512
+	DefaultMaxCallerCalls  = 16
+	maxBody                = 1 << 20
+	maxIDBytes             = 256
+	cancelWait             = 10 * time.Second
+	retryAfterBusy         = "5"
+	pathPrefix             = "/namespaces/{namespace}/agentconfigs/{name}"
+	defaultCancelledReason = "cancelled through A2A by %s"
+)
+
+// Handler serves the teams that are exposed as A2A agents.
+type Handler struct {
+	// Client reads AgentConfigs and AgentRuns from the manager's cache and writes AgentRuns.
+	Client client.Client
+	// Reader reads an AgentRun from the API server, for a run just created that the cache
+	// may not hold yet.
+	Reader client.Reader
+	Auth   Auth
+	// URL is the operator's address as A2A clients reach it (https://host[:port]), which the
+	// cards name; empty, each card names the address its request came to.
+	URL string
+	// Poll is how often a task that is waited for or followed is read again (default
+	// DefaultPoll).
+	Poll time.Duration
+	// MaxRequests and MaxCallerCalls bound the JSON-RPC requests served at once, in all and
+	// from one caller; past them a caller is answered 429 (defaults DefaultMaxRequests and
+	// DefaultMaxCallerCalls).
+	MaxRequests, MaxCallerCalls int
+	Clock                       clock.PassiveClock
+
+	mu       sync.Mutex
+	inFlight int
+	byCaller map[string]int
+}
+
+// Register adds the A2A routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+pathPrefix+cardPath, h.card)
+	mux.HandleFunc("POST "+pathPrefix+v1Path, h.jsonrpc(func(t *team) http.Handler { return a2asrv.NewJSONRPCHandler(t) }))
+	mux.HandleFunc("POST "+pathPrefix+v03Path, h.jsonrpc(func(t *team) http.Handler { return a2av0.NewJSONRPCHandler(t) }))
+}
+
+// card serves an exposed team's AgentCard to whoever may get its AgentConfig.
+func (h *Handler) card(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	u, status, msg := h.Auth.Authenticate(r)
+	if status == http.StatusOK {
+		status, msg = h.Auth.Allowed(r.Context(), u, transcriptapi.Access{Verb: "get", Resource: "agentconfigs", Namespace: ns, Name: name})
+	}
+	if status != http.StatusOK {
+		writeError(w, status, msg)
+		return
+	}
+	cfg, status, msg := h.exposed(r.Context(), ns, name)
+	if status != http.StatusOK {
+		writeError(w, status, msg)
+		return
+	}
+	card := CardOf(cfg, h.base(r, ns, name))
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Vary", "A2A-Version")
+	if r.Header.Get("A2A-Version") == "1.0" {
+		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+		return
+	}
+	// A caller that names no version reads the card of 0.3 and 1.0 together. Its security
+	// schemes are left out: 1.0 and 0.3 write them apart, and a parser of either fails on the
+	// other's; the JSON-RPC endpoints answer 401 to a caller without credentials all the same.
+	card.SecuritySchemes, card.SecurityRequirements = nil, nil
+	a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)).ServeHTTP(w, r)
+}
+
+// jsonrpc serves an exposed team's JSON-RPC endpoint, in the protocol version serve speaks, to
+// an authenticated caller; each method checks what it needs.
+func (h *Handler) jsonrpc(serve func(*team) http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ns, name := r.PathValue("namespace"), r.PathValue("name")
+		u, status, msg := h.Auth.Authenticate(r)
+		if status != http.StatusOK {
+			writeError(w, status, msg)
+			return
+		}
+		if !h.acquire(u.GetName()) {
+			w.Header().Set("Retry-After", retryAfterBusy)
+			writeError(w, http.StatusTooManyRequests, "too many A2A requests at once; try again shortly")
+			return
+		}
+		defer h.release(u.GetName())
+		cfg, status, msg := h.exposed(r.Context(), ns, name)
+		if status != http.StatusOK {
+			writeError(w, status, msg)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		serve(&team{h: h, cfg: cfg, caller: u}).ServeHTTP(w, r)
+	}
+}
+
+// exposed is the AgentConfig, if it exists and is exposed as an A2A agent.
+func (h *Handler) exposed(ctx context.Context, ns, name string) (*v1alpha1.AgentConfig, int, string) {
+	cfg := &v1alpha1.AgentConfig{}
+	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, http.StatusNotFound, fmt.Sprintf("agentconfigs.agents.baton.dev %q not found in namespace %s", name, ns)
+		}
+		return nil, http.StatusInternalServerError, err.Error()
+	}
+	if cfg.Spec.A2A == nil || !cfg.Spec.A2A.Expose {
+		return nil, http.StatusNotFound, fmt.Sprintf("AgentConfig %s/%s is not served as an A2A agent: set spec.a2a.expose: true", ns, name)
+	}
+	return cfg, http.StatusOK, ""
+}
+
+// base is the URL a team's paths are under.
+func (h *Handler) base(r *http.Request, ns, name string) string {
+	root := h.URL
+	if root == "" {
+		root = "https://" + r.Host
+	}
+	return fmt.Sprintf("%s/namespaces/%s/agentconfigs/%s", root, ns, name)
+}
+
+// acquire takes a place for a caller's request, if one is free.
+func (h *Handler) acquire(caller string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	maxAll, maxOne := orDefault(h.MaxRequests, DefaultMaxRequests), orDefault(h.MaxCallerCalls, DefaultMaxCallerCalls)
+	if h.inFlight >= maxAll || h.byCaller[caller] >= maxOne {
+		return false
+	}
+	if h.byCaller == nil {
+		h.byCaller = map[string]int{}
+	}
+	h.inFlight++
+	h.byCaller[caller]++
+	return true
+}
+
+func (h *Handler) release(caller string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inFlight--
+	if h.byCaller[caller]--; h.byCaller[caller] <= 0 {
+		delete(h.byCaller, caller)
+	}
+}
+
+func (h *Handler) poll() time.Duration {
+	if h.Poll > 0 {
+		return h.Poll
+	}
+	return DefaultPoll
+}
+
+func (h *Handler) now() time.Time {
+	if h.Clock == nil {
+		return time.Now()
+	}
+	return h.Clock.Now()
+}
+
+func orDefault(n, d int) int {
+	if n > 0 {
+		return n
+	}
+	return d
+}
+
+// writeError answers with status and a JSON body that says why.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
