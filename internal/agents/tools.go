@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
-	"strings"
 	"sync"
 
 	"github.com/baton-dev/baton/internal/workflow"
@@ -108,7 +107,7 @@ type Reply struct {
 type Ask func(ctx context.Context, exchanges []Exchange, offered []OfferedTool) (*Reply, error)
 
 // DefaultMaxToolCalls is an agent's tool calls per step when its spec says nothing.
-const DefaultMaxToolCalls = 10
+const DefaultMaxToolCalls = workflow.DefaultAgentToolCalls
 
 // Converse runs a step's tool loop: it asks the model, makes the calls it asks for, and asks
 // again with the results, until the model answers. After the agent's maxToolCalls, the model
@@ -314,16 +313,4 @@ func FunctionName(server, tool string) string {
 	}
 	sum := sha256.Sum256([]byte(server + "/" + tool))
 	return name[:55] + "_" + hex.EncodeToString(sum[:4])
-}
-
-// ArgumentsDigest is a short digest of a call's arguments, the same for the same JSON value
-// however its keys are ordered or spaced.
-func ArgumentsDigest(args json.RawMessage) string {
-	var v any
-	canonical := []byte(strings.TrimSpace(string(args)))
-	if json.Unmarshal(args, &v) == nil {
-		canonical, _ = json.Marshal(v)
-	}
-	sum := sha256.Sum256(canonical)
-	return hex.EncodeToString(sum[:8])
 }

@@ -3,6 +3,7 @@ package records
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -52,7 +53,7 @@ type PinnedConfig struct {
 }
 
 // Check says why an export cannot be read as one, if it cannot: another version or kind, no
-// run, more records than an export holds, or records of another run's steps out of order.
+// run, or more records than an export holds. What each record says is checked as it is read.
 func (e *Export) Check() error {
 	switch {
 	case e.APIVersion != ExportVersion:
@@ -87,7 +88,27 @@ func ReadExport(data []byte) (*Export, error) {
 func (r Record) ToolCall() workflow.RecordedCall {
 	var b CallBody
 	_ = json.Unmarshal(r.Body, &b)
-	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Refused: b.Refused != "", ApprovedBy: b.ApprovedBy}
+	use := workflow.UseOf(r.Step, b.ToolCall)
+	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Digest: use.Digest, Malformed: use.Malformed,
+		Refused: b.Refused != "", Refusal: refusalOf(b), ApprovedBy: b.ApprovedBy}
+}
+
+// refusalOf is why a call was not made: as its record says, or, in a record written before
+// the reason was kept, as its words say.
+func refusalOf(b CallBody) workflow.Refusal {
+	switch {
+	case b.Refused == "" || b.Refusal != "":
+		return b.Refusal
+	case strings.HasPrefix(b.Refused, "rejected by "):
+		return workflow.RefusalRejected
+	case strings.HasPrefix(b.Refused, "not made: agent "):
+		return workflow.RefusalNotAllowed
+	case strings.HasPrefix(b.Refused, "not made: the arguments "):
+		return workflow.RefusalArguments
+	case strings.HasPrefix(b.Refused, "not made: this step's limit "):
+		return workflow.RefusalStepLimit
+	}
+	return ""
 }
 
 // Decided is what a decision record says people decided. Records written before decisions were

@@ -40,12 +40,14 @@ type CallBody struct {
 	workflow.ToolOutcome
 	// Structured is the tool's structured result, when it gave one.
 	Structured json.RawMessage `json:"structured,omitempty"`
-	// Refused says why a call was not made: rejected at its gate, not allowed, past a limit.
-	Refused        string    `json:"refused,omitempty"`
-	ApprovedBy     []string  `json:"approvedBy,omitempty"`
-	IdempotencyKey string    `json:"idempotencyKey,omitempty"`
-	Started        time.Time `json:"started"`
-	LatencyMs      int64     `json:"latencyMs"`
+	// Refused says why a call was not made: rejected at its gate, not allowed, past a limit;
+	// Refusal is which (records written before it was kept say it only in words).
+	Refused        string           `json:"refused,omitempty"`
+	Refusal        workflow.Refusal `json:"refusal,omitempty"`
+	ApprovedBy     []string         `json:"approvedBy,omitempty"`
+	IdempotencyKey string           `json:"idempotencyKey,omitempty"`
+	Started        time.Time        `json:"started"`
+	LatencyMs      int64            `json:"latencyMs"`
 }
 
 // HeldBody is a tool-gate record: the step held at a call, and what it used until then.

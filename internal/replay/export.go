@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
@@ -40,7 +41,15 @@ type Builder struct {
 	rec    Recording
 	steps  map[int32]builtStep
 	calls  map[int32][]workflow.RecordedCall
+	turns  map[int32]*turnUse
 	latest []v1alpha1.HandoffRecord
+}
+
+// turnUse is what a step's model turns used, as far as the builder has read them, and how much
+// of it came before each call.
+type turnUse struct {
+	tokens, inputTokens int64
+	before              map[int32][2]int64
 }
 
 // builtStep is a step as the builder keeps it.
@@ -58,7 +67,7 @@ func NewBuilder(run string, spec v1alpha1.AgentRunSpec, status v1alpha1.AgentRun
 	if status.StartTime == nil {
 		return nil, fmt.Errorf("run %s never started: there is nothing to replay", run)
 	}
-	b := &Builder{steps: map[int32]builtStep{}, calls: map[int32][]workflow.RecordedCall{}, latest: status.HandoffSequence}
+	b := &Builder{steps: map[int32]builtStep{}, calls: map[int32][]workflow.RecordedCall{}, turns: map[int32]*turnUse{}, latest: status.HandoffSequence}
 	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, Started: status.StartTime.Time, End: status}
 	return b, nil
 }
@@ -78,9 +87,20 @@ func (b *Builder) Add(r records.Record) error {
 		}
 		res := body.StepResult()
 		res.Input = "" // the replayed step's input is the replayed run's
-		b.steps[r.Step] = builtStep{attempt: r.Attempt, step: workflow.RecordedStep{Result: res, Time: r.Time}, previous: body.Previous}
+		latency := time.Duration(max(body.LatencyMs, 0)) * time.Millisecond
+		b.steps[r.Step] = builtStep{attempt: r.Attempt, step: workflow.RecordedStep{Result: res, Time: r.Time, Latency: latency}, previous: body.Previous}
+	case r.Kind == transcript.KindToolTurn:
+		b.addTurn(r)
 	case r.Kind == transcript.KindTool:
-		b.calls[r.Step] = append(b.calls[r.Step], r.ToolCall())
+		call := r.ToolCall()
+		if u := b.turns[r.Step]; u != nil {
+			var body records.CallBody
+			if json.Unmarshal(r.Body, &body) == nil {
+				used := u.before[body.Index]
+				call.Tokens, call.InputTokens = used[0], used[1]
+			}
+		}
+		b.calls[r.Step] = append(b.calls[r.Step], call)
 		if b.ToolResults {
 			b.addResult(r)
 		}
@@ -89,6 +109,29 @@ func (b *Builder) Add(r records.Record) error {
 	}
 	return nil
 }
+
+// addTurn adds what a model turn of a step used, and notes it for the calls the turn asked for.
+func (b *Builder) addTurn(r records.Record) {
+	var body records.TurnBody
+	if json.Unmarshal(r.Body, &body) != nil {
+		return
+	}
+	u := b.turns[r.Step]
+	if u == nil {
+		u = &turnUse{before: map[int32][2]int64{}}
+		b.turns[r.Step] = u
+	}
+	u.tokens += max(body.Tokens, 0)
+	u.inputTokens += max(body.InputTokens, 0)
+	for _, c := range body.Calls {
+		if len(u.before) < maxCallsKept {
+			u.before[c.Index] = [2]int64{u.tokens, u.inputTokens}
+		}
+	}
+}
+
+// maxCallsKept bounds the calls of one step whose use the builder keeps.
+const maxCallsKept = 4096
 
 // addResult keeps the result of a tool record's call, if the call was made.
 func (b *Builder) addResult(r records.Record) {

@@ -11,7 +11,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -60,6 +63,10 @@ type LiveTurn struct {
 	// Previous is the answer a continuation or repair works on, and Errors why it failed its
 	// schema.
 	Previous, Errors string
+	// Uses are the tool calls the replayed run's guards passed so far, for the repeated-call
+	// detector: the turn's calls go through the same guards (workflow.GuardCall), and are
+	// added.
+	Uses *workflow.ToolUses
 }
 
 // Options are how a replay goes.
@@ -102,10 +109,27 @@ type Report struct {
 	Live []int32 `json:"live,omitempty"`
 }
 
-// Same reports whether the replay reproduced the recorded run: the same path, tokens and end.
+// Same reports whether the replay reproduced the recorded run from the recording alone: the
+// same path, tokens, cost and end, and no turn answered live.
 func (r Report) Same() bool {
-	return r.Diverged == 0 && r.Stopped == "" && r.Recorded.Reason == r.Replayed.Reason &&
-		r.Recorded.Tokens == r.Replayed.Tokens && r.Recorded.Phase == r.Replayed.Phase
+	return r.Diverged == 0 && r.Stopped == "" && len(r.Live) == 0 && r.Recorded.Reason == r.Replayed.Reason &&
+		r.Recorded.Tokens == r.Replayed.Tokens && r.Recorded.Phase == r.Replayed.Phase && sameCost(r.Recorded.Cost, r.Replayed.Cost)
+}
+
+// sameCost reports whether two costs are the same amount ("" being none).
+func sameCost(a, b string) bool {
+	amount := func(s string) (decimal.Decimal, error) {
+		if s == "" {
+			return decimal.Zero, nil
+		}
+		return cost.Parse(s)
+	}
+	x, errA := amount(a)
+	y, errB := amount(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return x.Equal(y)
 }
 
 // Run replays the recording on plan p: the plan of the config to check, for the recorded run
@@ -114,8 +138,8 @@ func Run(p *workflow.Plan, rec Recording, opts Options) Report {
 	r := newRunner(p, rec, opts)
 	r.run()
 	return Report{
-		Recorded: summary(rec.End, rec.Path, rec.Decisions),
-		Replayed: summary(r.st, r.history, r.applied),
+		Recorded: summary(rec.End, rec.Path, gateNames(rec.Decisions)),
+		Replayed: summary(r.st, r.history, r.reached),
 		Diverged: diverged(rec.Path, r.history),
 		Stopped:  r.stopped,
 		Live:     r.live,
@@ -136,8 +160,10 @@ type runner struct {
 	// history is the replayed handoff sequence, whole (status keeps the latest); applied the
 	// decisions the replayed run applied, whole.
 	history []v1alpha1.HandoffRecord
-	applied []workflow.Decided
+	reached []string
 	stopped string
+	// uses are the tool calls that passed the guards, for the repeated-call detector.
+	uses workflow.ToolUses
 
 	opts Options
 	// context is what the replayed run's steps and people said, for live turns; last the
@@ -204,18 +230,57 @@ func (r *runner) step() {
 	}
 	turn := queue[0]
 	r.turns[next.Agent] = queue[1:]
-	if err := r.p.CheckRecordedCalls(next.Number, next.Agent, turn.Calls); err != nil {
-		r.stop("%v", err)
-		return
-	}
-	res := turn.Result
-	res.Input = next.Input
-	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
-	res.Held = nil
 	if turn.Time.After(r.now) {
 		r.now = turn.Time
 	}
+	res, ok := r.recorded(next, turn)
+	if !ok {
+		return
+	}
+	res.Input = next.Input
+	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
+	res.Held = nil
 	r.applyStep(res)
+}
+
+// recorded is what a recorded turn answers step next under the replayed plan: its answer, or a
+// timeout, or the guard that stops the run at one of its tool calls. ok is false when the
+// recording cannot say (the replay stopped, or the step was answered live).
+func (r *runner) recorded(next workflow.Step, turn workflow.RecordedStep) (workflow.StepResult, bool) {
+	calls, err := r.p.GuardRecordedCalls(next.Number, next.Agent, r.st.ToolCalls, &r.uses, turn.Calls)
+	if err != nil {
+		r.stop("%v", err)
+		return workflow.StepResult{}, false
+	}
+	r.reach(calls.Gates...)
+	if calls.Trip != nil {
+		return workflow.StepResult{Agent: next.Agent, Result: workflow.Result{Trip: calls.Trip,
+			Tokens: calls.Tokens, InputTokens: calls.InputTokens, ToolCalls: calls.ToolCalls}}, true
+	}
+	if trip := turn.Result.Trip; trip != nil {
+		now, err := r.p.GuardRecordedTrip(next.Agent, r.st.ToolCalls, &r.uses, calls, trip)
+		if err != nil {
+			r.stop("%v", err)
+			return workflow.StepResult{}, false
+		}
+		turn.Result.Trip = now
+	}
+	res, known := r.p.Timed(turn)
+	if !known {
+		r.stop("step %d is %s's, whose recorded turn timed out after %s, and under this config it would have waited longer for the answer",
+			next.Number, next.Agent, turn.Latency.Round(time.Millisecond))
+		return workflow.StepResult{}, false
+	}
+	return res, true
+}
+
+// reach notes gates the replayed run reached, in order.
+func (r *runner) reach(gates ...string) {
+	for _, g := range gates {
+		if g != "" && !slices.Contains(r.reached, g) {
+			r.reached = append(r.reached, g)
+		}
+	}
 }
 
 // answerLive answers a step the recording holds no turn for: live, when the replay may, else it
@@ -229,7 +294,7 @@ func (r *runner) answerLive(next workflow.Step) {
 		r.stop("step %d is %s's, and the replay answered %d turns live, as many as it may", next.Number, next.Agent, len(r.live))
 		return
 	}
-	turn := LiveTurn{Step: next, From: r.st.DeepCopy(), Now: r.now, Context: slices.Clone(r.context)}
+	turn := LiveTurn{Step: next, From: r.st.DeepCopy(), Now: r.now, Context: slices.Clone(r.context), Uses: &r.uses}
 	if next.Continues || next.Repairs {
 		turn.Previous, turn.Errors = r.last, r.errors
 	}
@@ -276,7 +341,7 @@ func (r *runner) decide() {
 			}
 		} else {
 			r.seq++
-			r.apply(workflow.Decide(r.p, r.st, d.Queued(r.seq), r.now))
+			r.apply(d.Apply(r.p, r.st, r.seq))
 		}
 		return
 	}
@@ -310,7 +375,10 @@ func matches(d workflow.Decided, gate string, waiting v1alpha1.RunPhase) bool {
 func (r *runner) apply(d workflow.Update) {
 	r.st = d.Status
 	r.context = append(r.context, d.Context...)
-	r.applied = append(r.applied, d.Decided...)
+	r.reach(gateNames(d.Decided)...)
+	if pa := r.st.PendingApproval; pa != nil {
+		r.reach(pa.Gate)
+	}
 	r.keep()
 }
 
@@ -334,23 +402,32 @@ func (r *runner) stop(format string, args ...any) {
 	}
 }
 
-// summary is what a run with this status at its end, path and decisions came to.
-func summary(st v1alpha1.AgentRunStatus, path []v1alpha1.HandoffRecord, decided []workflow.Decided) Summary {
+// summary is what a run with this status at its end, path and gates reached came to.
+func summary(st v1alpha1.AgentRunStatus, path []v1alpha1.HandoffRecord, gates []string) Summary {
 	return Summary{Phase: st.Phase, Reason: st.TerminationReason, Message: st.TerminationMessage,
-		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path, Output: st.Output, Gates: gatesOf(st, decided)}
+		Steps: st.StepCount, Tokens: st.TokensUsed, Cost: st.Cost, Path: path, Output: st.Output, Gates: gatesOf(st, gates)}
 }
 
-// gatesOf are the gates a run reached: those decided, in order, then the one it waits at. The
+// gateNames are the gates decisions were made at, in order.
+func gateNames(decided []workflow.Decided) []string {
+	out := make([]string, 0, len(decided))
+	for _, d := range decided {
+		out = append(out, d.Gate)
+	}
+	return out
+}
+
+// gatesOf are the gates a run reached: those given, in order, then the one it waits at. The
 // decisions are the run's whole list (status.approvals keeps only the latest).
-func gatesOf(st v1alpha1.AgentRunStatus, decided []workflow.Decided) []string {
+func gatesOf(st v1alpha1.AgentRunStatus, gates []string) []string {
 	var out []string
 	add := func(g string) {
 		if g != "" && !slices.Contains(out, g) {
 			out = append(out, g)
 		}
 	}
-	for _, d := range decided {
-		add(d.Gate)
+	for _, g := range gates {
+		add(g)
 	}
 	// Records written before decisions were kept whole name none: the status's do.
 	for _, a := range st.Approvals {

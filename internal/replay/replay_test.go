@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +286,187 @@ func TestTheGatesReachedAreReadFromEveryDecisionNotTheStatussLatest(t *testing.T
 	r := Run(p, rec, Options{})
 	if strings.Join(r.Recorded.Gates, ",") != "refund" || strings.Join(r.Replayed.Gates, ",") != "refund" {
 		t.Errorf("recorded gates %v, replayed gates %v", r.Recorded.Gates, r.Replayed.Gates)
+	}
+}
+
+// lookups is the helpdesk whose billing agent looks invoices up with the crm tool.
+func lookups() *ConfigWrapper {
+	return MakeConfig("helpdesk", "ns").HTTPTool("crm", "http://crm.example").Agents(
+		MakeAgent("triage").HandsOffTo("billing", "resolver"),
+		MakeAgent("billing").HandsOffTo("triage").Tools(Uses("crm")),
+		MakeAgent("resolver").Terminator(),
+	)
+}
+
+// withLookups gives each of billing's recorded steps n calls of the crm tool, each after a
+// model turn of 10 tokens, with the same arguments when same is set.
+func withLookups(rec Recording, n int, same bool) Recording {
+	rec.Steps = slices.Clone(rec.Steps)
+	for i := range rec.Steps {
+		s := &rec.Steps[i]
+		if s.Result.Agent != "billing" {
+			continue
+		}
+		s.Result.ToolCalls = int32(n)
+		for c := range n {
+			digest := fmt.Sprintf("args-%d-%d", i, c)
+			if same {
+				digest = "args"
+			}
+			s.Calls = append(s.Calls, workflow.RecordedCall{Server: "crm", Tool: "crm", Digest: digest, Tokens: int64(10 * (c + 1))})
+		}
+	}
+	return rec
+}
+
+// A lower tool-call limit, a per-step limit or the repeated-call detector are guards the
+// recorded calls go through again: the replay ends where the operator would have stopped the
+// run, or stops where the agent would have been refused a call it made.
+func TestAReplayPutsRecordedToolCallsThroughTheGuardsAgain(t *testing.T) {
+	p := plan(t, lookups())
+	rec := billingTicket(t, p)
+	rec.End.ToolCalls = 6
+	cases := map[string]struct {
+		config  *ConfigWrapper
+		rec     Recording
+		reason  v1alpha1.TerminationReason
+		stopped string
+	}{
+		"the same config": {config: lookups(), rec: withLookups(rec, 3, false), reason: v1alpha1.ReasonCompleted},
+		"a run limit the second step passes": {config: lookups().MaxToolCalls(4), rec: withLookups(rec, 3, false),
+			reason: v1alpha1.ReasonToolCallLimitExceeded},
+		"repeated calls past the detector": {config: lookups().MaxRepeatedToolCalls(2), rec: withLookups(rec, 3, true),
+			reason: v1alpha1.ReasonLoopDetected},
+		"a step limit below the calls made": {config: MakeConfig("helpdesk", "ns").HTTPTool("crm", "http://crm.example").Agents(
+			MakeAgent("triage").HandsOffTo("billing", "resolver"),
+			MakeAgent("billing").HandsOffTo("triage").Tools(Uses("crm")).MaxToolCalls(2),
+			MakeAgent("resolver").Terminator()), rec: withLookups(rec, 3, false),
+			stopped: "step 2's call 3, of crm/crm, was made, and under the current config it is refused (this step's limit of 2 tool calls is reached"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := Run(plan(t, tc.config), tc.rec, Options{})
+			switch {
+			case tc.stopped != "":
+				if !strings.HasPrefix(r.Stopped, tc.stopped) || r.Same() {
+					t.Fatalf("stopped %q, want %q", r.Stopped, tc.stopped)
+				}
+			case r.Replayed.Reason != tc.reason || r.Stopped != "":
+				t.Fatalf("replayed %s (%s), stopped %q; want %s", r.Replayed.Reason, r.Replayed.Message, r.Stopped, tc.reason)
+			case tc.reason == v1alpha1.ReasonCompleted:
+				if !r.Same() {
+					t.Errorf("the same config did not reproduce the run: %+v", r)
+				}
+			default:
+				if r.Same() || r.Diverged == 0 {
+					t.Errorf("a run stopped by a guard was reported reproduced: diverged %d", r.Diverged)
+				}
+			}
+		})
+	}
+	// The tripped step counts what its turns used up to the call that tripped.
+	r := Run(plan(t, lookups().MaxToolCalls(4)), withLookups(rec, 3, false), Options{})
+	if r.Replayed.Tokens != 100+100+100+20 {
+		t.Errorf("tokens %d: want three whole steps and the 20 of step 4's turns before its second call", r.Replayed.Tokens)
+	}
+}
+
+// A recorded call the current config would refuse for its own reason, or one refused then
+// that it would make, cannot be replayed from the recording: the agent would have been told
+// otherwise.
+func TestARecordedRefusalIsKeptOnlyWhereTheConfigStillRefuses(t *testing.T) {
+	p := plan(t, lookups())
+	rec := billingTicket(t, p)
+	rec.Steps[1].Calls = []workflow.RecordedCall{{Server: "crm", Tool: "crm", Digest: "a", Refused: true, Refusal: workflow.RefusalStepLimit}}
+	r := Run(p, rec, Options{})
+	if !strings.Contains(r.Stopped, "was refused (StepLimit), and under the current config it would be made") {
+		t.Errorf("stopped %q", r.Stopped)
+	}
+	rec.Steps[1].Calls[0].Refusal = workflow.RefusalNotAllowed
+	notAllowed := MakeConfig("helpdesk", "ns").HTTPTool("crm", "http://crm.example").Agents(
+		MakeAgent("triage").HandsOffTo("billing", "resolver"),
+		MakeAgent("billing").HandsOffTo("triage").Tools(Uses("crm").Allow("other")),
+		MakeAgent("resolver").Terminator())
+	if r := Run(plan(t, notAllowed), rec, Options{}); r.Stopped != "" {
+		t.Errorf("a call refused then and now: stopped %q", r.Stopped)
+	}
+}
+
+// A gate's timeout that comes, under the new config, before the recorded decision decides the
+// gate first, as the operator would have found it.
+func TestAGateTimeoutBeforeTheRecordedDecisionDecidesFirst(t *testing.T) {
+	p := plan(t, helpdesk().Gate("refund", "billing", 1))
+	rec := billingTicket(t, p) // bob approves a second after each gate opens
+	r := Run(plan(t, helpdesk().Gate("refund", "billing", 1).GateTimeout("refund", 500*time.Millisecond, "Reject")), rec, Options{})
+	if r.Replayed.Reason != v1alpha1.ReasonApprovalExpired || r.Same() {
+		t.Fatalf("a 500ms timeout that rejects: replayed %s (%s), stopped %q", r.Replayed.Reason, r.Replayed.Message, r.Stopped)
+	}
+	if r := Run(plan(t, helpdesk().Gate("refund", "billing", 1).GateTimeout("refund", time.Hour, "Reject")), rec, Options{}); !r.Same() {
+		t.Errorf("a timeout after the decision changes nothing: %+v", r)
+	}
+}
+
+// A step that took longer than its agent may now take times out in the replay.
+func TestARecordedStepPastANewAgentTimeoutTimesOut(t *testing.T) {
+	p := plan(t, helpdesk())
+	rec := billingTicket(t, p)
+	for i := range rec.Steps {
+		rec.Steps[i].Latency = 5 * time.Second
+	}
+	if r := Run(p, rec, Options{}); !r.Same() {
+		t.Fatalf("on the same config: %+v", r)
+	}
+	r := Run(plan(t, helpdesk().AgentTimeout(2*time.Second)), rec, Options{})
+	if r.Same() || r.Diverged != 1 || !strings.Contains(r.Replayed.Path[0].Reason, "timed out after 2s") {
+		t.Fatalf("agentTimeout 2s: diverged at %d, replayed %s, path %+v", r.Diverged, r.Replayed.Reason, r.Replayed.Path)
+	}
+	// A step that timed out then, where the agent may now wait longer, has no recorded answer.
+	rec.Steps[0].Result = workflow.StepResult{Agent: "triage", TimedOut: true, Error: "timed out after 5s"}
+	r = Run(plan(t, helpdesk().AgentTimeout(time.Minute)), rec, Options{})
+	if !strings.Contains(r.Stopped, "step 1 is triage's, whose recorded turn timed out after 5s") {
+		t.Errorf("stopped %q", r.Stopped)
+	}
+}
+
+// The cost is part of what a replay reproduces, and a replay with live turns reproduced
+// nothing from the recording alone.
+func TestSameComparesCostAndNoLiveTurns(t *testing.T) {
+	r := Report{Recorded: Summary{Phase: v1alpha1.PhaseSucceeded, Cost: "0.50"}, Replayed: Summary{Phase: v1alpha1.PhaseSucceeded, Cost: "0.5"}}
+	if !r.Same() {
+		t.Errorf("0.50 and 0.5 are the same amount")
+	}
+	r.Replayed.Cost = "0.51"
+	if r.Same() {
+		t.Errorf("another cost is another run")
+	}
+	r.Replayed.Cost, r.Live = "0.50", []int32{3}
+	if r.Same() {
+		t.Errorf("a replay with a live turn was reported reproduced")
+	}
+}
+
+// A run a guard ended at a tool call is ended there again where the guard still holds, and the
+// replay stops where the new config would have made the call: nothing recorded its result.
+func TestARecordedToolTripIsJudgedByTheNewConfig(t *testing.T) {
+	p := plan(t, lookups().MaxToolCalls(4))
+	tripped := workflow.Result{Output: "", Tokens: 20, ToolCalls: 1, Trip: &workflow.ToolTrip{Reason: v1alpha1.ReasonToolCallLimitExceeded,
+		Message: "limits.maxToolCalls 4 reached", Call: &workflow.ToolUse{Server: "crm", Tool: "crm", Digest: "args-3-1", Step: 4}}}
+	rec := record(t, p,
+		answer("triage", "billing question", "billing"),
+		answer("billing", "refund issued", "triage"),
+		answer("triage", "one more", "billing"),
+		turn{"billing", tripped},
+	)
+	rec = withLookups(rec, 3, false)
+	rec.Steps[3].Calls = rec.Steps[3].Calls[:1]
+	if rec.End.TerminationReason != v1alpha1.ReasonToolCallLimitExceeded {
+		t.Fatalf("recorded %s", rec.End.TerminationReason)
+	}
+	if r := Run(p, rec, Options{}); !r.Same() {
+		t.Fatalf("on the same config: replayed %s, stopped %q", r.Replayed.Reason, r.Stopped)
+	}
+	r := Run(plan(t, lookups().MaxToolCalls(10)), rec, Options{})
+	if !strings.Contains(r.Stopped, "step 4's call of crm/crm ended the run (ToolCallLimitExceeded), and under the current config it would be made") {
+		t.Errorf("a higher limit: stopped %q, replayed %s", r.Stopped, r.Replayed.Reason)
 	}
 }

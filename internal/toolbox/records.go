@@ -85,7 +85,7 @@ func RunToolUses(ctx context.Context, store transcript.Store, runUID string, ste
 		var b records.TurnBody
 		if json.Unmarshal(rec.Body, &b) == nil {
 			for _, c := range b.Calls {
-				uses.Add(useOf(rec.Step, c))
+				uses.Add(workflow.UseOf(rec.Step, c))
 			}
 		}
 		return true, nil
@@ -94,10 +94,6 @@ func RunToolUses(ctx context.Context, store transcript.Store, runUID string, ste
 		return nil, fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
 	}
 	return uses, nil
-}
-
-func useOf(step int32, c workflow.ToolCall) workflow.ToolUse {
-	return workflow.ToolUse{Server: c.Server, Tool: c.Tool, Digest: agents.ArgumentsDigest(c.Arguments), Step: step}
 }
 
 // toolDecision is what people decided at the gate of a call, from the run's status: found is

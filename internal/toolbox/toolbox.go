@@ -39,9 +39,8 @@ type Clients interface {
 
 // Bounds of what a model may ask of a tool.
 const (
-	maxArgumentsBytes = 64 << 10
-	maxTurnTextBytes  = 64 << 10
-	maxCallIDBytes    = 128
+	maxTurnTextBytes = 64 << 10
+	maxCallIDBytes   = 128
 )
 
 // Box is one step's agents.Toolbox: it offers the agent's tools, records every turn and
@@ -94,7 +93,7 @@ func (b *Box) load(ctx context.Context) error {
 		}
 	}
 	for _, c := range done {
-		b.uses.Add(useOf(b.step, c.ToolCall))
+		b.uses.Add(workflow.UseOf(b.step, c.ToolCall))
 		if c.Made {
 			b.made++
 		}
@@ -172,7 +171,7 @@ func (b *Box) Asked(ctx context.Context, turn *agents.Turn) error {
 		if c.ID == "" {
 			c.ID = fmt.Sprintf("call_%d", c.Index)
 		}
-		if len(c.Arguments) > maxArgumentsBytes || !json.Valid(c.Arguments) {
+		if len(c.Arguments) > workflow.MaxToolArgumentsBytes || !json.Valid(c.Arguments) {
 			// Kept as a string, so the record stays small and the model sees what it sent.
 			quoted, _ := json.Marshal(textbound.Bytes(string(c.Arguments), 256))
 			c.Arguments = quoted
@@ -192,27 +191,15 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		body.ToolOutcome = workflow.ToolOutcome{IsError: true, Content: why}
 		return agents.Prepared{Outcome: body.ToolOutcome}, b.recordCall(ctx, body)
 	}
-	use := useOf(b.step, call)
-	limit := int32(agents.DefaultMaxToolCalls)
-	if a := b.plan.Agent(b.agent); a != nil && a.MaxToolCalls != nil {
-		limit = *a.MaxToolCalls
-	}
-	switch {
-	case !b.plan.ToolAllowed(b.agent, call.Server, call.Tool):
-		b.uses.Add(use)
-		return refuse(fmt.Sprintf("not made: agent %s may not call %s/%s", b.agent, call.Server, call.Tool))
-	case len(call.Arguments) > 0 && call.Arguments[0] != '{':
-		b.uses.Add(use)
-		return refuse(fmt.Sprintf("not made: the arguments must be a JSON object of at most %d bytes", maxArgumentsBytes))
-	case b.made >= limit:
-		b.uses.Add(use)
-		return refuse(fmt.Sprintf("not made: this step's limit of %d tool calls is reached; answer with what you have", limit))
-	}
 	runMade := b.statusCalls - b.progress.CountedCalls + b.made
-	if trip, stop := workflow.CheckToolCall(b.plan, runMade, b.uses, use); stop {
-		return agents.Prepared{}, &workflow.ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop}
+	v := workflow.GuardCall(b.plan, b.agent, b.made, runMade, b.uses, workflow.UseOf(b.step, call))
+	switch {
+	case v.Trip != nil:
+		return agents.Prepared{}, v.Trip
+	case v.Refusal != "":
+		body.Refusal = v.Refusal
+		return refuse(v.Why)
 	}
-	b.uses.Add(use)
 	if g, ok := b.plan.ToolGate(b.agent, call.Server, call.Tool); ok {
 		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
 		switch {
@@ -223,6 +210,7 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 			if rec.Feedback != "" {
 				why += ": " + rec.Feedback
 			}
+			body.Refusal = workflow.RefusalRejected
 			return refuse(why)
 		}
 		body.ApprovedBy = approvedBy

@@ -148,6 +148,8 @@ type ToolTrip struct {
 	Reason  v1alpha1.TerminationReason `json:"reason"`
 	Message string                     `json:"message"`
 	Loop    *v1alpha1.LoopStatus       `json:"loop,omitempty"`
+	// Call is the call the guard stopped, when a guard of the calls did (GuardCall).
+	Call *ToolUse `json:"call,omitempty"`
 }
 
 func (t *ToolTrip) Error() string { return t.Message }

@@ -1,8 +1,8 @@
 package workflow
 
 import (
+	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -27,19 +27,48 @@ type RecordedStep struct {
 	Result StepResult
 	// Time is when the step ended.
 	Time time.Time
-	// Calls are the tool calls the step made, as their records hold them.
+	// Calls are the tool calls the step asked for, in order, as their records hold them.
 	Calls []RecordedCall
+	// Latency is how long the step's last attempt took, when the record says.
+	Latency time.Duration
 }
 
 // RecordedCall is a tool call of a recorded step.
 type RecordedCall struct {
 	Server, Tool string
+	// Digest is the digest of its arguments (ArgumentsDigest), and Malformed is set when they
+	// were not a JSON object.
+	Digest    string
+	Malformed bool
 	// Refused is set when the call was not made (rejected at its gate, not allowed, past a
-	// limit).
+	// limit), and Refusal says why, when the record does.
 	Refused bool
+	Refusal Refusal
 	// ApprovedBy are who approved the call at its gate (v1alpha1.ByTimeout for its timeout).
 	ApprovedBy []string
+	// Tokens and InputTokens are what the step's model turns used up to the one that asked
+	// for the call.
+	Tokens, InputTokens int64
 }
+
+// Timed is the recorded step's result under the plan's step timeout: a step that took longer
+// than its agent may now is a step that timed out. known is false for a step that timed out
+// where the plan would have waited longer: what the agent would have answered is not recorded.
+func (p *Plan) Timed(s RecordedStep) (res StepResult, known bool) {
+	limit := p.StepTimeout(s.Result.Agent)
+	switch {
+	case s.Latency <= 0:
+		return s.Result, true
+	case s.Result.TimedOut:
+		return s.Result, s.Latency >= limit
+	case s.Latency > limit+LateAnswer:
+		return StepResult{Agent: s.Result.Agent, Input: s.Result.Input, TimedOut: true, Error: fmt.Sprintf("timed out after %s", limit)}, true
+	}
+	return s.Result, true
+}
+
+// LateAnswer is how long past a step's deadline an agent's answer is still taken.
+const LateAnswer = time.Second
 
 // Replay rebuilds the status of an earlier run, step by step, as its transcript is read: Decided
 // takes the decisions recorded after a step, Step the next step, and Status the status after
@@ -48,6 +77,8 @@ type Replay struct {
 	p   *Plan
 	run string
 	st  v1alpha1.AgentRunStatus
+	// uses are the tool calls that passed the guards, for the repeated-call detector.
+	uses ToolUses
 	// after holds the decisions recorded after each step, until the next step is replayed.
 	after map[int32][]Decided
 	// seq numbers the decisions replayed, for Decide's order.
@@ -109,8 +140,19 @@ func (r *Replay) take(n int32, s RecordedStep) error {
 	if next := Next(r.p, st); next.Agent != s.Result.Agent {
 		return fmt.Errorf("step %d was taken by %s, but %s has control after step %d in the current config", n, s.Result.Agent, next.Agent, n-1)
 	}
-	if err := r.p.checkCalls(n, s.Result.Agent, s.Calls); err != nil {
-		return err
+	calls, err := r.p.GuardRecordedCalls(n, s.Result.Agent, st.ToolCalls, &r.uses, s.Calls)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: start from step %d or earlier", err, n-1)
+	case calls.Trip != nil:
+		return fmt.Errorf("step %d's call %d would end the run under the current config (%s): start from step %d or earlier", n, calls.At+1, calls.Trip.Message, n-1)
+	}
+	res, known := r.p.Timed(s)
+	switch {
+	case !known:
+		return fmt.Errorf("step %d timed out after %s, and under the current config %s would have waited longer for its answer: start from step %d or earlier", n, s.Latency.Round(time.Millisecond), s.Result.Agent, n-1)
+	case res.TimedOut != s.Result.TimedOut:
+		return fmt.Errorf("step %d took %s, and under the current config %s times out after %s: start from step %d or earlier", n, s.Latency.Round(time.Millisecond), s.Result.Agent, r.p.StepTimeout(s.Result.Agent), n-1)
 	}
 	r.st = Apply(r.p, r.st, s.Result, s.Time).Status
 	return nil
@@ -121,7 +163,7 @@ func (r *Replay) take(n int32, s RecordedStep) error {
 func (r *Replay) decide(n int32) {
 	for _, d := range r.after[n] {
 		if d.Step != 0 || d.ToolCall != 0 || strings.HasPrefix(d.Gate, v1alpha1.ToolGatePrefix) {
-			// A tool gate's decision is judged with the call it held (checkCalls).
+			// A tool gate's decision is judged with the call it held (GuardRecordedCalls).
 			continue
 		}
 		if d.By == v1alpha1.ByTimeout {
@@ -134,7 +176,7 @@ func (r *Replay) decide(n int32) {
 			continue
 		}
 		r.seq++
-		r.st = Decide(r.p, r.st, d.queued(r.seq), d.Time.Time).Status
+		r.st = d.Apply(r.p, r.st, r.seq).Status
 	}
 	delete(r.after, n)
 }
@@ -178,30 +220,6 @@ func (d Decided) queued(seq int64) decisions.Queued {
 	return q
 }
 
-// checkCalls says why a recorded step's tool calls could not have been made under the plan, if
-// they could not: its agent may no longer call a tool it called, or a call was made without the
-// approvals the tool's gate now needs.
-func (p *Plan) checkCalls(n int32, agent string, calls []RecordedCall) error {
-	for _, c := range calls {
-		if c.Refused {
-			continue
-		}
-		if !p.ToolAllowed(agent, c.Server, c.Tool) {
-			return fmt.Errorf("step %d called %s/%s, which agent %s may not call under the current config: start from step %d or earlier", n, c.Server, c.Tool, agent, n-1)
-		}
-		g, gated := p.ToolGate(agent, c.Server, c.Tool)
-		if !gated {
-			continue
-		}
-		people := slices.DeleteFunc(slices.Clone(c.ApprovedBy), func(by string) bool { return by == v1alpha1.ByTimeout })
-		byTimeout := len(people) < len(c.ApprovedBy) && g.OnTimeout == "Approve"
-		if len(people) < required(g) && !byTimeout {
-			return fmt.Errorf("step %d called %s/%s with %d approval(s), and its gate %s now needs %d: start from step %d or earlier", n, c.Server, c.Tool, len(people), g.Name, required(g), n-1)
-		}
-	}
-	return nil
-}
-
 // StartFrom starts a run where an earlier one was: its replayed status, with the earlier run's
 // counts, handoffs and state, the agent that had control, and the current config's revision.
 // The run's own clock and decisions start afresh; input, when set, replaces the next agent's
@@ -238,11 +256,23 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	return d
 }
 
-// CheckRecordedCalls says why step n's recorded tool calls could not have been made under the
-// plan, if they could not: its agent may no longer call a tool it called, or a call was made
-// without the approvals the tool's gate now needs.
-func (p *Plan) CheckRecordedCalls(n int32, agent string, calls []RecordedCall) error {
-	return p.checkCalls(n, agent, calls)
+// Apply applies a person's recorded decision, numbered seq, to the run, at the time it was
+// made: a gate whose timeout came first under the plan has timed out by then, as the
+// operator's DecideAll would have found it.
+func (d Decided) Apply(p *Plan, st v1alpha1.AgentRunStatus, seq int64) Update {
+	u, expired := CheckWaiting(p, st, d.Time.Time)
+	if !expired {
+		return Decide(p, st, d.queued(seq), d.Time.Time)
+	}
+	if u.Status.Phase.Terminal() {
+		return u
+	}
+	next := Decide(p, u.Status, d.queued(seq), d.Time.Time)
+	next.Events = append(u.Events, next.Events...)
+	next.Context = append(u.Context, next.Context...)
+	next.Decided = append(u.Decided, next.Decided...)
+	next.Guard = cmp.Or(next.Guard, u.Guard)
+	return next
 }
 
 // Queued is the recorded decision as a decision queue holds it, numbered seq.

@@ -152,6 +152,11 @@ func TestAFromRunPassesAGateOnlyWhereTheTranscriptRecordsItApproved(t *testing.T
 			decided: []Decided{{ApprovalRecord: v1alpha1.ApprovalRecord{Gate: "plan", Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(t0.Add(30 * time.Second))}}},
 			refused: "passed by its timeout in run earlier, and under the current config its timeout does not approve it then",
 		},
+		"an approval made after the gate now times out, and its timeout rejects": {
+			config:  pipeline().GateTimeout("plan", 30*time.Second, "Reject"),
+			decided: []Decided{{ApprovalRecord: v1alpha1.ApprovalRecord{Gate: "plan", Decision: v1alpha1.RecordApproved, By: "bob", Time: metav1.NewTime(t0.Add(time.Minute))}}},
+			refused: "step 2 does not follow: the run was Failed after step 1",
+		},
 		"a timeout that came sooner than the current timeout": {
 			config:  pipeline().GateTimeout("plan", time.Hour, "Approve"),
 			decided: []Decided{{ApprovalRecord: v1alpha1.ApprovalRecord{Gate: "plan", Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(t0.Add(30 * time.Second))}}},
@@ -306,12 +311,23 @@ func TestReplayRefusesToolCallsTheCurrentConfigWouldNotMake(t *testing.T) {
 		refused string
 	}{
 		"a tool the agent may call":                   {config: tools(nil, false), h: call()},
-		"a tool the agent may no longer call":         {config: tools([]string{"other"}, false), h: call(), refused: "step 1 called crm/crm, which agent lead may not call under the current config"},
+		"a tool the agent may no longer call":         {config: tools([]string{"other"}, false), h: call(), refused: "step 1's call 1, of crm/crm, was made, and under the current config it is refused (agent lead may not call crm/crm): start from step 0 or earlier"},
 		"a call made without the approval now needed": {config: tools(nil, true), h: call(), refused: "step 1 called crm/crm with 0 approval(s), and its gate tool/crm/crm now needs 1"},
 		"a call someone approved":                     {config: tools(nil, true), h: call("bob")},
 		"a refused call needs nothing": {config: tools([]string{"other"}, true),
 			h: recording{steps: []RecordedStep{{Result: StepResult{Agent: "lead", Input: "task", Result: say("no", "worker")}, Time: t0,
 				Calls: []RecordedCall{{Server: "crm", Tool: "crm", Refused: true}}}}}},
+		"calls past the run's limit now": {config: tools(nil, false).MaxToolCalls(1),
+			h: recording{steps: []RecordedStep{{Result: StepResult{Agent: "lead", Input: "task", Result: say("looked twice", "worker")}, Time: t0,
+				Calls: []RecordedCall{{Server: "crm", Tool: "crm", Digest: "a"}, {Server: "crm", Tool: "crm", Digest: "b"}}}}},
+			refused: "step 1's call 2 would end the run under the current config (limits.maxToolCalls 1 reached"},
+		"the same call past the repeated-call detector now": {config: tools(nil, false).MaxRepeatedToolCalls(1),
+			h: recording{steps: []RecordedStep{{Result: StepResult{Agent: "lead", Input: "task", Result: say("looked twice", "worker")}, Time: t0,
+				Calls: []RecordedCall{{Server: "crm", Tool: "crm", Digest: "a"}, {Server: "crm", Tool: "crm", Digest: "a"}}}}},
+			refused: "step 1's call 2 would end the run under the current config (RepeatedToolCall"},
+		"a step that took longer than its agent now may": {config: tools(nil, false).AgentTimeout(time.Second),
+			h:       recording{steps: []RecordedStep{{Result: StepResult{Agent: "lead", Input: "task", Result: say("slow", "worker")}, Time: t0, Latency: 3 * time.Second}}},
+			refused: "step 1 took 3s, and under the current config lead times out after 1s"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

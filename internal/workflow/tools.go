@@ -122,10 +122,13 @@ func (p *Plan) checkTools(path *field.Path) field.ErrorList {
 }
 
 // ToolUse is one tool call as the guards see it: the tool, a digest of its arguments, and the
-// step that asked for it.
+// step that asked for it; Malformed when its arguments are not a JSON object.
 type ToolUse struct {
-	Server, Tool, Digest string
-	Step                 int32
+	Server    string `json:"server"`
+	Tool      string `json:"tool"`
+	Digest    string `json:"digest"`
+	Step      int32  `json:"step"`
+	Malformed bool   `json:"malformed,omitempty"`
 }
 
 func (u ToolUse) key() string { return u.Server + "/" + u.Tool + "#" + u.Digest }

@@ -159,7 +159,11 @@ func (c *Caller) request(ctx context.Context, t replay.LiveTurn) (*agents.Reques
 		req.Repair = &agents.Repair{Output: t.Previous, Errors: t.Errors}
 	}
 	if len(req.Agent.Tools) > 0 && t.Step.WrapUp == nil {
-		req.Tools = &Tools{plan: c.Plan, agent: t.Step.Agent, step: t.Step.Number, results: c.Results}
+		uses := t.Uses
+		if uses == nil {
+			uses = &workflow.ToolUses{}
+		}
+		req.Tools = &Tools{plan: c.Plan, agent: t.Step.Agent, step: t.Step.Number, results: c.Results, runMade: t.From.ToolCalls, uses: uses}
 	}
 	ref := req.Agent.Model.EndpointRef
 	if ref == nil {

@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/egress"
@@ -174,5 +179,61 @@ func TestALiveTurnOnAPricedEndpointCostsWhatItsCallsCost(t *testing.T) {
 	// 2M prompt tokens at 1 per million, 1M completion tokens at 2 per million.
 	if r.Stopped != "" || r.Replayed.Cost != "4" {
 		t.Errorf("cost %q, stopped %q", r.Replayed.Cost, r.Stopped)
+	}
+}
+
+// A live turn's calls go through the operator's guards: the same call asked for again, past
+// the repeated-call detector, ends the replayed run as it would have ended the run.
+func TestALiveTurnsCallsGoThroughTheRunsGuards(t *testing.T) {
+	t.Setenv(live.EnvName("llm", "apiKey"), "sk-live-test")
+	server := fakes.NewOpenAI()
+	defer server.Close()
+	lookup := fakes.ToolCall{Name: "crm__lookup", Args: `{"ticket":7}`}
+	server.ReplyTo("resolver",
+		fakes.Reply{ToolCalls: []fakes.ToolCall{lookup}, Tokens: 30},
+		fakes.Reply{ToolCalls: []fakes.ToolCall{lookup}, Tokens: 30},
+		fakes.Reply{Content: "refunded", Tokens: 50})
+	cfg := MakeConfig("helpdesk", "ns").MCPServer("crm", "http://crm.invalid/mcp").MaxRepeatedToolCalls(1).Agents(
+		MakeAgent("triage").HandsOffTo("resolver"),
+		MakeAgent("resolver").Terminator().Tools(Uses("crm").Allow("lookup")),
+	).Obj()
+	for i := range cfg.Spec.Agents {
+		cfg.Spec.Agents[i].Model = v1alpha1.ModelSpec{Provider: v1alpha1.ProviderOpenAI, Name: "gpt-4o-mini", Endpoint: server.BaseURL(),
+			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "llm", Key: "apiKey"}}
+	}
+	p, errs := workflow.NewPlan(cfg.Spec, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	p = p.ForRun("ticket", "ns", "", "alice")
+	rec := recorded(t, p)
+	caller := live.NewCaller(live.Setup{HTTPClient: loopback(t).Client()}, p, rec, "ns", "uid-1")
+	r := replay.Run(p, rec, replay.Options{Live: caller.Live(context.Background())})
+	if r.Replayed.Reason != v1alpha1.ReasonLoopDetected || r.Stopped != "" {
+		t.Fatalf("replayed %s (%s), stopped %q", r.Replayed.Reason, r.Replayed.Message, r.Stopped)
+	}
+}
+
+// A key is read from a Secret only when the Secret is labelled for agents, as the operator
+// reads keys: an export, or a config, cannot name any Secret the user may read and have it sent.
+func TestALiveTurnsKeyIsReadOnlyFromASecretLabelledForAgents(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	secret := func(name string, labelled bool) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Data: map[string][]byte{"apiKey": []byte("sk-" + name)}}
+		if labelled {
+			s.Labels = map[string]string{v1alpha1.LabelAPIKey: "true"}
+		}
+		return s
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret("llm", true), secret("db-creds", false)).Build()
+	s := live.Secrets{Reader: c, Getenv: func(string) string { return "" }}
+	if key, err := s.SecretKey(context.Background(), "ns", "llm", "apiKey"); err != nil || key != "sk-llm" {
+		t.Errorf("a labelled Secret: %q, %v", key, err)
+	}
+	if key, err := s.SecretKey(context.Background(), "ns", "db-creds", "apiKey"); err == nil || key != "" || !strings.Contains(err.Error(), "ns/db-creds is not labelled agents.baton.dev/api-key=true") {
+		t.Errorf("an unlabelled Secret: %q, %v", key, err)
 	}
 }

@@ -8,12 +8,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
 )
 
 // Secrets reads the API keys of live turns with the user's own credentials: from the
 // environment first, BATON_SECRET_<NAME>_<KEY> (the Secret's name and key in upper case, each
 // character that is not a letter or digit an underscore), then, when a cluster is at hand, from
-// the Secret itself, read as the user: a user who may not read a Secret cannot use its key.
+// the Secret itself, read as the user: a user who may not read a Secret cannot use its key, and
+// a Secret is used only when it is labelled agents.baton.dev/api-key=true, as the operator
+// uses it.
 type Secrets struct {
 	// Reader reads Secrets as the user; nil when no cluster is at hand.
 	Reader client.Reader
@@ -53,6 +57,9 @@ func (s Secrets) SecretKey(ctx context.Context, namespace, name, key string) (st
 	secret := &corev1.Secret{}
 	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
 		return "", &Stop{Err: fmt.Errorf("reading the API key from Secret %s/%s as you (or set %s): %w", namespace, name, env, err)}
+	}
+	if secret.Labels[v1alpha1.LabelAPIKey] != "true" {
+		return "", &Stop{Err: fmt.Errorf("the Secret %s/%s is not labelled %s=true, so no agent may send its keys (the operator would not either)", namespace, name, v1alpha1.LabelAPIKey)}
 	}
 	v, ok := secret.Data[key]
 	if !ok {

@@ -19,9 +19,14 @@ type Tools struct {
 	agent   string
 	step    int32
 	results []replay.ToolResult
-	// made counts the step's calls; stopped is why a call stopped the replay.
-	made    int32
-	stopped *Stop
+	// runMade are the calls the replayed run made before the step, and uses those that passed
+	// the guards, which the turn's calls add to.
+	runMade int32
+	uses    *workflow.ToolUses
+	// asked numbers the step's calls, made counts those made; stopped is why a call stopped
+	// the replay.
+	asked, made int32
+	stopped     *Stop
 }
 
 var _ agents.Toolbox = (*Tools)(nil)
@@ -48,37 +53,35 @@ func (t *Tools) Progress() agents.Progress { return agents.Progress{} }
 // Asked numbers the turn's calls.
 func (t *Tools) Asked(_ context.Context, turn *agents.Turn) error {
 	for i := range turn.Calls {
-		t.made++
-		turn.Calls[i].Index = t.made
+		t.asked++
+		turn.Calls[i].Index = t.asked
 	}
 	return nil
 }
 
-// Prepare answers a call from the recording, refuses it as the operator would, or stops the
-// replay.
+// Prepare puts a call through the guards the operator's toolbox puts it through
+// (workflow.GuardCall): refused as the operator would refuse it, a trip that ends the replayed
+// run, or answered from the recording; a call nothing recorded stops the replay.
 func (t *Tools) Prepare(_ context.Context, call workflow.ToolCall) (agents.Prepared, error) {
-	refuse := func(why string) (agents.Prepared, error) {
-		return agents.Prepared{Outcome: workflow.ToolOutcome{IsError: true, Content: why}}, nil
-	}
-	limit := int32(agents.DefaultMaxToolCalls)
-	if a := t.plan.Agent(t.agent); a != nil && a.MaxToolCalls != nil {
-		limit = *a.MaxToolCalls
-	}
+	v := workflow.GuardCall(t.plan, t.agent, t.made, t.runMade+t.made, t.uses, workflow.UseOf(t.step, call))
 	switch {
-	case !t.plan.ToolAllowed(t.agent, call.Server, call.Tool):
-		return refuse(fmt.Sprintf("not made: agent %s may not call %s/%s", t.agent, call.Server, call.Tool))
-	case call.Index > limit:
-		return refuse(fmt.Sprintf("not made: this step's limit of %d tool calls is reached; answer with what you have", limit))
+	case v.Trip != nil:
+		return agents.Prepared{}, v.Trip
+	case v.Refusal != "":
+		return agents.Prepared{Outcome: workflow.ToolOutcome{IsError: true, Content: v.Why}}, nil
 	}
-	digest := agents.ArgumentsDigest(call.Arguments)
+	digest := workflow.ArgumentsDigest(call.Arguments)
 	for _, r := range t.results {
-		if r.Call.Server != call.Server || r.Call.Tool != call.Tool || agents.ArgumentsDigest(r.Call.Arguments) != digest {
+		if r.Call.Server != call.Server || r.Call.Tool != call.Tool || workflow.ArgumentsDigest(r.Call.Arguments) != digest {
 			continue
 		}
-		recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, ApprovedBy: r.ApprovedBy}
-		if err := t.plan.CheckRecordedCalls(t.step, t.agent, []workflow.RecordedCall{recorded}); err != nil {
-			return t.stop(fmt.Errorf("the live turn's call of %s/%s was recorded, but: %w", call.Server, call.Tool, err))
+		if g, gated := t.plan.ToolGate(t.agent, call.Server, call.Tool); gated {
+			recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, Digest: digest, ApprovedBy: r.ApprovedBy}
+			if _, err := t.plan.GuardRecordedCalls(t.step, t.agent, 0, &workflow.ToolUses{}, []workflow.RecordedCall{recorded}); err != nil {
+				return t.stop(fmt.Errorf("the live turn's call of %s/%s was recorded, but its gate %s: %w", call.Server, call.Tool, g.Name, err))
+			}
 		}
+		t.made++
 		return agents.Prepared{Outcome: r.Outcome}, nil
 	}
 	return t.stop(fmt.Errorf("the live turn calls %s/%s with arguments the recorded run never used: a replay calls no tool", call.Server, call.Tool))
