@@ -284,6 +284,8 @@ type AgentRunList struct {
 }
 
 // AgentRunSpec is what to run.
+// +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.from) && !has(self.branch))",message="replay replays a recorded run from its start: it goes with neither from nor branch"
+// +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.limits) && (!has(self.approvals) || self.approvals == 'Required'))",message="replay replays the recorded run under the recorded run's own limits and approvals: set neither limits nor approvals: Skip"
 type AgentRunSpec struct {
 	// configRef names the AgentConfig, in the run's namespace, whose team runs.
 	// +required

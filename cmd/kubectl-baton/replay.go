@@ -48,7 +48,7 @@ func (o *options) replayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts, err := o.liveOptions(cmd.Context(), live, e)
+			opts, err := o.liveOptions(cmd.Context(), live, e, file != "", config)
 			if err != nil {
 				return err
 			}
@@ -84,7 +84,14 @@ func (o *options) recording(ctx context.Context, file string, args []string) (*r
 		if err != nil {
 			return nil, err
 		}
-		return o.export(ctx, c, page)
+		e, err := o.export(ctx, c, page)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.Check(); err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	data, err := readBounded(file, records.MaxExportBytes)
 	if err != nil {

@@ -31,8 +31,9 @@ func (l *liveFlags) add(cmd *cobra.Command) {
 }
 
 // liveOptions are the replay's options: without --live, none; with it, a caller of the models
-// behind the egress policy, with the user's credentials.
-func (o *options) liveOptions(ctx context.Context, l liveFlags, e *records.Export) (func(*workflow.Plan, replay.Recording) replay.Options, error) {
+// behind the egress policy, with the user's credentials, from the user's namespace. A file's
+// own config does not name the models and keys of live turns: with -f, --live needs --config.
+func (o *options) liveOptions(ctx context.Context, l liveFlags, e *records.Export, fromFile bool, config string) (func(*workflow.Plan, replay.Recording) replay.Options, error) {
 	if !l.on {
 		if len(l.allow) > 0 {
 			return nil, fmt.Errorf("--egress-allow is for --live")
@@ -42,6 +43,9 @@ func (o *options) liveOptions(ctx context.Context, l liveFlags, e *records.Expor
 	if l.maxLive < 1 {
 		return nil, fmt.Errorf("--max-live %d: give at least 1", l.maxLive)
 	}
+	if fromFile && config == "" {
+		return nil, fmt.Errorf("--live with -f needs --config: live turns call the models, and send the keys, of a config you name, never of the file's own")
+	}
 	policy, err := egress.New(l.allow, nil)
 	if err != nil {
 		return nil, err
@@ -49,12 +53,13 @@ func (o *options) liveOptions(ctx context.Context, l liveFlags, e *records.Expor
 	policy = policy.OwnedBy(egress.Owner{Whose: "the replay's", Remedy: "allow it with --egress-allow"})
 	setup := live.Setup{HTTPClient: policy.Client(), OperatorNamespace: o.operatorNamespace}
 	// A cluster, when one is at hand, is read as the user: the Secrets and model endpoints
-	// they may read.
-	if c, _, err := o.kubeClient(); err == nil {
-		setup.Reader = c
+	// they may read, in their namespace.
+	namespace := e.Namespace
+	if c, ns, err := o.kubeClient(); err == nil {
+		setup.Reader, namespace = c, ns
 	}
 	return func(p *workflow.Plan, rec replay.Recording) replay.Options {
-		return replay.Options{Live: live.NewCaller(setup, p, rec, e.Namespace, e.UID).Live(ctx), MaxLive: l.maxLive}
+		return replay.Options{Live: live.NewCaller(setup, p, rec, namespace, e.UID).Live(ctx), MaxLive: l.maxLive}
 	}, nil
 }
 

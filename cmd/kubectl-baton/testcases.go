@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,7 +174,11 @@ func (e *expectation) check(r replay.Report) []string {
 	}
 	if e.MaxCost != "" {
 		limit, _ := amount.Parse(string(e.MaxCost))
-		if spent := amount.Amount(got.Cost); spent.GreaterThan(limit) {
+		spent, err := amount.Parse(cmp.Or(got.Cost, "0"))
+		switch {
+		case err != nil:
+			fail("maxCost: the replayed run's cost %q cannot be read: %v", got.Cost, err)
+		case spent.GreaterThan(limit):
 			fail("maxCost: the replayed run cost %s, more than %s", amount.Format(spent), amount.Format(limit))
 		}
 	}

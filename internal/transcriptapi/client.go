@@ -27,7 +27,8 @@ func (c *Client) runPath(namespace, name, what string) string {
 	return fmt.Sprintf("%s/v1/namespaces/%s/agentruns/%s/%s", strings.TrimSuffix(c.Base, "/"), url.PathEscape(namespace), url.PathEscape(name), what)
 }
 
-// Records reads a run's records, all of them or one step's (step > 0), page by page.
+// Records reads a run's records, all of them or one step's (step > 0), page by page, at most
+// as many as an export holds (records.MaxExportRecords).
 func (c *Client) Records(ctx context.Context, namespace, name string, step int32) (Page, error) {
 	var all Page
 	err := c.Pages(ctx, namespace, name, step, func(page Page) error {
@@ -35,6 +36,9 @@ func (c *Client) Records(ctx context.Context, namespace, name string, step int32
 			all = page
 		} else {
 			all.Records = append(all.Records, page.Records...)
+		}
+		if len(all.Records) > records.MaxExportRecords {
+			return fmt.Errorf("run %s has more than %d records, the most one read holds", name, records.MaxExportRecords)
 		}
 		return nil
 	})

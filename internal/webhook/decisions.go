@@ -1,6 +1,7 @@
 // Package webhook is Baton's admission webhook for AgentRuns: it records who created each run
-// and who made each decision people annotate, checks that an approver may approve, and queues
-// decisions for the operator; and it tells the operator whether it is installed (Trust), so that
+// and who made each decision people annotate, checks that an approver may approve and that a
+// run that reads another (spec.from, spec.replay) is created by someone who may get it, and
+// queues decisions for the operator; and it tells the operator whether it is installed (Trust), so that
 // what it records is trusted only while it is.
 package webhook
 
@@ -86,6 +87,15 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 		}
 		if user != w.Self || annotations[v1alpha1.AnnotationCreatedBy] == "" {
 			annotations[v1alpha1.AnnotationCreatedBy] = user
+		}
+		if user != w.Self {
+			why, err := w.mayRead(ctx, req, run)
+			if err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
+			if why != "" {
+				return admission.Denied(why)
+			}
 		}
 	} else if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
 		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
@@ -179,6 +189,39 @@ func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations 
 
 // mayApprove asks the API server whether the requesting user may approve this run.
 func (w *Decisions) mayApprove(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) (bool, error) {
+	allowed, err := w.may(ctx, req, run.Namespace, v1alpha1.ApproveVerb, run.Name)
+	if err != nil {
+		return false, fmt.Errorf("checking the approve permission: %w", err)
+	}
+	return allowed, nil
+}
+
+// mayRead says why the requesting user may not create a run that reads another run of the
+// namespace (spec.from continues it, spec.replay replays it), if they may not: a run's records
+// and ends are for those who may get it, as the transcript API holds them.
+func (w *Decisions) mayRead(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) (string, error) {
+	var field, other string
+	switch {
+	case run.Spec.From != nil:
+		field, other = "spec.from", run.Spec.From.Run
+	case run.Spec.Replay != nil:
+		field, other = "spec.replay", run.Spec.Replay.Run
+	default:
+		return "", nil
+	}
+	allowed, err := w.may(ctx, req, run.Namespace, "get", other)
+	if err != nil {
+		return "", fmt.Errorf("checking the get permission on agentrun %s: %w", other, err)
+	}
+	if allowed {
+		return "", nil
+	}
+	return fmt.Sprintf("user %q may not get AgentRun %s/%s, which %s names: a run that reads another run's transcript needs the get verb on it",
+		req.UserInfo.Username, run.Namespace, other, field), nil
+}
+
+// may asks the API server whether the requesting user may do verb on the named AgentRun.
+func (w *Decisions) may(ctx context.Context, req admission.Request, namespace, verb, name string) (bool, error) {
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range req.UserInfo.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -189,15 +232,15 @@ func (w *Decisions) mayApprove(ctx context.Context, req admission.Request, run *
 		UID:    req.UserInfo.UID,
 		Extra:  extra,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: run.Namespace,
-			Verb:      v1alpha1.ApproveVerb,
+			Namespace: namespace,
+			Verb:      verb,
 			Group:     v1alpha1.GroupVersion.Group,
 			Resource:  "agentruns",
-			Name:      run.Name,
+			Name:      name,
 		},
 	}}
 	if err := w.Client.Create(ctx, sar); err != nil {
-		return false, fmt.Errorf("checking the approve permission: %w", err)
+		return false, err
 	}
 	return sar.Status.Allowed, nil
 }

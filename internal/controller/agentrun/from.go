@@ -35,7 +35,7 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	plan, revision, res, err := r.pinCurrent(ctx, w, now, true)
+	plan, revision, res, err := r.pinCurrent(ctx, w, run.Spec.Limits, now, true)
 	if plan == nil || err != nil {
 		return res, err
 	}
@@ -63,9 +63,9 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 }
 
 // pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
-// and the revision pinned. With no plan, the run waits or ends, and the result says so. A run
-// whose agents are called (calls) waits for the Secrets their keys are in.
-func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
+// under these limits and the revision pinned. With no plan, the run waits or ends, and the
+// result says so. A run whose agents are called (calls) waits for the Secrets their keys are in.
+func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
 	run := w.AgentRun
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
@@ -76,7 +76,7 @@ func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time, 
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
-	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
+	plan, errs := agentconfig.Check(cfg.Spec, limits, r.Providers)
 	if len(errs) > 0 {
 		res, err := r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
@@ -92,7 +92,7 @@ func (r *Reconciler) pinCurrent(ctx context.Context, w *working, now time.Time, 
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
-	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, ctrl.Result{}, nil
+	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, limits, plan), run), revision, ctrl.Result{}, nil
 }
 
 // earlierRun is the run spec.from names, if a run can start from it.

@@ -40,8 +40,9 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A replay calls no agent: it needs no Secret.
-	plan, revision, res, err := r.pinCurrent(ctx, w, now, false)
+	// A replay calls no agent: it needs no Secret. It runs under the recorded run's limits and
+	// approvals, as kubectl baton replay does.
+	plan, revision, res, err := r.pinCurrent(ctx, w, recorded.Spec.Limits, now, false)
 	if plan == nil || err != nil {
 		return res, err
 	}
@@ -50,7 +51,7 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, "spec.replay: "+err.Error(), now))
 	}
 	// Recorded approvals are judged against the recorded run's creator.
-	report := replay.Run(plan.ForRun(run.Name, run.Namespace, run.Spec.Approvals, r.creatorOf(ctx, recorded)), rec, replay.Options{})
+	report := replay.Run(plan.ForRun(run.Name, run.Namespace, recorded.Spec.Approvals, r.creatorOf(ctx, recorded)), rec, replay.Options{})
 	st := run.Status
 	st.ConfigRevision = revision
 	d := workflow.Fail(st, v1alpha1.ReasonReplayed, replayMessage(recorded.Name, report), now)
@@ -65,7 +66,7 @@ func (r *Reconciler) recording(ctx context.Context, recorded *v1alpha1.AgentRun)
 	if err != nil {
 		return replay.Recording{}, err
 	}
-	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindTool}
+	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindToolTurn, transcript.KindTool}
 	err = records.Each(ctx, r.Transcript, transcript.Query{RunUID: string(recorded.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
 		return true, b.Add(records.FromStore(rec))
 	})
@@ -82,6 +83,9 @@ func replayMessage(run string, rep replay.Report) string {
 		return fmt.Sprintf("replayed run %s on the config as it is now: it ran the same path, tokens and end (%s)", run, rep.Replayed.Reason)
 	case rep.Stopped != "":
 		return fmt.Sprintf("replayed run %s on the config as it is now: the replay stopped: %s", run, rep.Stopped)
+	case rep.Diverged == 0:
+		return fmt.Sprintf("replayed run %s on the config as it is now: the same path, which ends %s (recorded: %s) with %d tokens (recorded: %d)",
+			run, orPhase(rep.Replayed), orPhase(rep.Recorded), rep.Replayed.Tokens, rep.Recorded.Tokens)
 	}
 	return fmt.Sprintf("replayed run %s on the config as it is now: the paths part at handoff %d; it ends %s (recorded: %s)",
 		run, rep.Diverged, orPhase(rep.Replayed), orPhase(rep.Recorded))
