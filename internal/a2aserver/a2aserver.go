@@ -8,13 +8,15 @@
 //	POST /namespaces/{namespace}/agentconfigs/{name}/a2a        (JSON-RPC, A2A 1.0)
 //	POST /namespaces/{namespace}/agentconfigs/{name}/a2a/v0.3   (JSON-RPC, A2A 0.3)
 //
-// Callers authenticate as to the API server. Reading the card needs get on the AgentConfig;
-// sending a message that starts a task, create on agentruns in the namespace; a task is its
+// Callers authenticate as to the API server. Reading the card, and every JSON-RPC call, needs
+// get on the AgentConfig, checked before anything else is read or a place is taken; sending a
+// message that starts a task needs create on agentruns in the namespace; a task is its
 // sender's, and anyone else needs get (to read or follow it) or update (to reply to or cancel
 // it) on the run.
 package a2aserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,8 +28,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/transcriptapi"
@@ -41,15 +45,17 @@ type Auth interface {
 
 // Defaults of the Handler's bounds.
 const (
-	DefaultPoll            = 250 * time.Millisecond
-	DefaultMaxRequests     = 512
-	DefaultMaxCallerCalls  = 16
-	maxBody                = 1 << 20
-	maxIDBytes             = 256
-	cancelWait             = 10 * time.Second
-	retryAfterBusy         = "5"
-	pathPrefix             = "/namespaces/{namespace}/agentconfigs/{name}"
-	defaultCancelledReason = "cancelled through A2A by %s"
+	DefaultPoll              = 250 * time.Millisecond
+	DefaultMaxRequests       = 512
+	DefaultMaxNamespaceCalls = 128
+	DefaultMaxCallerCalls    = 16
+	DefaultKeepAlive         = 15 * time.Second
+	maxBody                  = 1 << 20
+	maxIDBytes               = 256
+	cancelWait               = 10 * time.Second
+	retryAfterBusy           = "5"
+	pathPrefix               = "/namespaces/{namespace}/agentconfigs/{name}"
+	defaultCancelledReason   = "cancelled through A2A by %s"
 )
 
 // Handler serves the teams that are exposed as A2A agents.
@@ -66,31 +72,36 @@ type Handler struct {
 	// Poll is how often a task that is waited for or followed is read again (default
 	// DefaultPoll).
 	Poll time.Duration
-	// MaxRequests and MaxCallerCalls bound the JSON-RPC requests served at once, in all and
-	// from one caller; past them a caller is answered 429 (defaults DefaultMaxRequests and
+	// MaxRequests, MaxNamespaceCalls and MaxCallerCalls bound the JSON-RPC requests served at
+	// once: in all, to the teams of one namespace, and from one caller; past them a caller is
+	// answered 429 (defaults DefaultMaxRequests, DefaultMaxNamespaceCalls and
 	// DefaultMaxCallerCalls).
-	MaxRequests, MaxCallerCalls int
-	Clock                       clock.PassiveClock
+	MaxRequests, MaxNamespaceCalls, MaxCallerCalls int
+	// KeepAlive is how often a stream that has nothing new says so, so that proxies keep it
+	// open (default DefaultKeepAlive).
+	KeepAlive time.Duration
+	Clock     clock.PassiveClock
 
-	mu       sync.Mutex
-	inFlight int
-	byCaller map[string]int
+	mu          sync.Mutex
+	inFlight    int
+	byNamespace map[string]int
+	byCaller    map[string]int
 }
 
 // Register adds the A2A routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
+	keepAlive := a2asrv.WithTransportKeepAlive(cmp.Or(h.KeepAlive, DefaultKeepAlive))
 	mux.HandleFunc("GET "+pathPrefix+cardPath, h.card)
-	mux.HandleFunc("POST "+pathPrefix+v1Path, h.jsonrpc(func(t *team) http.Handler { return a2asrv.NewJSONRPCHandler(t) }))
-	mux.HandleFunc("POST "+pathPrefix+v03Path, h.jsonrpc(func(t *team) http.Handler { return a2av0.NewJSONRPCHandler(t) }))
+	mux.HandleFunc("POST "+pathPrefix+v1Path, h.jsonrpc(func(t *team) http.Handler { return a2asrv.NewJSONRPCHandler(t, keepAlive) }))
+	mux.HandleFunc("POST "+pathPrefix+v03Path, h.jsonrpc(func(t *team) http.Handler { return a2av0.NewJSONRPCHandler(t, keepAlive) }))
 }
 
-// card serves an exposed team's AgentCard to whoever may get its AgentConfig.
+// card serves an exposed team's AgentCard to whoever may get its AgentConfig. It is written
+// here, not by the SDK's card handler, whose CORS headers would let any web page read it with a
+// browser's credentials.
 func (h *Handler) card(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	u, status, msg := h.Auth.Authenticate(r)
-	if status == http.StatusOK {
-		status, msg = h.Auth.Allowed(r.Context(), u, transcriptapi.Access{Verb: "get", Resource: "agentconfigs", Namespace: ns, Name: name})
-	}
+	_, status, msg := h.authorize(r, ns, name)
 	if status != http.StatusOK {
 		writeError(w, status, msg)
 		return
@@ -101,35 +112,45 @@ func (h *Handler) card(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	card := CardOf(cfg, h.base(r, ns, name))
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Vary", "A2A-Version")
+	var body []byte
+	var err error
 	if r.Header.Get("A2A-Version") == "1.0" {
-		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+		body, err = json.Marshal(card)
+	} else {
+		// A caller that names no version reads the card of 0.3 and 1.0 together. Its security
+		// schemes are left out: 1.0 and 0.3 write them apart, and a parser of either fails on
+		// the other's; the JSON-RPC endpoints answer 401 to a caller without credentials all
+		// the same.
+		card.SecuritySchemes, card.SecurityRequirements = nil, nil
+		body, err = a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer).CardJSON(r.Context())
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "the card cannot be written")
 		return
 	}
-	// A caller that names no version reads the card of 0.3 and 1.0 together. Its security
-	// schemes are left out: 1.0 and 0.3 write them apart, and a parser of either fails on the
-	// other's; the JSON-RPC endpoints answer 401 to a caller without credentials all the same.
-	card.SecuritySchemes, card.SecurityRequirements = nil, nil
-	a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)).ServeHTTP(w, r)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Vary", "A2A-Version")
+	_, _ = w.Write(body)
 }
 
 // jsonrpc serves an exposed team's JSON-RPC endpoint, in the protocol version serve speaks, to
-// an authenticated caller; each method checks what it needs.
+// a caller who may get its AgentConfig; each method checks what else it needs. Nothing is read
+// and no place is taken for a caller who may not.
 func (h *Handler) jsonrpc(serve func(*team) http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		u, status, msg := h.Auth.Authenticate(r)
+		u, status, msg := h.authorize(r, ns, name)
 		if status != http.StatusOK {
 			writeError(w, status, msg)
 			return
 		}
-		if !h.acquire(u.GetName()) {
+		if !h.acquire(ns, u.GetName()) {
 			w.Header().Set("Retry-After", retryAfterBusy)
 			writeError(w, http.StatusTooManyRequests, "too many A2A requests at once; try again shortly")
 			return
 		}
-		defer h.release(u.GetName())
+		defer h.release(ns, u.GetName())
 		cfg, status, msg := h.exposed(r.Context(), ns, name)
 		if status != http.StatusOK {
 			writeError(w, status, msg)
@@ -140,6 +161,16 @@ func (h *Handler) jsonrpc(serve func(*team) http.Handler) http.HandlerFunc {
 	}
 }
 
+// authorize is the caller, if they may get the AgentConfig; else the status to answer and why.
+func (h *Handler) authorize(r *http.Request, ns, name string) (user.Info, int, string) {
+	u, status, msg := h.Auth.Authenticate(r)
+	if status != http.StatusOK {
+		return nil, status, msg
+	}
+	status, msg = h.Auth.Allowed(r.Context(), u, transcriptapi.Access{Verb: "get", Resource: "agentconfigs", Namespace: ns, Name: name})
+	return u, status, msg
+}
+
 // exposed is the AgentConfig, if it exists and is exposed as an A2A agent.
 func (h *Handler) exposed(ctx context.Context, ns, name string) (*v1alpha1.AgentConfig, int, string) {
 	cfg := &v1alpha1.AgentConfig{}
@@ -147,7 +178,8 @@ func (h *Handler) exposed(ctx context.Context, ns, name string) (*v1alpha1.Agent
 		if apierrors.IsNotFound(err) {
 			return nil, http.StatusNotFound, fmt.Sprintf("agentconfigs.agents.baton.dev %q not found in namespace %s", name, ns)
 		}
-		return nil, http.StatusInternalServerError, err.Error()
+		log.FromContext(ctx).Error(err, "Reading an AgentConfig for A2A", "agentConfig", klog.KRef(ns, name))
+		return nil, http.StatusInternalServerError, "the AgentConfig cannot be read now; try again shortly"
 	}
 	if cfg.Spec.A2A == nil || !cfg.Spec.A2A.Expose {
 		return nil, http.StatusNotFound, fmt.Sprintf("AgentConfig %s/%s is not served as an A2A agent: set spec.a2a.expose: true", ns, name)
@@ -164,26 +196,31 @@ func (h *Handler) base(r *http.Request, ns, name string) string {
 	return fmt.Sprintf("%s/namespaces/%s/agentconfigs/%s", root, ns, name)
 }
 
-// acquire takes a place for a caller's request, if one is free.
-func (h *Handler) acquire(caller string) bool {
+// acquire takes a place for a caller's request to a team of namespace ns, if one is free.
+func (h *Handler) acquire(ns, caller string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	maxAll, maxOne := orDefault(h.MaxRequests, DefaultMaxRequests), orDefault(h.MaxCallerCalls, DefaultMaxCallerCalls)
-	if h.inFlight >= maxAll || h.byCaller[caller] >= maxOne {
+	maxAll := orDefault(h.MaxRequests, DefaultMaxRequests)
+	maxNamespace, maxOne := orDefault(h.MaxNamespaceCalls, DefaultMaxNamespaceCalls), orDefault(h.MaxCallerCalls, DefaultMaxCallerCalls)
+	if h.inFlight >= maxAll || h.byNamespace[ns] >= maxNamespace || h.byCaller[caller] >= maxOne {
 		return false
 	}
 	if h.byCaller == nil {
-		h.byCaller = map[string]int{}
+		h.byCaller, h.byNamespace = map[string]int{}, map[string]int{}
 	}
 	h.inFlight++
+	h.byNamespace[ns]++
 	h.byCaller[caller]++
 	return true
 }
 
-func (h *Handler) release(caller string) {
+func (h *Handler) release(ns, caller string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.inFlight--
+	if h.byNamespace[ns]--; h.byNamespace[ns] <= 0 {
+		delete(h.byNamespace, ns)
+	}
 	if h.byCaller[caller]--; h.byCaller[caller] <= 0 {
 		delete(h.byCaller, caller)
 	}

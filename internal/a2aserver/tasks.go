@@ -36,21 +36,47 @@ var _ a2asrv.RequestHandler = (*team)(nil)
 
 // started is a run a message started or replied to; seq, for a reply, is the decision's
 // sequence number: until the run has applied it, what the run says is from before the reply.
+// created is set for a run the message just created, which the cache may not hold yet.
 type started struct {
-	run *v1alpha1.AgentRun
-	seq int64
+	run     *v1alpha1.AgentRun
+	seq     int64
+	created bool
 }
 
-// current reports whether the run has taken the message in.
-func (s started) current(run *v1alpha1.AgentRun) bool { return run.Status.LastDecision >= s.seq }
+// current reports whether what the run says follows the message: it has taken the message in,
+// or it ended (a run that ends takes no more decisions).
+func (s started) current(run *v1alpha1.AgentRun) bool {
+	return run.Status.LastDecision >= s.seq || run.Status.Phase.Terminal()
+}
+
+// first is the task as a send answers it at once: for a reply, at work on it, since the run
+// still says what it said before the reply.
+func (s started) first() *a2a.Task {
+	task := TaskOf(s.run)
+	if s.seq > 0 && !s.current(s.run) {
+		task.Status = a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: task.Status.Timestamp}
+	}
+	return task
+}
+
+// noPush refuses a send that asks for push notifications, which are not served.
+func noPush(req *a2a.SendMessageRequest) error {
+	if req.Config != nil && req.Config.PushConfig != nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	return nil
+}
 
 func (t *team) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	if err := noPush(req); err != nil {
+		return nil, err
+	}
 	s, err := t.send(ctx, req.Message)
 	if err != nil {
 		return nil, err
 	}
 	if req.Config != nil && req.Config.ReturnImmediately {
-		return TaskOf(s.run), nil
+		return s.first(), nil
 	}
 	last := s.run
 	for run, err := range t.follow(ctx, s) {
@@ -67,6 +93,10 @@ func (t *team) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2
 
 func (t *team) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		if err := noPush(req); err != nil {
+			yield(nil, err)
+			return
+		}
 		s, err := t.send(ctx, req.Message)
 		if err != nil {
 			yield(nil, err)
@@ -199,15 +229,18 @@ func (t *team) start(ctx context.Context, msg *a2a.Message, input string) (start
 		if err := t.h.Reader.Get(ctx, client.ObjectKeyFromObject(run), existing); err != nil {
 			return started{}, fmt.Errorf("reading task %s: %w", run.Name, err)
 		}
-		if existing.Labels[v1alpha1.LabelA2ATask] != digest {
-			return started{}, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("an AgentRun named %s, which is not this message's task, is in the way", run.Name))
+		// The name comes from what the sender sent: a run someone else made under it, of
+		// another team or by another creator, is never taken for this message's task.
+		if existing.Labels[v1alpha1.LabelA2ATask] != digest || existing.Spec.ConfigRef.Name != t.cfg.Name ||
+			existing.Annotations[v1alpha1.AnnotationCreatedBy] != t.caller.GetName() {
+			return started{}, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("an AgentRun named %s, which is not this message's task, is in the way: send the message with another messageId", run.Name))
 		}
-		return started{run: existing}, nil
+		return started{run: existing, created: true}, nil
 	}
 	if err != nil {
 		return started{}, a2a.NewError(a2a.ErrInvalidParams, fmt.Sprintf("starting a run of %s: %v", t.cfg.Name, err))
 	}
-	return started{run: run}, nil
+	return started{run: run, created: true}, nil
 }
 
 // reply gives a task that asks for input the message as a person's reply, queued for the
@@ -267,7 +300,7 @@ func waitsForReply(run *v1alpha1.AgentRun) error {
 func (t *team) task(ctx context.Context, id a2a.TaskID, verb string) (*v1alpha1.AgentRun, error) {
 	run := &v1alpha1.AgentRun{}
 	notFound := a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", id))
-	if len(id) > maxIDBytes {
+	if len(id) > maxIDBytes || !strings.HasPrefix(string(id), taskPrefix(t.cfg.Name)) {
 		return nil, notFound
 	}
 	key := client.ObjectKey{Namespace: t.cfg.Namespace, Name: string(id)}
@@ -289,6 +322,10 @@ func (t *team) task(ctx context.Context, id a2a.TaskID, verb string) (*v1alpha1.
 		return run, nil
 	}
 	if err := t.allowed(ctx, verb, run.Name); err != nil {
+		if verb == "get" || t.allowed(ctx, "get", run.Name) != nil {
+			// Whoever may not read a task is not told that it exists.
+			return nil, notFound
+		}
 		return nil, err
 	}
 	return run, nil
@@ -308,22 +345,32 @@ func (t *team) allowed(ctx context.Context, verb, name string) error {
 }
 
 // follow yields the run each time it changes, from the first time it has taken the message in,
-// until ctx ends or the caller stops.
+// until ctx ends or the caller stops. A run deleted while it is followed (or, just created,
+// never seen in the cache within goneAfter) ends the following with TaskNotFound.
 func (t *team) follow(ctx context.Context, s started) iter.Seq2[*v1alpha1.AgentRun, error] {
 	return func(yield func(*v1alpha1.AgentRun, error) bool) {
 		version := ""
+		seen, since := !s.created, t.h.now()
 		tick := time.NewTicker(t.h.poll())
 		defer tick.Stop()
 		for {
 			run := &v1alpha1.AgentRun{}
-			if err := t.h.Client.Get(ctx, client.ObjectKeyFromObject(s.run), run); err != nil && !apierrors.IsNotFound(err) {
+			err := t.h.Client.Get(ctx, client.ObjectKeyFromObject(s.run), run)
+			switch {
+			case apierrors.IsNotFound(err) && (seen || t.h.now().Sub(since) >= goneAfter):
+				yield(nil, a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s was deleted", s.run.Name)))
+				return
+			case apierrors.IsNotFound(err):
+			case err != nil:
 				yield(nil, err)
 				return
-			} else if err == nil && run.ResourceVersion != version && s.current(run) {
-				version = run.ResourceVersion
+			case run.ResourceVersion != version && s.current(run):
+				seen, version = true, run.ResourceVersion
 				if !yield(run, nil) {
 					return
 				}
+			default:
+				seen = true
 			}
 			select {
 			case <-ctx.Done():
@@ -335,14 +382,19 @@ func (t *team) follow(ctx context.Context, s started) iter.Seq2[*v1alpha1.AgentR
 	}
 }
 
+// goneAfter is how long a run just created may be missing from the cache before it is taken
+// for deleted.
+const goneAfter = 30 * time.Second
+
 // stream yields the task, then its changes, until it ends or asks for input: a status update
 // for each change of state or of what it says, and the output as an artifact before it
 // completes.
 func (t *team) stream(ctx context.Context, s started, yield func(a2a.Event, error) bool) {
-	if !yield(TaskOf(s.run), nil) {
+	first := s.first()
+	if !yield(first, nil) {
 		return
 	}
-	last := statusOf(s.run)
+	last := first.Status
 	for run, err := range t.follow(ctx, s) {
 		if err != nil {
 			yield(nil, err)
@@ -415,6 +467,10 @@ func taskDigest(namespace, config, sender, messageID string) string {
 
 // taskName is the run's name: the config's, cut, and the digest's start.
 func taskName(config, digest string) string {
-	prefix := strings.TrimRight(config[:min(len(config), 40)], "-.")
-	return prefix + "-a2a-" + digest[:12]
+	return taskPrefix(config) + digest[:12]
+}
+
+// taskPrefix is how the names of a team's tasks begin.
+func taskPrefix(config string) string {
+	return strings.TrimRight(config[:min(len(config), 40)], "-.") + "-a2a-"
 }

@@ -3,6 +3,10 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -198,6 +202,77 @@ func TestAnA2AAgentsKeyIsSentAsABearerTokenAndItsCallsGoThroughTheEgressPolicy(t
 	}
 	if len(agent.Received()) != 1 {
 		t.Errorf("the refused step reached the agent")
+	}
+}
+
+// seen is an HTTP client's transport that notes the path of every request it carries.
+type seen struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (s *seen) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.paths = append(s.paths, r.URL.Path)
+	s.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (s *seen) saw(prefix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.paths, func(p string) bool { return strings.HasPrefix(p, prefix) })
+}
+
+// A card chooses how the agent is called, not with what: an agent that offers only A2A's
+// HTTP+JSON binding is called through the operator's client (the egress policy's), as a
+// JSON-RPC one is, never through a client of the SDK's own.
+func TestEveryA2ABindingACardNamesIsCalledThroughTheOperatorsClient(t *testing.T) {
+	agent := a2aagents.Start(a2aagents.Options{RESTOnly: true}, func(*a2a.Message, *a2a.Task) a2aagents.Turn { return a2aagents.Turn{Text: "over REST"} })
+	defer agent.Close()
+	transport := &seen{}
+	res, err := a2aStep(t, agents.Dependencies{HTTPClient: &http.Client{Transport: transport}}, agent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != "over REST" || !transport.saw("/rest/") {
+		t.Errorf("output %q; the operator's client carried %v", res.Output, transport.paths)
+	}
+	_, err = a2aStep(t, agents.Dependencies{HTTPClient: egress.Default().Client()}, agent, nil)
+	if err == nil || !strings.Contains(err.Error(), "egress policy refuses 127.0.0.1") {
+		t.Errorf("error %v, want the egress policy's refusal", err)
+	}
+}
+
+// The agent's key goes to the origin of its endpoint only: a card served there may name
+// another address for its messages, which is called without the key.
+func TestAnA2AAgentsKeyIsNotSentToAnotherOriginItsCardNames(t *testing.T) {
+	agent := a2aagents.Start(a2aagents.Options{}, func(*a2a.Message, *a2a.Task) a2aagents.Turn { return a2aagents.Turn{Text: "ok"} })
+	defer agent.Close()
+	resp, err := http.Get(agent.URL + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The card, served from elsewhere, still names the agent's own address.
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(card)
+	}))
+	defer elsewhere.Close()
+	_, err = a2aStep(t, agents.Dependencies{}, agent, func(r *agents.Request) {
+		r.Agent.Model.Endpoint = elsewhere.URL
+		r.Agent.Model.APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "llm", Key: "apiKey"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := agent.Received()[0].Header.Get("Authorization"); got != "" {
+		t.Errorf("the agent at another origin than the endpoint was sent %q", got)
 	}
 }
 

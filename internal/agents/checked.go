@@ -177,7 +177,7 @@ type redactedUpdates struct {
 }
 
 func (u redactedUpdates) Report(ctx context.Context, state, text string) {
-	u.next.Report(ctx, state, redact(strings.ToValidUTF8(text, "\uFFFD"), u.keys))
+	u.next.Report(ctx, redact(strings.ToValidUTF8(state, "\uFFFD"), u.keys), redact(strings.ToValidUTF8(text, "\uFFFD"), u.keys))
 }
 
 // redactedError is an error whose message had keys removed; errors.Is still sees the cause.
@@ -190,8 +190,9 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.cause }
 
 func redactError(err error, keys []string) error {
-	msg := textbound.Bytes(strings.ToValidUTF8(err.Error(), "\uFFFD"), maxReasonBytes)
-	if clean := redact(msg, keys); clean != err.Error() {
+	// Redacted whole, then cut: a key across the cut would otherwise keep its start.
+	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if clean := textbound.Bytes(redact(msg, keys), maxReasonBytes); clean != err.Error() {
 		return &redactedError{msg: clean, cause: err}
 	}
 	return err

@@ -46,6 +46,10 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		// A request is read whole within ReadTimeout (a body sent slowly holds nothing for
+		// long); the answer, a stream among them, is not bounded by it.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: getCert,

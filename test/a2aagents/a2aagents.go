@@ -56,6 +56,8 @@ type Options struct {
 	Streaming bool
 	// V03Only serves the card and JSON-RPC of A2A 0.3 only.
 	V03Only bool
+	// RESTOnly serves A2A 1.0 over its HTTP+JSON binding only, under /rest.
+	RESTOnly bool
 }
 
 // Start serves an agent that answers with answer (given the message and, for a message that
@@ -78,6 +80,12 @@ func Start(opts Options, answer func(msg *a2a.Message, task *a2a.Task) Turn) *Ag
 				"capabilities": map[string]any{"streaming": opts.Streaming}, "defaultInputModes": card.DefaultInputModes,
 				"defaultOutputModes": card.DefaultOutputModes, "skills": []map[string]any{{"id": "answer", "name": "Answer", "description": "answers", "tags": []string{"test"}}}})
 		})
+		return a
+	}
+	if opts.RESTOnly {
+		card.SupportedInterfaces = []*a2a.AgentInterface{a2a.NewAgentInterface(a.URL+"/rest", a2a.TransportProtocolHTTPJSON)}
+		mux.Handle("/rest/", http.StripPrefix("/rest", a2asrv.NewRESTHandler(handler)))
+		mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 		return a
 	}
 	card.SupportedInterfaces = []*a2a.AgentInterface{a2a.NewAgentInterface(a.URL+"/a2a", a2a.TransportProtocolJSONRPC),

@@ -203,26 +203,36 @@ var _ = Describe("A team served as an A2A agent", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), "cancelling a cancelled task again is no error")
 	})
 
-	It("refuses a caller who may not create runs, and hides one caller's tasks from another", func() {
+	It("refuses a caller who may not get the config or create runs, and hides one caller's tasks from another", func() {
 		ctx := within()
 		c := a2aClientOf(caller, base(), "1.0")
 		res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: text("status of mine")})
 		Expect(err).NotTo(HaveOccurred())
 		mine := res.(*a2a.Task)
 
-		// The stranger may get the config's card through the caller's, but not act.
+		// The stranger may not get the config: the endpoint answers them nothing, before it reads
+		// anything.
 		card, err := (&agentcard.Resolver{Client: transcriptClient(caller)}).Resolve(ctx, base())
 		Expect(err).NotTo(HaveOccurred())
 		httpClient := transcriptClient(stranger)
 		other, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(httpClient))
 		Expect(err).NotTo(HaveOccurred())
 		_, err = other.SendMessage(ctx, &a2a.SendMessageRequest{Message: text("status")})
-		Expect(errors.Is(err, a2a.ErrUnauthorized)).To(BeTrue(), "%v", err)
-		Expect(err.Error()).To(ContainSubstring(`User "a2a-stranger" cannot create resource "agentruns"`))
+		Expect(err).To(MatchError(ContainSubstring("403")))
 		_, err = other.GetTask(ctx, &a2a.GetTaskRequest{ID: mine.ID})
+		Expect(err).To(MatchError(ContainSubstring("403")))
+
+		// A reader of the config who may not create runs is refused a new task, and is not told
+		// that the caller's task exists.
+		reader, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(transcriptClient(a2aCaller(ns, "a2a-reader", "list"))))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = reader.SendMessage(ctx, &a2a.SendMessageRequest{Message: text("status")})
 		Expect(errors.Is(err, a2a.ErrUnauthorized)).To(BeTrue(), "%v", err)
-		_, err = other.CancelTask(ctx, &a2a.CancelTaskRequest{ID: mine.ID})
-		Expect(errors.Is(err, a2a.ErrUnauthorized)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`User "a2a-reader" cannot create resource "agentruns"`))
+		_, err = reader.GetTask(ctx, &a2a.GetTaskRequest{ID: mine.ID})
+		Expect(errors.Is(err, a2a.ErrTaskNotFound)).To(BeTrue(), "%v", err)
+		_, err = reader.CancelTask(ctx, &a2a.CancelTaskRequest{ID: mine.ID})
+		Expect(errors.Is(err, a2a.ErrTaskNotFound)).To(BeTrue(), "%v", err)
 
 		anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: httpClient.Transport.(*http.Transport).TLSClientConfig.Clone()}}
 		anonymous.Transport.(*http.Transport).TLSClientConfig.Certificates = nil

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/agents/httpagent"
+	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -45,9 +47,14 @@ func (a *a2aAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Res
 	if err != nil {
 		return nil, fmt.Errorf("reading the A2A agent's card from %s: %w", req.Agent.Model.Endpoint, err)
 	}
+	// Every transport the card may name is given the step's client: the SDK's defaults would
+	// call with a client of their own, around the egress policy.
 	client, err := a2aclient.NewFromCard(ctx, card,
+		a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(httpClient),
+		a2aclient.WithRESTTransport(httpClient),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: httpClient}),
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: httpClient}),
 		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC}}))
 	if err != nil {
 		return nil, fmt.Errorf("the A2A agent at %s: %w", req.Agent.Model.Endpoint, err)
@@ -57,7 +64,7 @@ func (a *a2aAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Res
 	send := &a2a.SendMessageRequest{Message: message(req)}
 	var final finalState
 	if card.Capabilities.Streaming {
-		final, err = stream(ctx, client, send, req.Updates)
+		final, err = stream(ctx, client, send, req.Updates, a.deps)
 	} else {
 		final, err = sendAndWait(ctx, client, send, a.deps)
 	}
@@ -68,7 +75,8 @@ func (a *a2aAgent) Step(ctx context.Context, req *agents.Request) (*workflow.Res
 }
 
 // client is the HTTP client of the step's calls: the operator's, through the egress policy,
-// with the agent's key as a bearer token when it has one.
+// with the agent's key as a bearer token when it has one, sent only to the origin of the
+// agent's endpoint: a card may name other addresses, and they are not given the key.
 func (a *a2aAgent) client(ctx context.Context, req *agents.Request) (*http.Client, error) {
 	ref := req.Agent.Model.APIKeySecretRef
 	if ref == nil {
@@ -86,17 +94,25 @@ func (a *a2aAgent) client(ctx context.Context, req *agents.Request) (*http.Clien
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	c.Transport = bearer{next: next, token: key}
+	endpoint, err := url.Parse(req.Agent.Model.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("model.endpoint %q: %w", req.Agent.Model.Endpoint, err)
+	}
+	c.Transport = bearer{next: next, token: key, origin: egress.Origin(endpoint)}
 	return &c, nil
 }
 
-// bearer sends a token with every request.
+// bearer sends a token with every request to one origin.
 type bearer struct {
-	next  http.RoundTripper
-	token string
+	next   http.RoundTripper
+	token  string
+	origin string
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if egress.Origin(r.URL) != b.origin {
+		return b.next.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)

@@ -15,8 +15,8 @@ const maxArtifacts = 64
 
 // stream sends the message as a stream and follows the task until it ends or asks for input,
 // telling updates what the agent reports on the way. A stream that breaks off before then
-// is followed by reading the task.
-func stream(ctx context.Context, client *a2aclient.Client, send *a2a.SendMessageRequest, updates agents.Updates) (finalState, error) {
+// is followed by reading the task until it does.
+func stream(ctx context.Context, client *a2aclient.Client, send *a2a.SendMessageRequest, updates agents.Updates, deps agents.Dependencies) (finalState, error) {
 	var task *a2a.Task
 	// A reply's stream may start with the task as it was, still asking: until a status update
 	// comes, a task asking is that.
@@ -62,10 +62,7 @@ func stream(ctx context.Context, client *a2aclient.Client, send *a2a.SendMessage
 	if err != nil {
 		return finalState{}, fmt.Errorf("the stream ended before task %s did, and reading it: %w", task.ID, err)
 	}
-	if !settled(t.Status.State) {
-		return finalState{}, fmt.Errorf("the stream ended while task %s was %s", task.ID, t.Status.State)
-	}
-	return finalState{task: t}, nil
+	return waitFor(ctx, client, t, deps)
 }
 
 // addArtifact adds an artifact update to a task's artifacts: a chunk to append to one it has,
