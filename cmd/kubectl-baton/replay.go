@@ -211,6 +211,8 @@ func printReport(out io.Writer, e *records.Export, against string, r replay.Repo
 		fmt.Fprintln(out, "The replay reproduced the run: the same path, tokens and end.")
 	case r.Diverged > 0:
 		fmt.Fprintf(out, "The paths part at handoff %d.\n", r.Diverged)
+	case r.Stopped == "":
+		fmt.Fprintln(out, "The paths are the same; the runs end apart, as above.")
 	}
 	if len(r.Live) > 0 {
 		fmt.Fprintf(out, "Answered live: step%s %s.\n", plural(len(r.Live)), joinSteps(r.Live))
@@ -220,6 +222,31 @@ func printReport(out io.Writer, e *records.Export, against string, r replay.Repo
 	}
 	if msg := r.Replayed.Message; msg != "" && r.Replayed.Reason != r.Recorded.Reason {
 		fmt.Fprintf(out, "The replayed run ended: %s\n", terminalSafe(msg))
+	}
+	printBranches(out, "", r.Branches)
+}
+
+// printBranches says in a line each what the replay of each branch found, its own branches
+// below it.
+func printBranches(out io.Writer, indent string, branches []replay.BranchReport) {
+	if len(branches) > 0 && indent == "" {
+		fmt.Fprintln(out, "\nBranches:")
+	}
+	for _, b := range branches {
+		found := "reproduced"
+		switch {
+		case !b.Replayed.Phase.Terminal() && b.Stopped == "":
+			found = "cancelled in the recorded run before it ended: replayed as far as it ran"
+		case b.Stopped != "":
+			found = "stopped: " + b.Stopped
+		case b.Diverged > 0:
+			found = fmt.Sprintf("the paths part at handoff %d; it ends %s (recorded: %s)", b.Diverged, orDash(string(b.Replayed.Reason)), orDash(string(b.Recorded.Reason)))
+		case !b.Same():
+			found = fmt.Sprintf("the same path; it ends %s with %d tokens (recorded: %s with %d)", orDash(string(b.Replayed.Reason)), b.Replayed.Tokens,
+				orDash(string(b.Recorded.Reason)), b.Recorded.Tokens)
+		}
+		fmt.Fprintf(out, "%s  step %d, branch %d (%s): %s: %s\n", indent, b.Step, b.Index, terminalSafe(b.Agent), terminalSafe(b.Name), terminalSafe(found))
+		printBranches(out, indent+"  ", b.Branches)
 	}
 }
 

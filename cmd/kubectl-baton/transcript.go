@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 func (o *options) transcriptCmd() *cobra.Command {
@@ -76,17 +79,14 @@ func (o *options) transcriptCmd() *cobra.Command {
 }
 
 // export is a run's transcript as a replay reads it (records.Export): its records, its spec and
-// status as the user reads them, and the config it pinned, from the transcript API.
+// status as the user reads them, the config it pinned, from the transcript API, and the
+// exports of the branch runs its fan-outs made.
 func (o *options) export(ctx context.Context, c *operatorClient, page transcriptapi.Page) (*records.Export, error) {
-	run, _, err := o.getRun(ctx, page.Run)
+	run, kube, err := o.getRun(ctx, page.Run)
 	if err != nil {
 		return nil, err
 	}
-	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: page.Namespace, Run: page.Run,
-		UID: page.UID, Records: page.Records, Spec: run.Spec, Status: run.Status, CreatedBy: run.Annotations[v1alpha1.AnnotationCreatedBy]}
-	if e.Records == nil {
-		e.Records = []records.Record{}
-	}
+	e := exportOf(run, page)
 	if run.Status.ConfigRevision != "" {
 		pinned, err := c.Config(ctx, page.Namespace, page.Run)
 		if err != nil {
@@ -94,7 +94,60 @@ func (o *options) export(ctx context.Context, c *operatorClient, page transcript
 		}
 		e.Config = &pinned
 	}
+	budget := exportBudget{records: len(e.Records)}
+	if e.Branches, err = o.branchExports(ctx, c, kube, run, 1, &budget); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// exportOf is the export of a run's records, without its config or branches.
+func exportOf(run *v1alpha1.AgentRun, page transcriptapi.Page) *records.Export {
+	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: page.Namespace, Run: page.Run,
+		UID: page.UID, Records: page.Records, Spec: run.Spec, Status: run.Status, CreatedBy: run.Annotations[v1alpha1.AnnotationCreatedBy]}
+	if e.Records == nil {
+		e.Records = []records.Record{}
+	}
+	return e
+}
+
+// exportBudget is what an export holds so far, to stay within what a replay reads.
+type exportBudget struct{ records, branches int }
+
+// branchExports are the exports of the branch runs of run (those it controls), read as the
+// user, with their own branches, at depth.
+func (o *options) branchExports(ctx context.Context, c *operatorClient, kube client.Client, run *v1alpha1.AgentRun, depth int, budget *exportBudget) ([]records.Export, error) {
+	if run.Status.BranchesStarted == 0 {
+		return nil, nil
+	}
+	list := &v1alpha1.AgentRunList{}
+	if err := kube.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the branch runs of agentrun %s: %w", run.Name, err)
+	}
+	var out []records.Export
+	for i := range list.Items {
+		b := &list.Items[i]
+		if !metav1.IsControlledBy(b, run) || b.Spec.Branch == nil {
+			continue
+		}
+		budget.branches++
+		if depth > records.MaxExportDepth || budget.branches > records.MaxExportBranches {
+			return nil, fmt.Errorf("agentrun %s has more branch runs than an export holds (%d, %d deep)", run.Name, records.MaxExportBranches, records.MaxExportDepth)
+		}
+		page, err := c.Records(ctx, b.Namespace, b.Name, 0)
+		if err != nil {
+			return nil, fmt.Errorf("reading the transcript of branch %s: %w", b.Name, err)
+		}
+		if budget.records += len(page.Records); budget.records > records.MaxExportRecords {
+			return nil, fmt.Errorf("agentrun %s and its branches have more than the %d records an export holds", run.Name, records.MaxExportRecords)
+		}
+		e := exportOf(b, page)
+		if e.Branches, err = o.branchExports(ctx, c, kube, b, depth+1, budget); err != nil {
+			return nil, err
+		}
+		out = append(out, *e)
+	}
+	return out, nil
 }
 
 // transcriptYAML is an export as YAML. The YAML parser that converts JSON refuses the control

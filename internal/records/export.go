@@ -18,8 +18,12 @@ const ExportKind = "Transcript"
 
 // Bounds of an export a replay reads: a file may come from anywhere.
 const (
-	// MaxExportRecords is the most records an export may hold.
+	// MaxExportRecords is the most records an export may hold, its branches' included.
 	MaxExportRecords = 100000
+	// MaxExportBranches is the most branch runs an export may hold, at every depth, and
+	// MaxExportDepth how deep they may nest.
+	MaxExportBranches = 256
+	MaxExportDepth    = v1alpha1.MaxDepth
 	// MaxExportBytes is the most bytes an export's file may have.
 	MaxExportBytes = 512 << 20
 )
@@ -44,6 +48,9 @@ type Export struct {
 	// CreatedBy is who created the run, as the admission webhook recorded it: a replay holds
 	// their approvals to the gates that forbid self-approval.
 	CreatedBy string `json:"createdBy,omitempty"`
+	// Branches are the exports of the run's branch runs (those its fan-outs made), each with
+	// its own branches; a branch's export holds no config (it ran its root's).
+	Branches []Export `json:"branches,omitempty"`
 }
 
 // PinnedConfig is the config a run pinned: its revision's name and spec.
@@ -60,10 +67,29 @@ func (e *Export) Check() error {
 		return fmt.Errorf("apiVersion %q: want %s", e.APIVersion, ExportVersion)
 	case e.Kind != ExportKind:
 		return fmt.Errorf("kind %q: want %s", e.Kind, ExportKind)
+	}
+	var records, branches int
+	return e.check(0, &records, &branches)
+}
+
+// check checks the export at depth, counting the records and branches of the whole export.
+func (e *Export) check(depth int, records, branches *int) error {
+	*records += len(e.Records)
+	*branches += len(e.Branches)
+	switch {
 	case e.Run == "":
 		return fmt.Errorf("the export names no run")
-	case len(e.Records) > MaxExportRecords:
-		return fmt.Errorf("%d records, more than the %d an export holds", len(e.Records), MaxExportRecords)
+	case *records > MaxExportRecords:
+		return fmt.Errorf("more than the %d records an export holds", MaxExportRecords)
+	case *branches > MaxExportBranches:
+		return fmt.Errorf("more than the %d branch runs an export holds", MaxExportBranches)
+	case len(e.Branches) > 0 && depth >= MaxExportDepth:
+		return fmt.Errorf("run %s's branches nest deeper than %d", e.Run, MaxExportDepth)
+	}
+	for i := range e.Branches {
+		if err := e.Branches[i].check(depth+1, records, branches); err != nil {
+			return fmt.Errorf("branch %s: %w", e.Branches[i].Run, err)
+		}
 	}
 	return nil
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// FromExport reads an exported transcript as a recording (Builder). A file may come from
-// anywhere: what cannot be read is an error, never a panic.
+// FromExport reads an exported transcript as a recording (Builder), with its branch runs'. A
+// file may come from anywhere: what cannot be read is an error, never a panic.
 func FromExport(e *records.Export) (Recording, error) {
 	b, err := NewBuilder(e.Run, e.Spec, e.Status)
 	if err != nil {
@@ -26,7 +26,18 @@ func FromExport(e *records.Export) (Recording, error) {
 			return Recording{}, err
 		}
 	}
-	return b.Recording(), nil
+	rec := b.Recording()
+	for i := range e.Branches {
+		branch, err := FromExport(&e.Branches[i])
+		if err != nil {
+			return Recording{}, fmt.Errorf("branch %s: %w", e.Branches[i].Run, err)
+		}
+		if branch.Branch == nil {
+			return Recording{}, fmt.Errorf("branch %s is no branch run: it has no spec.branch", e.Branches[i].Run)
+		}
+		rec.Branches = append(rec.Branches, branch)
+	}
+	return rec, nil
 }
 
 // Builder puts a recording together from a run's records, added in the transcript's order, a
@@ -68,7 +79,7 @@ func NewBuilder(run string, spec v1alpha1.AgentRunSpec, status v1alpha1.AgentRun
 		return nil, fmt.Errorf("run %s never started: there is nothing to replay", run)
 	}
 	b := &Builder{steps: map[int32]builtStep{}, calls: map[int32][]workflow.RecordedCall{}, turns: map[int32]*turnUse{}, latest: status.HandoffSequence}
-	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, Started: status.StartTime.Time, End: status}
+	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, Started: status.StartTime.Time, End: status, Branch: spec.Branch}
 	return b, nil
 }
 
@@ -158,8 +169,20 @@ func (b *Builder) Recording() Recording {
 	return rec
 }
 
-// wholePath is the run's handoff sequence: the records later steps carried, then those of the
-// status's latest that come after them.
+// wholePath is the run's handoff sequence: the records later steps carried and those of the
+// status's latest, once each, in the run's order. A fan-out's record is carried by no step
+// (the next step carries its join, which shares its step), so the status's latest may hold
+// records that come before the last one carried.
 func wholePath(seen, latest []v1alpha1.HandoffRecord) []v1alpha1.HandoffRecord {
-	return appendLater(appendLater(nil, seen), latest)
+	all := append(slices.Clone(seen), latest...)
+	slices.SortStableFunc(all, func(a, b v1alpha1.HandoffRecord) int {
+		switch {
+		case workflow.RecordAfter(a, b):
+			return 1
+		case workflow.RecordAfter(b, a):
+			return -1
+		}
+		return 0
+	})
+	return appendLater(nil, all)
 }

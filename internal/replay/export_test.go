@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +26,11 @@ func exportOf(t testing.TB, rec Recording, cfg v1alpha1.AgentConfigSpec) *record
 	seq := int64(0)
 	for i, s := range rec.Steps {
 		body := records.StepBody{Agent: s.Result.Agent, Input: s.Result.Input, Result: s.Result.Result}
-		if i > 0 {
-			body.Previous = &rec.Path[i-1]
+		// The record before the step's: a fan-out's join, not the fan-out, for the step after it.
+		for j := range rec.Path {
+			if rec.Path[j].Step <= int32(i) {
+				body.Previous = &rec.Path[j]
+			}
 		}
 		data, err := json.Marshal(body)
 		if err != nil {
@@ -40,25 +44,68 @@ func exportOf(t testing.TB, rec Recording, cfg v1alpha1.AgentConfigSpec) *record
 		seq++
 		e.Records = append(e.Records, records.Record{Seq: seq, Kind: transcript.KindDecision, Time: d.Time.Time, Body: data})
 	}
+	for _, b := range rec.Branches {
+		branch := exportOf(t, b, cfg)
+		branch.Config, branch.Spec.Branch = nil, b.Branch
+		e.Branches = append(e.Branches, *branch)
+	}
 	return e
+}
+
+func TestAnExportedFanOutReplaysWithItsBranchesAsItRan(t *testing.T) {
+	c := research(2, v1alpha1.Join{})
+	p := plan(t, c)
+	read := readBack(t, exportOf(t, recordResearch(t, p), c.Obj().Spec))
+	if r := Run(p, read, Options{}); !r.Same() || len(r.Branches) != 2 {
+		t.Fatalf("the export replayed: diverged at %d, stopped %q, %d branches", r.Diverged, r.Stopped, len(r.Branches))
+	}
+}
+
+func TestAnExportsBranchesAreBounded(t *testing.T) {
+	leaf := func(run string) records.Export {
+		return records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Run: run}
+	}
+	deep := leaf("root")
+	at := &deep
+	for i := range records.MaxExportDepth + 1 {
+		at.Branches = []records.Export{leaf(fmt.Sprintf("b%d", i))}
+		at = &at.Branches[0]
+	}
+	wide := leaf("root")
+	for i := range records.MaxExportBranches + 1 {
+		wide.Branches = append(wide.Branches, leaf(fmt.Sprintf("b%d", i)))
+	}
+	unnamed := leaf("root")
+	unnamed.Branches = []records.Export{leaf("")}
+	for name, e := range map[string]records.Export{"too deep": deep, "too many": wide, "a branch that names no run": unnamed} {
+		if err := e.Check(); err == nil {
+			t.Errorf("%s: checked", name)
+		}
+	}
+}
+
+// readBack is the recording an export is read as, written to its file and read again.
+func readBack(t *testing.T, e *records.Export) Recording {
+	t.Helper()
+	data, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := records.ReadExport(data)
+	if err != nil {
+		t.Fatalf("ReadExport: %v", err)
+	}
+	rec, err := FromExport(read)
+	if err != nil {
+		t.Fatalf("FromExport: %v", err)
+	}
+	return rec
 }
 
 func TestAnExportedRunReplaysAsItRan(t *testing.T) {
 	c := helpdesk().Gate("refund", "billing", 1)
 	p := plan(t, c)
-	rec := billingTicket(t, p)
-	data, err := json.Marshal(exportOf(t, rec, c.Obj().Spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := records.ReadExport(data)
-	if err != nil {
-		t.Fatalf("ReadExport: %v", err)
-	}
-	read, err := FromExport(e)
-	if err != nil {
-		t.Fatalf("FromExport: %v", err)
-	}
+	read := readBack(t, exportOf(t, billingTicket(t, p), c.Obj().Spec))
 	if r := Run(p, read, Options{}); !r.Same() || len(r.Recorded.Path) != 6 {
 		t.Fatalf("the export replayed: diverged at %d, stopped %q, recorded path %s, replayed %s",
 			r.Diverged, r.Stopped, pathOf(r.Recorded.Path), pathOf(r.Replayed.Path))
@@ -89,6 +136,13 @@ func FuzzReplayExport(f *testing.F) {
 	rec := billingTicket(f, p.ForRun("ticket", "ns", "", "alice"))
 	seed, _ := json.Marshal(exportOf(f, rec, c.Obj().Spec))
 	f.Add(seed)
+	fan := research(2, v1alpha1.Join{})
+	fp, errs := workflow.NewPlan(fan.Obj().Spec, nil)
+	if len(errs) > 0 {
+		f.Fatal(errs)
+	}
+	branched, _ := json.Marshal(exportOf(f, recordResearch(f, fp.ForRun("ticket", "ns", "", "alice")), fan.Obj().Spec))
+	f.Add(branched)
 	f.Add([]byte(`{"apiVersion":"agents.baton.dev/transcript-v1","kind":"Transcript","run":"r","status":{"startTime":"2026-11-25T09:00:00.000000Z"},"records":[{"kind":"step","step":1,"body":{"agent":"nobody","parallel":[{"agent":"triage"}]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := records.ReadExport(data)

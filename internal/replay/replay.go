@@ -3,7 +3,8 @@
 // agent answers with its recorded turns, in the order it took them; people's decisions are the
 // recorded ones; time is the record's. It is a shell around the core with nothing under it: no
 // client, clock, provider or store. A turn the recording does not hold stops the replay, or is
-// handed to the caller's Live, which calls the agent (package replay/live).
+// handed to the caller's Live, which calls the agent (package replay/live). A fan-out's
+// branches are replayed from the recordings of the branch runs (branches.go).
 package replay
 
 import (
@@ -36,6 +37,10 @@ type Recording struct {
 	// ToolResults are the results of the tool calls the run made, in order, when the recording
 	// was built to keep them (Builder.ToolResults): a turn answered live is given them.
 	ToolResults []ToolResult
+	// Branch is the run's spec.branch, when it is a branch of another run's fan-out; Branches
+	// are the recordings of its own branch runs.
+	Branch   *v1alpha1.RunBranch
+	Branches []Recording
 }
 
 // ToolResult is a tool call a recorded step made, and what it came to.
@@ -107,6 +112,9 @@ type Report struct {
 	Stopped string `json:"stopped,omitempty"`
 	// Live are the steps answered live, by calling the agent.
 	Live []int32 `json:"live,omitempty"`
+	// Branches are the replays of the branches of the replayed run's fan-outs, in the order
+	// they were replayed.
+	Branches []BranchReport `json:"branches,omitempty"`
 }
 
 // Same reports whether the replay reproduced the recorded run from the recording alone: the
@@ -137,12 +145,18 @@ func sameCost(a, b string) bool {
 func Run(p *workflow.Plan, rec Recording, opts Options) Report {
 	r := newRunner(p, rec, opts)
 	r.run()
+	return r.report()
+}
+
+// report is what the replay found.
+func (r *runner) report() Report {
 	return Report{
-		Recorded: summary(rec.End, rec.Path, gateNames(rec.Decisions)),
+		Recorded: summary(r.rec.End, r.rec.Path, gateNames(r.rec.Decisions)),
 		Replayed: summary(r.st, r.history, r.reached),
-		Diverged: diverged(rec.Path, r.history),
+		Diverged: diverged(r.rec.Path, r.history),
 		Stopped:  r.stopped,
 		Live:     r.live,
+		Branches: r.branches,
 	}
 }
 
@@ -171,6 +185,8 @@ type runner struct {
 	context      []workflow.ContextEntry
 	last, errors string
 	live         []int32
+	// branches are the replays of the branches of its fan-outs.
+	branches []BranchReport
 }
 
 func newRunner(p *workflow.Plan, rec Recording, opts Options) *runner {
@@ -189,9 +205,9 @@ func newRunner(p *workflow.Plan, rec Recording, opts Options) *runner {
 
 // run takes the replayed run as far as the recording answers it.
 func (r *runner) run() {
-	// Every move uses a recorded step or decision, answers live, or ends the run: there are no
-	// more moves.
-	moves := len(r.rec.Steps) + len(r.rec.Decisions) + 2
+	// Every move uses a recorded step or decision, joins a fan-out's branches, answers live, or
+	// ends the run: there are no more moves.
+	moves := 2*len(r.rec.Steps) + len(r.rec.Decisions) + 2
 	if r.opts.Live != nil {
 		moves += r.opts.MaxLive
 	}
@@ -215,7 +231,7 @@ func (r *runner) run() {
 // step takes the run's next step with its agent's next recorded turn, after the guards.
 func (r *runner) step() {
 	if workflow.Branching(&r.st) {
-		r.stop("step %d fans out to branches, whose runs have recordings of their own", r.st.StepCount)
+		r.join()
 		return
 	}
 	if d, tripped := workflow.Check(r.p, r.st, r.now); tripped {

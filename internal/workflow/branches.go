@@ -311,3 +311,24 @@ func (p *Plan) checkParallel(path *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// BranchPlan is the plan of branch i (from 0) of the run's current fan-out, as the operator
+// makes the branch's run: the config under the branch's share of the run's limits (Shares),
+// with the run's approvals and creator, starting at the branch's agent one level deeper. st is
+// the status that fanned out.
+func (p *Plan) BranchPlan(st *v1alpha1.AgentRunStatus, i int) (*Plan, error) {
+	shares := Shares(p, st)
+	if i < 0 || i >= len(shares) {
+		return nil, fmt.Errorf("the run has no branch %d", i+1)
+	}
+	q, errs := NewPlan(p.Spec, &shares[i])
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("branch %d's share of the run's limits: %w", i+1, errs.ToAggregate())
+	}
+	policy := v1alpha1.ApprovalsRequired
+	if p.skipGates {
+		policy = v1alpha1.ApprovalsSkip
+	}
+	b := st.Branches[i]
+	return q.ForRun(b.Name, p.runNamespace, policy, p.creator).AsBranch(b.Agent, p.depth+1), nil
+}

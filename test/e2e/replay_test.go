@@ -13,6 +13,42 @@ import (
 )
 
 var _ = Describe("Replay with kubectl baton", func() {
+	It("exports the research-team sample's run with its branch runs, and replays its fan-out from their transcripts", func() {
+		const ns = "replay-branches"
+		kubectl("create", "namespace", ns)
+		kubectl("apply", "-n", ns, "-f", sample("research-team.yaml"))
+		kubectl("wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "agentrun/research-x")
+
+		exported := kubectl("baton", "-n", ns, "transcript", "research-x", "-o", "json")
+		var export struct {
+			Branches []struct {
+				Run     string            `json:"run"`
+				Records []json.RawMessage `json:"records"`
+			} `json:"branches"`
+		}
+		Expect(json.Unmarshal([]byte(exported), &export)).To(Succeed(), exported)
+		Expect(export.Branches).To(HaveLen(3), "the export holds the three branch runs")
+		for _, b := range export.Branches {
+			Expect(b.Run).To(HavePrefix("research-x-b1-"))
+			Expect(b.Records).NotTo(BeEmpty())
+		}
+		file := filepath.Join(stateDir, "research-x.json")
+		Expect(os.WriteFile(file, []byte(exported), 0o600)).To(Succeed())
+
+		same := kubectl("baton", "replay", "-f", file)
+		Expect(same).To(ContainSubstring("The replay reproduced the run: the same path, tokens and end."), same)
+		Expect(same).To(MatchRegexp(`Tokens\s+1550\s+1550`))
+		Expect(same).To(ContainSubstring("step 1, branch 3 (critic): research-x-b1-3: reproduced"))
+
+		// A join that takes the first branch to end: the same path, but the writer is joined
+		// with one branch's use, not three.
+		first := strings.Replace(readFile(sample("research-team.yaml")), "mode: All", "mode: First", 1)
+		Expect(first).To(ContainSubstring("mode: First"))
+		out := kubectl("baton", "replay", "-f", file, "--config", manifest("research-first.yaml", first))
+		Expect(out).To(ContainSubstring("The paths are the same; the runs end apart, as above."), out)
+		Expect(out).To(MatchRegexp(`Tokens\s+1550\s+(900|930|960)\n`), "220 and 400, and the 340, 310 or 280 of the branch that ended first")
+	})
+
 	It("exports the helpdesk sample's run, replays it unchanged in the plugin, and says where a lower maxHandoffs parts the path", func() {
 		const ns = "replay"
 		kubectl("create", "namespace", ns)

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -138,6 +139,30 @@ var _ = Describe("Parallel branches", func() {
 			Expect(*b.Spec.Limits.MaxSteps).To(BeEquivalentTo(8))
 			Expect(*b.Spec.Limits.MaxTokens).To(BeEquivalentTo(6593))
 		}
+
+		By("replaying it with its branches, each from its branch run's transcript")
+		again := MakeRun("research-again", ns).Config(cfg.Name).Obj()
+		again.Spec.Replay = &v1alpha1.RunReplay{Run: run.Name}
+		create(again)
+		again = waitForEnd(again)
+		Expect(again.Status.TerminationMessage).To(ContainSubstring("it ran the same path, tokens and end (Completed)"), again.Status.TerminationMessage)
+		Expect(again.Status.Replay.Replayed.Tokens).To(BeEquivalentTo(1550))
+		Expect(sequence(again)).To(Equal(sequence(run)))
+
+		By("and against a lead that may fan out to two branches only: its fan-out to three fails")
+		Eventually(func() error {
+			c := &v1alpha1.AgentConfig{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), c); err != nil {
+				return err
+			}
+			c.Spec.Agents[0].Parallel.MaxBranches = ptr.To[int32](2)
+			return k8sClient.Update(ctx, c)
+		}, runTimeout, poll).Should(Succeed())
+		two := MakeRun("research-two", ns).Config(cfg.Name).Obj()
+		two.Spec.Replay = &v1alpha1.RunReplay{Run: run.Name}
+		create(two)
+		two = waitForEnd(two)
+		Expect(two.Status.Replay.Diverged).To(BeEquivalentTo(1), two.Status.TerminationMessage)
 	})
 
 	It("run the research-team sample's OpenAI twin: the lead's fan_out call starts the branches", func() {

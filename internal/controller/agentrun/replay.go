@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,20 +61,64 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 	return r.write(ctx, w, nil, d)
 }
 
-// recording is the recorded run's recording, from its transcript, a page at a time.
+// recording is the recorded run's recording, from its transcript, a page at a time, with its
+// branch runs' recordings, read as an export of it would hold them.
 func (r *Reconciler) recording(ctx context.Context, recorded *v1alpha1.AgentRun) (replay.Recording, error) {
+	return r.recordingAt(ctx, recorded, 0, &recordingBudget{})
+}
+
+// recordingBudget is what a replay has read so far, to stay within what an export holds.
+type recordingBudget struct{ records, branches int }
+
+func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRun, depth int, budget *recordingBudget) (replay.Recording, error) {
 	b, err := replay.NewBuilder(recorded.Name, recorded.Spec, recorded.Status)
 	if err != nil {
 		return replay.Recording{}, err
 	}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindToolTurn, transcript.KindTool}
 	err = records.Each(ctx, r.Transcript, transcript.Query{RunUID: string(recorded.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
+		if budget.records++; budget.records > records.MaxExportRecords {
+			return false, fmt.Errorf("run %s and its branches hold more than the %d records a replay reads", recorded.Name, records.MaxExportRecords)
+		}
 		return true, b.Add(records.FromStore(rec))
 	})
 	if err != nil {
 		return replay.Recording{}, err
 	}
-	return b.Recording(), nil
+	rec := b.Recording()
+	if recorded.Status.BranchesStarted == 0 {
+		return rec, nil
+	}
+	branches, err := r.branchRunsOf(ctx, recorded)
+	if err != nil {
+		return replay.Recording{}, err
+	}
+	for _, branch := range branches {
+		if budget.branches++; budget.branches > records.MaxExportBranches || depth >= records.MaxExportDepth {
+			return replay.Recording{}, fmt.Errorf("run %s has more branch runs than a replay reads (%d, %d deep)", recorded.Name, records.MaxExportBranches, records.MaxExportDepth)
+		}
+		child, err := r.recordingAt(ctx, branch, depth+1, budget)
+		if err != nil {
+			return replay.Recording{}, fmt.Errorf("branch %s: %w", branch.Name, err)
+		}
+		rec.Branches = append(rec.Branches, child)
+	}
+	return rec, nil
+}
+
+// branchRunsOf are the branch runs a run controls, from the cache.
+func (r *Reconciler) branchRunsOf(ctx context.Context, run *v1alpha1.AgentRun) ([]*v1alpha1.AgentRun, error) {
+	list := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}); err != nil {
+		return nil, err
+	}
+	var out []*v1alpha1.AgentRun
+	for i := range list.Items {
+		if b := &list.Items[i]; metav1.IsControlledBy(b, run) && b.Spec.Branch != nil {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // replayMessage says in a line what the replay found.
