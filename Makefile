@@ -95,10 +95,11 @@ test-image: ## The container image without a container engine: build the manager
 	$(GO) test -v -count=1 ./test/image/...
 
 .PHONY: bench
-bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), and the transcript stores' write latency.
+bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, and replays of recorded runs.
 	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript/sqlstore -run '^$$' -bench AppendStep -benchtime 4000x
+	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 5x
 
 ##@ Run
 

@@ -176,6 +176,10 @@ func replayExport(e *records.Export, spec v1alpha1.AgentConfigSpec, opts func(*w
 		return replay.Report{}, fmt.Errorf("the config cannot run: %w", errs.ToAggregate())
 	}
 	p = p.ForRun(e.Run, e.Namespace, e.Spec.Approvals, e.CreatedBy)
+	if b := e.Spec.Branch; b != nil {
+		// A branch run replays as it ran: from its agent, as deep as it was.
+		p = p.AsBranch(b.Agent, b.Depth)
+	}
 	var o replay.Options
 	if opts != nil {
 		o = opts(p, rec)
@@ -211,7 +215,7 @@ func printReport(out io.Writer, e *records.Export, against string, r replay.Repo
 		fmt.Fprintln(out, "The replay reproduced the run: the same path, tokens and end.")
 	case r.Diverged > 0:
 		fmt.Fprintf(out, "The paths part at handoff %d.\n", r.Diverged)
-	case r.Stopped == "":
+	case r.Stopped == "" && len(r.Live) == 0:
 		fmt.Fprintln(out, "The paths are the same; the runs end apart, as above.")
 	}
 	if len(r.Live) > 0 {
@@ -235,7 +239,7 @@ func printBranches(out io.Writer, indent string, branches []replay.BranchReport)
 	for _, b := range branches {
 		found := "reproduced"
 		switch {
-		case !b.Replayed.Phase.Terminal() && b.Stopped == "":
+		case b.Open && b.Stopped == "" && b.Diverged == 0:
 			found = "cancelled in the recorded run before it ended: replayed as far as it ran"
 		case b.Stopped != "":
 			found = "stopped: " + b.Stopped

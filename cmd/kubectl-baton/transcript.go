@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -94,8 +94,11 @@ func (o *options) export(ctx context.Context, c *operatorClient, page transcript
 		}
 		e.Config = &pinned
 	}
-	budget := exportBudget{records: len(e.Records)}
-	if e.Branches, err = o.branchExports(ctx, c, kube, run, 1, &budget); err != nil {
+	budget := &records.ExportBudget{}
+	if err := budget.AddRecords(run.Name, len(e.Records)); err != nil {
+		return nil, err
+	}
+	if e.Branches, err = o.branchExports(ctx, c, kube, run, 1, budget); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -111,35 +114,38 @@ func exportOf(run *v1alpha1.AgentRun, page transcriptapi.Page) *records.Export {
 	return e
 }
 
-// exportBudget is what an export holds so far, to stay within what a replay reads.
-type exportBudget struct{ records, branches int }
-
-// branchExports are the exports of the branch runs of run (those it controls), read as the
-// user, with their own branches, at depth.
-func (o *options) branchExports(ctx context.Context, c *operatorClient, kube client.Client, run *v1alpha1.AgentRun, depth int, budget *exportBudget) ([]records.Export, error) {
+// branchExports are the exports of the branch runs of run (those it controls, named as its
+// fan-outs name them), read as the user, with their own branches, at depth. A user who may not
+// list runs gets the export without them, and is told.
+func (o *options) branchExports(ctx context.Context, c *operatorClient, kube client.Client, run *v1alpha1.AgentRun, depth int, budget *records.ExportBudget) ([]records.Export, error) {
 	if run.Status.BranchesStarted == 0 {
 		return nil, nil
 	}
 	list := &v1alpha1.AgentRunList{}
-	if err := kube.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}); err != nil {
+	err := kube.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)})
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(o.streams.ErrOut, "warning: the export holds no branch runs of agentrun %s: you may not list agentruns in namespace %s, and a replay stops at its fan-outs\n",
+			terminalSafe(run.Name), terminalSafe(run.Namespace))
+		return nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing the branch runs of agentrun %s: %w", run.Name, err)
 	}
 	var out []records.Export
 	for i := range list.Items {
 		b := &list.Items[i]
-		if !metav1.IsControlledBy(b, run) || b.Spec.Branch == nil {
+		if !workflow.IsBranchOf(b, run) {
 			continue
 		}
-		budget.branches++
-		if depth > records.MaxExportDepth || budget.branches > records.MaxExportBranches {
-			return nil, fmt.Errorf("agentrun %s has more branch runs than an export holds (%d, %d deep)", run.Name, records.MaxExportBranches, records.MaxExportDepth)
+		if err := budget.AddBranch(run.Name, depth); err != nil {
+			return nil, err
 		}
 		page, err := c.Records(ctx, b.Namespace, b.Name, 0)
 		if err != nil {
 			return nil, fmt.Errorf("reading the transcript of branch %s: %w", b.Name, err)
 		}
-		if budget.records += len(page.Records); budget.records > records.MaxExportRecords {
-			return nil, fmt.Errorf("agentrun %s and its branches have more than the %d records an export holds", run.Name, records.MaxExportRecords)
+		if err := budget.AddRecords(run.Name, len(page.Records)); err != nil {
+			return nil, err
 		}
 		e := exportOf(b, page)
 		if e.Branches, err = o.branchExports(ctx, c, kube, b, depth+1, budget); err != nil {

@@ -59,6 +59,26 @@ type PinnedConfig struct {
 	Spec     v1alpha1.AgentConfigSpec `json:"spec"`
 }
 
+// ExportBudget counts what an export, or a replay of a run and its branches, holds so far,
+// against the bounds above.
+type ExportBudget struct{ records, branches int }
+
+// AddRecords counts n more records of run.
+func (b *ExportBudget) AddRecords(run string, n int) error {
+	if b.records += n; b.records > MaxExportRecords {
+		return fmt.Errorf("run %s and its branches hold more than the %d records an export holds", run, MaxExportRecords)
+	}
+	return nil
+}
+
+// AddBranch counts a branch run of run, nested depth deep (from 1).
+func (b *ExportBudget) AddBranch(run string, depth int) error {
+	if b.branches++; b.branches > MaxExportBranches || depth > MaxExportDepth {
+		return fmt.Errorf("run %s has more branch runs than an export holds (%d, %d deep)", run, MaxExportBranches, MaxExportDepth)
+	}
+	return nil
+}
+
 // Check says why an export cannot be read as one, if it cannot: another version or kind, no
 // run, or more records than an export holds. What each record says is checked as it is read.
 func (e *Export) Check() error {
@@ -68,26 +88,22 @@ func (e *Export) Check() error {
 	case e.Kind != ExportKind:
 		return fmt.Errorf("kind %q: want %s", e.Kind, ExportKind)
 	}
-	var records, branches int
-	return e.check(0, &records, &branches)
+	return e.check(0, &ExportBudget{})
 }
 
 // check checks the export at depth, counting the records and branches of the whole export.
-func (e *Export) check(depth int, records, branches *int) error {
-	*records += len(e.Records)
-	*branches += len(e.Branches)
-	switch {
-	case e.Run == "":
+func (e *Export) check(depth int, budget *ExportBudget) error {
+	if e.Run == "" {
 		return fmt.Errorf("the export names no run")
-	case *records > MaxExportRecords:
-		return fmt.Errorf("more than the %d records an export holds", MaxExportRecords)
-	case *branches > MaxExportBranches:
-		return fmt.Errorf("more than the %d branch runs an export holds", MaxExportBranches)
-	case len(e.Branches) > 0 && depth >= MaxExportDepth:
-		return fmt.Errorf("run %s's branches nest deeper than %d", e.Run, MaxExportDepth)
+	}
+	if err := budget.AddRecords(e.Run, len(e.Records)); err != nil {
+		return err
 	}
 	for i := range e.Branches {
-		if err := e.Branches[i].check(depth+1, records, branches); err != nil {
+		if err := budget.AddBranch(e.Run, depth+1); err != nil {
+			return err
+		}
+		if err := e.Branches[i].check(depth+1, budget); err != nil {
 			return fmt.Errorf("branch %s: %w", e.Branches[i].Run, err)
 		}
 	}

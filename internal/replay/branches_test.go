@@ -23,13 +23,28 @@ func research(maxBranches int32, join v1alpha1.Join) *ConfigWrapper {
 	)
 }
 
-// branchTook is how long each branch takes, from the fan-out, in the recording.
+// operator says how the recorded run went: how long each branch took from the fan-out, and
+// when the operator looked at the branching run (from the fan-out; each branch's end when
+// none are given).
+type operator struct {
+	took  map[string]time.Duration
+	looks []time.Duration
+}
+
+// branchTook is how long each branch takes, from the fan-out, unless a test says otherwise.
 var branchTook = map[string]time.Duration{"web": 3 * time.Second, "papers": 5 * time.Second}
 
-// recordResearch runs the research team through the core as the operator would: the lead fans
-// out, each branch run answers once, the branches join, and the writer ends the run. It
-// returns the recording, with the branch runs' own.
+// recordResearch records the research team as the operator runs it, each branch taking
+// branchTook and each end looked at as it comes.
 func recordResearch(t testing.TB, p *workflow.Plan) Recording {
+	return recordResearchAs(t, p, operator{took: branchTook})
+}
+
+// recordResearchAs runs the research team through the core as the operator would: the lead
+// fans out, each branch run answers once; at each look, the run's guards, then the join with
+// the branches ended by then; the branches still running when the run joins or ends are
+// cancelled then; the writer ends the run. It returns the recording, with the branch runs'.
+func recordResearchAs(t testing.TB, p *workflow.Plan, op operator) Recording {
 	t.Helper()
 	rec := Recording{Run: "ticket", Input: "what is known about X", Started: t0, Revision: "research-1"}
 	st := workflow.Start(p, v1alpha1.AgentRunStatus{}, rec.Input, rec.Revision, t0).Status
@@ -44,61 +59,69 @@ func recordResearch(t testing.TB, p *workflow.Plan) Recording {
 	if !workflow.Branching(&st) {
 		t.Fatalf("recording: the lead's step did not fan out: %s %+v", st.Phase, st.HandoffSequence)
 	}
-	// Each branch run answers once; they end in the order branchTook says, and the join holds
-	// at the first end after which it holds. A branch still running then is cancelled, before
-	// its step ends.
-	type branchEnd struct {
-		i   int
-		res workflow.StepResult
-		end time.Time
+	looks := op.looks
+	if looks == nil {
+		for _, b := range st.Branches {
+			looks = append(looks, op.took[b.Agent])
+		}
+		slices.Sort(looks)
 	}
-	var ends []branchEnd
-	for i, b := range st.Branches {
-		res := workflow.StepResult{Agent: b.Agent, Input: fan.Parallel[i].Input, Result: workflow.Result{Output: b.Agent + " found Y", Tokens: 30}}
-		ends = append(ends, branchEnd{i, res, at.Add(branchTook[b.Agent])})
-	}
-	slices.SortFunc(ends, func(a, b branchEnd) int { return a.end.Compare(b.end) })
+	branches := make([]Recording, len(st.Branches))
 	runs := map[string]workflow.BranchRun{}
-	for _, b := range st.Branches {
-		runs[b.Name] = workflow.BranchRun{Found: true, Phase: v1alpha1.PhaseRunning}
-	}
-	var last time.Time
-	joined := false
-	for _, e := range ends {
-		b := st.Branches[e.i]
-		bp, err := p.BranchPlan(&st, e.i)
+	for i, b := range st.Branches {
+		bp, err := p.BranchPlan(&st, i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		bst := workflow.Start(bp, v1alpha1.AgentRunStatus{}, e.res.Input, rec.Revision, at).Status
-		branch := Recording{Run: b.Name, Input: e.res.Input, Started: at, Revision: rec.Revision,
-			Branch: &v1alpha1.RunBranch{Parent: rec.Run, Step: 1, Index: int32(e.i + 1), Agent: b.Agent, Depth: 1}}
-		if joined {
-			bst = workflow.Cancel(bst, "its parent run no longer needs it", last).Status
-		} else {
-			bst = workflow.Apply(bp, bst, e.res, e.end).Status
-			branch.Steps = []workflow.RecordedStep{{Result: e.res, Time: e.end}}
-			runs[b.Name] = workflow.BranchRun{Found: true, Phase: bst.Phase, Reason: bst.TerminationReason, Output: bst.Output,
-				Tokens: bst.TokensUsed, Steps: bst.StepCount, Handoffs: bst.HandoffCount}
-			if d, _ := workflow.Join(p, st, runs, e.end); !workflow.Branching(&d.Status) {
-				st, joined, last = d.Status, true, e.end
-				keep()
-			}
+		input := fan.Parallel[i].Input
+		branches[i] = Recording{Run: b.Name, Input: input, Started: at, Revision: rec.Revision,
+			End:    workflow.Start(bp, v1alpha1.AgentRunStatus{}, input, rec.Revision, at).Status,
+			Branch: &v1alpha1.RunBranch{Parent: rec.Run, Step: 1, Index: int32(i + 1), Agent: b.Agent, Depth: 1}}
+		runs[b.Name] = workflow.BranchRun{Found: true, Phase: v1alpha1.PhaseRunning}
+	}
+	var last time.Time
+	for _, look := range looks {
+		now := at.Add(look)
+		if d, tripped := workflow.Check(p, st, now); tripped {
+			st, last = d.Status, now
+			keep()
+			break
 		}
-		branch.Path, branch.End = bst.HandoffSequence, bst
-		rec.Branches = append(rec.Branches, branch)
+		for i, b := range st.Branches {
+			ends := at.Add(op.took[b.Agent])
+			if ends.After(now) || len(branches[i].Steps) > 0 {
+				continue
+			}
+			bp, _ := p.BranchPlan(&st, i)
+			res := workflow.StepResult{Agent: b.Agent, Input: branches[i].Input, Result: workflow.Result{Output: b.Agent + " found Y", Tokens: 30}}
+			branches[i].Steps = []workflow.RecordedStep{{Result: res, Time: ends}}
+			end := workflow.Apply(bp, branches[i].End, res, ends).Status
+			branches[i].End, branches[i].Path = end, end.HandoffSequence
+			runs[b.Name] = workflow.BranchRun{Found: true, Phase: end.Phase, Reason: end.TerminationReason, Output: end.Output,
+				Tokens: end.TokensUsed, Steps: end.StepCount, Handoffs: end.HandoffCount}
+		}
+		if d, _ := workflow.Join(p, st, runs, now); !workflow.Branching(&d.Status) {
+			st, last = d.Status, now
+			keep()
+			break
+		}
 	}
-	if !joined {
-		t.Fatal("recording: the branches did not join")
+	if last.IsZero() {
+		t.Fatal("recording: the run neither joined nor ended")
 	}
-	write := workflow.StepResult{Agent: "writer", Input: st.Input, Result: workflow.Result{Output: "the report", Tokens: 80}}
-	rec.Steps = append(rec.Steps, workflow.RecordedStep{Result: write, Time: last.Add(time.Second)})
-	st = workflow.Apply(p, st, write, last.Add(time.Second)).Status
-	keep()
+	for i := range branches {
+		if !branches[i].End.Phase.Terminal() {
+			branches[i].End = workflow.Cancel(branches[i].End, "its parent run no longer needs it", last).Status
+		}
+	}
+	rec.Branches = branches
+	if st.Phase == v1alpha1.PhaseRunning {
+		write := workflow.StepResult{Agent: "writer", Input: st.Input, Result: workflow.Result{Output: "the report", Tokens: 80}}
+		rec.Steps = append(rec.Steps, workflow.RecordedStep{Result: write, Time: last.Add(time.Second)})
+		st = workflow.Apply(p, st, write, last.Add(time.Second)).Status
+		keep()
+	}
 	rec.Path, rec.End = path, st
-	if st.TerminationReason != v1alpha1.ReasonCompleted {
-		t.Fatalf("recording: the run ended %s (%s)", st.TerminationReason, st.TerminationMessage)
-	}
 	return rec
 }
 
@@ -173,5 +196,46 @@ func TestAFanOutWhoseBranchTheRecordingLacksStopsTheReplay(t *testing.T) {
 	rec.Branches[0].Input = "something else"
 	if r := Run(p, rec, Options{}); !strings.Contains(r.Stopped, "with another input than the recorded branch") {
 		t.Errorf("another input: stopped %q", r.Stopped)
+	}
+}
+
+// The runs the operator really makes, replayed on the config they ran: each reproduces.
+func TestRecordedFanOutsReproduceOnTheirConfig(t *testing.T) {
+	cases := map[string]struct {
+		config *ConfigWrapper
+		op     operator
+		reason v1alpha1.TerminationReason
+		tokens int64
+	}{
+		// Two ends 100 ms apart, looked at once: a First join folds both.
+		"a First join that saw two ends at once": {config: research(2, v1alpha1.Join{Mode: v1alpha1.JoinFirst}),
+			op:     operator{took: map[string]time.Duration{"web": 3 * time.Second, "papers": 3100 * time.Millisecond}, looks: []time.Duration{3100 * time.Millisecond}},
+			reason: v1alpha1.ReasonCompleted, tokens: 100 + 30 + 30 + 80},
+		// The papers branch was cancelled before it started: the join took the web's.
+		"a First join that cancelled a branch that never started": {config: research(2, v1alpha1.Join{Mode: v1alpha1.JoinFirst}),
+			op:     operator{took: map[string]time.Duration{"web": 2 * time.Second, "papers": time.Minute}},
+			reason: v1alpha1.ReasonCompleted, tokens: 100 + 30 + 80},
+		// The run's timeout came while both branches ran: the run ended, and cancelled them.
+		"a run that timed out while its branches ran": {config: research(2, v1alpha1.Join{}).Timeout(3 * time.Second),
+			op:     operator{took: branchTook, looks: []time.Duration{2 * time.Second}},
+			reason: v1alpha1.ReasonTimeout, tokens: 100},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := plan(t, tc.config)
+			rec := recordResearchAs(t, p, tc.op)
+			if name == "a First join that cancelled a branch that never started" {
+				papers := &rec.Branches[1]
+				papers.Started, papers.End.StartTime, papers.Steps = time.Time{}, nil, nil
+			}
+			if rec.End.TerminationReason != tc.reason || rec.End.TokensUsed != tc.tokens {
+				t.Fatalf("recording: %s, %d tokens", rec.End.TerminationReason, rec.End.TokensUsed)
+			}
+			r := Run(p, readBack(t, exportOf(t, rec, tc.config.Obj().Spec)), Options{})
+			if !r.Same() {
+				t.Fatalf("diverged at %d, stopped %q; replayed %s with %d tokens; branches %+v",
+					r.Diverged, r.Stopped, r.Replayed.Reason, r.Replayed.Tokens, r.Branches)
+			}
+		})
 	}
 }

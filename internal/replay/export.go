@@ -75,11 +75,16 @@ func NewBuilder(run string, spec v1alpha1.AgentRunSpec, status v1alpha1.AgentRun
 	if spec.From != nil {
 		return nil, fmt.Errorf("run %s started from step %d of run %s: replay that run", run, spec.From.Step, spec.From.Run)
 	}
-	if status.StartTime == nil {
+	if status.StartTime == nil && spec.Branch == nil {
 		return nil, fmt.Errorf("run %s never started: there is nothing to replay", run)
 	}
 	b := &Builder{steps: map[int32]builtStep{}, calls: map[int32][]workflow.RecordedCall{}, turns: map[int32]*turnUse{}, latest: status.HandoffSequence}
-	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, Started: status.StartTime.Time, End: status, Branch: spec.Branch}
+	b.rec = Recording{Run: run, Input: spec.Input, Revision: status.ConfigRevision, End: status, Branch: spec.Branch}
+	// A branch run cancelled before it started has a recording with no start: its fan-out's
+	// replay takes it for cancelled.
+	if status.StartTime != nil {
+		b.rec.Started = status.StartTime.Time
+	}
 	return b, nil
 }
 
@@ -156,7 +161,7 @@ func (b *Builder) addResult(r records.Record) {
 // Recording is the recording of what was added.
 func (b *Builder) Recording() Recording {
 	rec := b.rec
-	var seen []v1alpha1.HandoffRecord
+	var seen, fanOuts []v1alpha1.HandoffRecord
 	for _, n := range slices.Sorted(maps.Keys(b.steps)) {
 		s := b.steps[n]
 		s.step.Calls = b.calls[n]
@@ -164,17 +169,26 @@ func (b *Builder) Recording() Recording {
 		if s.previous != nil {
 			seen = append(seen, *s.previous)
 		}
+		if len(s.step.Result.Parallel) > 0 && s.step.Result.Error == "" {
+			fanOuts = append(fanOuts, workflow.FanOutRecord(n, s.step.Result, s.step.Time))
+		}
 	}
-	rec.Path = wholePath(seen, b.latest)
+	rec.Path = wholePath(seen, b.latest, fanOuts)
 	return rec
 }
 
 // wholePath is the run's handoff sequence: the records later steps carried and those of the
 // status's latest, once each, in the run's order. A fan-out's record is carried by no step
-// (the next step carries its join, which shares its step), so the status's latest may hold
-// records that come before the last one carried.
-func wholePath(seen, latest []v1alpha1.HandoffRecord) []v1alpha1.HandoffRecord {
+// (the next step carries its join, which shares its step): fanOuts are rebuilt from the steps
+// that asked for branches, and a step's is kept when its join, or the status, says it fanned
+// out (a refused fan-out is a failed step, carried as such).
+func wholePath(seen, latest, fanOuts []v1alpha1.HandoffRecord) []v1alpha1.HandoffRecord {
 	all := append(slices.Clone(seen), latest...)
+	for _, f := range fanOuts {
+		if slices.ContainsFunc(all, func(h v1alpha1.HandoffRecord) bool { return h.Step == f.Step && h.Outcome == v1alpha1.OutcomeJoined }) {
+			all = append(all, f)
+		}
+	}
 	slices.SortStableFunc(all, func(a, b v1alpha1.HandoffRecord) int {
 		switch {
 		case workflow.RecordAfter(a, b):

@@ -17,11 +17,14 @@ import (
 // step's record carries the handoff record of the step before it, the status the latest ten.
 func exportOf(t testing.TB, rec Recording, cfg v1alpha1.AgentConfigSpec) *records.Export {
 	t.Helper()
-	start := metav1.NewMicroTime(rec.Started)
 	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: "ns", Run: rec.Run, UID: "u1",
 		Spec:   v1alpha1.AgentRunSpec{Input: rec.Input},
 		Status: *rec.End.DeepCopy(), Config: &records.PinnedConfig{Revision: rec.Revision, Spec: cfg}}
-	e.Status.StartTime = &start
+	e.Status.StartTime = nil
+	if !rec.Started.IsZero() {
+		start := metav1.NewMicroTime(rec.Started)
+		e.Status.StartTime = &start
+	}
 	e.Status.HandoffSequence = rec.Path[max(0, len(rec.Path)-10):]
 	seq := int64(0)
 	for i, s := range rec.Steps {
@@ -35,6 +38,12 @@ func exportOf(t testing.TB, rec Recording, cfg v1alpha1.AgentConfigSpec) *record
 		data, err := json.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for j, c := range s.Calls {
+			call, _ := json.Marshal(records.CallBody{Agent: s.Result.Agent, ToolCall: workflow.ToolCall{Index: int32(j + 1), Server: c.Server, Tool: c.Tool,
+				Arguments: json.RawMessage(fmt.Sprintf(`{"digest":%q}`, c.Digest))}, ToolOutcome: workflow.ToolOutcome{Made: !c.Refused, Content: "ok"}})
+			seq++
+			e.Records = append(e.Records, records.Record{Seq: seq, Kind: transcript.KindTool, Step: int32(i + 1), Call: int32(j + 1), Time: s.Time, Body: call})
 		}
 		seq++
 		e.Records = append(e.Records, records.Record{Seq: seq, Kind: transcript.KindStep, Step: int32(i + 1), Time: s.Time, Body: data})
@@ -85,7 +94,7 @@ func TestAnExportsBranchesAreBounded(t *testing.T) {
 }
 
 // readBack is the recording an export is read as, written to its file and read again.
-func readBack(t *testing.T, e *records.Export) Recording {
+func readBack(t testing.TB, e *records.Export) Recording {
 	t.Helper()
 	data, err := json.Marshal(e)
 	if err != nil {
@@ -162,4 +171,20 @@ func FuzzReplayExport(f *testing.F) {
 			t.Fatalf("a replay with no phase: %+v", r)
 		}
 	})
+}
+
+// No step's record carries a fan-out's: the recording rebuilds it from the step that fanned
+// out, when the status no longer keeps it, so an early fan-out of a long run is in its path.
+func TestAnEarlyFanOutIsInTheRecordedPath(t *testing.T) {
+	c := research(2, v1alpha1.Join{})
+	p := plan(t, c)
+	e := exportOf(t, recordResearch(t, p), c.Obj().Spec)
+	e.Status.HandoffSequence = e.Status.HandoffSequence[len(e.Status.HandoffSequence)-1:]
+	rec := readBack(t, e)
+	if got := pathOf(rec.Path); got != "lead>web,papers web,papers>writer writer>" {
+		t.Fatalf("recorded path %s", got)
+	}
+	if r := Run(p, rec, Options{}); !r.Same() {
+		t.Errorf("diverged at %d, stopped %q", r.Diverged, r.Stopped)
+	}
 }

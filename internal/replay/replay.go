@@ -118,8 +118,13 @@ type Report struct {
 }
 
 // Same reports whether the replay reproduced the recorded run from the recording alone: the
-// same path, tokens, cost and end, and no turn answered live.
+// same path, tokens, cost and end, no turn answered live, and each branch reproduced.
 func (r Report) Same() bool {
+	for _, b := range r.Branches {
+		if !b.reproduced() {
+			return false
+		}
+	}
 	return r.Diverged == 0 && r.Stopped == "" && len(r.Live) == 0 && r.Recorded.Reason == r.Replayed.Reason &&
 		r.Recorded.Tokens == r.Replayed.Tokens && r.Recorded.Phase == r.Replayed.Phase && sameCost(r.Recorded.Cost, r.Replayed.Cost)
 }
@@ -176,6 +181,9 @@ type runner struct {
 	history []v1alpha1.HandoffRecord
 	reached []string
 	stopped string
+	// exhausted is set when the replay stopped because the recording holds no more to answer
+	// the run with (a turn, a decision, a reply).
+	exhausted bool
 	// uses are the tool calls that passed the guards, for the repeated-call detector.
 	uses workflow.ToolUses
 
@@ -224,6 +232,7 @@ func (r *runner) run() {
 		}
 	}
 	if !r.st.Phase.Terminal() && r.stopped == "" {
+		r.exhausted = true
 		r.stop("the recording holds nothing more to answer the run with")
 	}
 }
@@ -304,6 +313,7 @@ func (r *runner) reach(gates ...string) {
 func (r *runner) answerLive(next workflow.Step) {
 	switch {
 	case r.opts.Live == nil:
+		r.exhausted = true
 		r.stop("step %d is %s's, and the recording holds no more turns of %s", next.Number, next.Agent, next.Agent)
 		return
 	case len(r.live) >= r.opts.MaxLive:
@@ -361,6 +371,7 @@ func (r *runner) decide() {
 		}
 		return
 	}
+	r.exhausted = true
 	if waiting == v1alpha1.PhaseAwaitingInput {
 		r.stop("after step %d the run waits for a reply, and the recording holds none more", r.st.StepCount)
 		return

@@ -28,7 +28,7 @@ func helpdesk() *ConfigWrapper {
 	)
 }
 
-func plan(t *testing.T, c *ConfigWrapper) *workflow.Plan {
+func plan(t testing.TB, c *ConfigWrapper) *workflow.Plan {
 	t.Helper()
 	p, errs := workflow.NewPlan(c.Obj().Spec, nil)
 	if len(errs) > 0 {

@@ -332,3 +332,23 @@ func (p *Plan) BranchPlan(st *v1alpha1.AgentRunStatus, i int) (*Plan, error) {
 	b := st.Branches[i]
 	return q.ForRun(b.Name, p.runNamespace, policy, p.creator).AsBranch(b.Agent, p.depth+1), nil
 }
+
+// FanOutRecord is the handoff record step n wrote when its result fanned out at time at, as a
+// run's history keeps it: no later step's record carries it (the next one carries the join,
+// which shares its step), so a reader of the records rebuilds it from the step's own.
+func FanOutRecord(n int32, res StepResult, at time.Time) v1alpha1.HandoffRecord {
+	agents := make([]string, len(res.Parallel))
+	for i, b := range res.Parallel {
+		agents[i] = b.Agent
+	}
+	return v1alpha1.HandoffRecord{Step: n, From: res.Agent, To: strings.Join(agents, listSeparator), Outcome: v1alpha1.OutcomeFanOut,
+		Reason: fmt.Sprintf(fanOutReasonFormat, len(res.Parallel)), Time: metav1.NewTime(at), Tokens: res.Tokens}
+}
+
+// IsBranchOf reports whether run is a branch run of parent: controlled by it, and named as the
+// parent's fan-out names its branches. A run someone else made to look like one is not.
+func IsBranchOf(run, parent *v1alpha1.AgentRun) bool {
+	b := run.Spec.Branch
+	return b != nil && metav1.IsControlledBy(run, parent) && b.Parent == parent.Name &&
+		run.Name == BranchName(parent.Name, b.Step, int(b.Index))
+}

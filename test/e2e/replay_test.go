@@ -40,13 +40,12 @@ var _ = Describe("Replay with kubectl baton", func() {
 		Expect(same).To(MatchRegexp(`Tokens\s+1550\s+1550`))
 		Expect(same).To(ContainSubstring("step 1, branch 3 (critic): research-x-b1-3: reproduced"))
 
-		// A join that takes the first branch to end: the same path, but the writer is joined
-		// with one branch's use, not three.
-		first := strings.Replace(readFile(sample("research-team.yaml")), "mode: All", "mode: First", 1)
-		Expect(first).To(ContainSubstring("mode: First"))
-		out := kubectl("baton", "replay", "-f", file, "--config", manifest("research-first.yaml", first))
-		Expect(out).To(ContainSubstring("The paths are the same; the runs end apart, as above."), out)
-		Expect(out).To(MatchRegexp(`Tokens\s+1550\s+(900|930|960)\n`), "220 and 400, and the 340, 310 or 280 of the branch that ended first")
+		// A lead allowed two branches only: its fan-out to three fails the step.
+		two := strings.Replace(readFile(sample("research-team.yaml")), "      maxBranches: 3\n", "      maxBranches: 2\n", 1)
+		Expect(two).To(ContainSubstring("maxBranches: 2"))
+		out := kubectl("baton", "replay", "-f", file, "--config", manifest("research-two.yaml", two))
+		Expect(out).To(ContainSubstring("The paths part at handoff 1."), out)
+		Expect(out).NotTo(ContainSubstring("Branches:"), "no branch was started")
 	})
 
 	It("exports the helpdesk sample's run, replays it unchanged in the plugin, and says where a lower maxHandoffs parts the path", func() {

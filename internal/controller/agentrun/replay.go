@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,7 +51,12 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, "spec.replay: "+err.Error(), now))
 	}
 	// Recorded approvals are judged against the recorded run's creator.
-	report := replay.Run(plan.ForRun(run.Name, run.Namespace, recorded.Spec.Approvals, r.creatorOf(ctx, recorded)), rec, replay.Options{})
+	plan = plan.ForRun(run.Name, run.Namespace, recorded.Spec.Approvals, r.creatorOf(ctx, recorded))
+	if b := recorded.Spec.Branch; b != nil {
+		// A branch run replays as it ran: from its agent, as deep as it was.
+		plan = plan.AsBranch(b.Agent, b.Depth)
+	}
+	report := replay.Run(plan, rec, replay.Options{})
 	st := run.Status
 	st.ConfigRevision = revision
 	d := workflow.Fail(st, v1alpha1.ReasonReplayed, replayMessage(recorded.Name, report), now)
@@ -62,23 +66,21 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 }
 
 // recording is the recorded run's recording, from its transcript, a page at a time, with its
-// branch runs' recordings, read as an export of it would hold them.
+// branch runs' recordings, within what an export of it would hold.
 func (r *Reconciler) recording(ctx context.Context, recorded *v1alpha1.AgentRun) (replay.Recording, error) {
-	return r.recordingAt(ctx, recorded, 0, &recordingBudget{})
+	return r.recordingAt(ctx, recorded, 0, &records.ExportBudget{})
 }
 
-// recordingBudget is what a replay has read so far, to stay within what an export holds.
-type recordingBudget struct{ records, branches int }
-
-func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRun, depth int, budget *recordingBudget) (replay.Recording, error) {
+// recordingAt is the recording of a run nested depth deep in the recorded run's branches.
+func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRun, depth int, budget *records.ExportBudget) (replay.Recording, error) {
 	b, err := replay.NewBuilder(recorded.Name, recorded.Spec, recorded.Status)
 	if err != nil {
 		return replay.Recording{}, err
 	}
 	kinds := []transcript.Kind{transcript.KindStep, transcript.KindDecision, transcript.KindToolTurn, transcript.KindTool}
 	err = records.Each(ctx, r.Transcript, transcript.Query{RunUID: string(recorded.UID), Kinds: kinds}, func(rec transcript.Record) (bool, error) {
-		if budget.records++; budget.records > records.MaxExportRecords {
-			return false, fmt.Errorf("run %s and its branches hold more than the %d records a replay reads", recorded.Name, records.MaxExportRecords)
+		if err := budget.AddRecords(recorded.Name, 1); err != nil {
+			return false, err
 		}
 		return true, b.Add(records.FromStore(rec))
 	})
@@ -89,13 +91,17 @@ func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRu
 	if recorded.Status.BranchesStarted == 0 {
 		return rec, nil
 	}
-	branches, err := r.branchRunsOf(ctx, recorded)
-	if err != nil {
+	list := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, list, client.InNamespace(recorded.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(recorded.Name)}); err != nil {
 		return replay.Recording{}, err
 	}
-	for _, branch := range branches {
-		if budget.branches++; budget.branches > records.MaxExportBranches || depth >= records.MaxExportDepth {
-			return replay.Recording{}, fmt.Errorf("run %s has more branch runs than a replay reads (%d, %d deep)", recorded.Name, records.MaxExportBranches, records.MaxExportDepth)
+	for i := range list.Items {
+		branch := &list.Items[i]
+		if !workflow.IsBranchOf(branch, recorded) {
+			continue
+		}
+		if err := budget.AddBranch(recorded.Name, depth+1); err != nil {
+			return replay.Recording{}, err
 		}
 		child, err := r.recordingAt(ctx, branch, depth+1, budget)
 		if err != nil {
@@ -104,21 +110,6 @@ func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRu
 		rec.Branches = append(rec.Branches, child)
 	}
 	return rec, nil
-}
-
-// branchRunsOf are the branch runs a run controls, from the cache.
-func (r *Reconciler) branchRunsOf(ctx context.Context, run *v1alpha1.AgentRun) ([]*v1alpha1.AgentRun, error) {
-	list := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}); err != nil {
-		return nil, err
-	}
-	var out []*v1alpha1.AgentRun
-	for i := range list.Items {
-		if b := &list.Items[i]; metav1.IsControlledBy(b, run) && b.Spec.Branch != nil {
-			out = append(out, b)
-		}
-	}
-	return out, nil
 }
 
 // replayMessage says in a line what the replay found.

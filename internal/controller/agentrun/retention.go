@@ -19,14 +19,19 @@ import (
 )
 
 // What a finished run leaves behind goes away on its own: a run with ttlSecondsAfterFinished
-// (its own, or its config's) is deleted that long after it ended, and a deleted run's
-// transcript is deleted by a sweep, keyed by run UID, without a finalizer write per run.
+// (its own, or its config's) is deleted that long after it ended, its branch runs with it (it
+// controls them), and a deleted run's transcript is deleted by a sweep, keyed by run UID,
+// without a finalizer write per run.
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=delete
 
 // expire deletes a finished run whose time to live has passed, with its transcript, or brings
 // the run back when it will have.
 func (r *Reconciler) expire(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
+	if run.Spec.Branch != nil {
+		// A branch run goes with its root, which controls it: a replay of the root reads it.
+		return ctrl.Result{}, nil
+	}
 	ttl := run.Spec.TTLSecondsAfterFinished
 	if ttl == nil && run.Status.ConfigRevision != "" {
 		if spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision); err == nil {
