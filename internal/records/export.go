@@ -3,7 +3,6 @@ package records
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -130,7 +129,12 @@ func ReadExport(data []byte) (*Export, error) {
 func (r Record) ToolCall() workflow.RecordedCall {
 	var b CallBody
 	_ = json.Unmarshal(r.Body, &b)
-	use := workflow.UseOf(r.Step, b.ToolCall)
+	return b.Recorded(r.Step)
+}
+
+// Recorded is the call as a replay judges it, made at step.
+func (b CallBody) Recorded(step int32) workflow.RecordedCall {
+	use := workflow.UseOf(step, b.ToolCall)
 	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Digest: use.Digest, Malformed: use.Malformed,
 		Refused: b.Refused != "", Refusal: refusalOf(b), ApprovedBy: b.ApprovedBy}
 }
@@ -138,19 +142,10 @@ func (r Record) ToolCall() workflow.RecordedCall {
 // refusalOf is why a call was not made: as its record says, or, in a record written before
 // the reason was kept, as its words say.
 func refusalOf(b CallBody) workflow.Refusal {
-	switch {
-	case b.Refused == "" || b.Refusal != "":
+	if b.Refused == "" || b.Refusal != "" {
 		return b.Refusal
-	case strings.HasPrefix(b.Refused, "rejected by "):
-		return workflow.RefusalRejected
-	case strings.HasPrefix(b.Refused, "not made: agent "):
-		return workflow.RefusalNotAllowed
-	case strings.HasPrefix(b.Refused, "not made: the arguments "):
-		return workflow.RefusalArguments
-	case strings.HasPrefix(b.Refused, "not made: this step's limit "):
-		return workflow.RefusalStepLimit
 	}
-	return ""
+	return workflow.RefusalOf(b.Refused)
 }
 
 // Decided is what a decision record says people decided. Records written before decisions were

@@ -108,18 +108,7 @@ func (b *Builder) Add(r records.Record) error {
 	case r.Kind == transcript.KindToolTurn:
 		b.addTurn(r)
 	case r.Kind == transcript.KindTool:
-		call := r.ToolCall()
-		if u := b.turns[r.Step]; u != nil {
-			var body records.CallBody
-			if json.Unmarshal(r.Body, &body) == nil {
-				used := u.before[body.Index]
-				call.Tokens, call.InputTokens = used[0], used[1]
-			}
-		}
-		b.calls[r.Step] = append(b.calls[r.Step], call)
-		if b.ToolResults {
-			b.addResult(r)
-		}
+		b.addCall(r)
 	case r.Kind == transcript.KindDecision:
 		b.rec.Decisions = append(b.rec.Decisions, r.Decided()...)
 	}
@@ -149,13 +138,20 @@ func (b *Builder) addTurn(r records.Record) {
 // maxCallsKept bounds the calls of one step whose use the builder keeps.
 const maxCallsKept = 4096
 
-// addResult keeps the result of a tool record's call, if the call was made.
-func (b *Builder) addResult(r records.Record) {
+// addCall adds a tool record's call to its step, with what the step's turns used before it,
+// and keeps its result, if the call was made and the builder keeps results.
+func (b *Builder) addCall(r records.Record) {
 	var body records.CallBody
-	if json.Unmarshal(r.Body, &body) != nil || body.Refused != "" {
-		return
+	readable := json.Unmarshal(r.Body, &body) == nil
+	call := body.Recorded(r.Step)
+	if u := b.turns[r.Step]; u != nil && readable {
+		used := u.before[body.Index]
+		call.Tokens, call.InputTokens = used[0], used[1]
 	}
-	b.rec.ToolResults = append(b.rec.ToolResults, ToolResult{Agent: body.Agent, Call: body.ToolCall, Outcome: body.ToolOutcome, ApprovedBy: body.ApprovedBy})
+	b.calls[r.Step] = append(b.calls[r.Step], call)
+	if b.ToolResults && readable && body.Refused == "" {
+		b.rec.ToolResults = append(b.rec.ToolResults, ToolResult{Agent: body.Agent, Call: body.ToolCall, Outcome: body.ToolOutcome, ApprovedBy: body.ApprovedBy})
+	}
 }
 
 // Recording is the recording of what was added.

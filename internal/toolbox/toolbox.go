@@ -206,12 +206,8 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		case !decided:
 			return agents.Prepared{}, &workflow.Held{Gate: g.Name, Call: call}
 		case rec.Decision == v1alpha1.RecordRejected:
-			why := "rejected by " + rec.By
-			if rec.Feedback != "" {
-				why += ": " + rec.Feedback
-			}
 			body.Refusal = workflow.RefusalRejected
-			return refuse(why)
+			return refuse(workflow.RejectedWhy(rec.By, rec.Feedback))
 		}
 		body.ApprovedBy = approvedBy
 	}

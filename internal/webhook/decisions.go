@@ -78,28 +78,9 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 		}
 	}
 	user := req.UserInfo.Username
-	annotations := maps.Clone(run.Annotations)
-	if req.Operation == admissionv1.Create {
-		// Whoever creates the run is its creator, whatever the request says; but the operator
-		// creates runs for the callers it authenticated (an A2A message), and names them.
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		if user != w.Self || annotations[v1alpha1.AnnotationCreatedBy] == "" {
-			annotations[v1alpha1.AnnotationCreatedBy] = user
-		}
-		if user != w.Self {
-			why, err := w.mayRead(ctx, req, run)
-			if err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
-			}
-			if why != "" {
-				return admission.Denied(why)
-			}
-		}
-	} else if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
-		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
-			v1alpha1.AnnotationCreatedBy))
+	annotations, refused := w.attribute(ctx, req, run, old)
+	if refused != nil {
+		return *refused
 	}
 	if user == w.Self {
 		return withAnnotations(req, run, annotations)
@@ -149,6 +130,41 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(err.Error())
 	}
 	return withAnnotations(req, run, queued)
+}
+
+// attribute is the run's annotations with who created it: stamped on a create, whatever the
+// request says (but the operator creates runs for the callers it authenticated, an A2A message,
+// and names them), and never changed after. A create of a run that reads another (spec.from,
+// spec.replay) by someone who may not get that run is refused. refused is the answer that
+// refuses the request, if one does.
+func (w *Decisions) attribute(ctx context.Context, req admission.Request, run, old *v1alpha1.AgentRun) (annotations map[string]string, refused *admission.Response) {
+	refuse := func(r admission.Response) (map[string]string, *admission.Response) { return nil, &r }
+	user := req.UserInfo.Username
+	annotations = maps.Clone(run.Annotations)
+	if req.Operation != admissionv1.Create {
+		if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
+			return refuse(admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
+				v1alpha1.AnnotationCreatedBy)))
+		}
+		return annotations, nil
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if user != w.Self || annotations[v1alpha1.AnnotationCreatedBy] == "" {
+		annotations[v1alpha1.AnnotationCreatedBy] = user
+	}
+	if user == w.Self {
+		return annotations, nil
+	}
+	why, err := w.mayRead(ctx, req, run)
+	switch {
+	case err != nil:
+		return refuse(admission.Errored(http.StatusInternalServerError, err))
+	case why != "":
+		return refuse(admission.Denied(why))
+	}
+	return annotations, nil
 }
 
 // changed reports whether the annotation was set, changed or removed between old and updated.

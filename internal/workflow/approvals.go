@@ -45,22 +45,24 @@ func (p *Plan) selfApproval(name, by string) (string, bool) {
 // reached an operator which was away, or slow, never beats a timeout that came before it.
 func DecideAll(p *Plan, st v1alpha1.AgentRunStatus, queue []decisions.Queued, now time.Time) Update {
 	out := Update{Status: st}
-	apply := func(u Update) {
-		out.Status = u.Status
-		out.Events = append(out.Events, u.Events...)
-		out.Context = append(out.Context, u.Context...)
-		out.Decided = append(out.Decided, u.Decided...)
-		out.Guard = cmp.Or(u.Guard, out.Guard)
-	}
 	for _, q := range queue {
 		if p != nil && !q.Time.IsZero() && q.Time.Time.Before(now) {
 			if u, expired := CheckWaiting(p, out.Status, q.Time.Time); expired {
-				apply(u)
+				out.then(u)
 			}
 		}
-		apply(Decide(p, out.Status, q, now))
+		out.then(Decide(p, out.Status, q, now))
 	}
 	return out
+}
+
+// then makes d the update of its own changes followed by next's, made on d's status.
+func (d *Update) then(next Update) {
+	d.Status = next.Status
+	d.Events = append(d.Events, next.Events...)
+	d.Context = append(d.Context, next.Context...)
+	d.Decided = append(d.Decided, next.Decided...)
+	d.Guard = cmp.Or(next.Guard, d.Guard)
 }
 
 // Decide applies one queued human decision. A decision the run cannot take changes nothing but

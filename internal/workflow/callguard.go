@@ -37,6 +37,35 @@ const (
 	RefusalRejected Refusal = "Rejected"
 )
 
+// What the agent is told of a refused call begins with these words, by which records written
+// before the refusal's kind was kept are read (RefusalOf).
+const (
+	notAllowedWords = "not made: agent "
+	argumentsWords  = "not made: the arguments "
+	stepLimitWords  = "not made: this step's limit "
+	rejectedWords   = "rejected by "
+)
+
+// RejectedWhy is what the agent is told of a call a person rejected at its gate.
+func RejectedWhy(by, feedback string) string {
+	if feedback != "" {
+		return rejectedWords + by + ": " + feedback
+	}
+	return rejectedWords + by
+}
+
+// RefusalOf is the kind of refusal an agent was told why of, as GuardCall and RejectedWhy
+// word them; "" for words of neither.
+func RefusalOf(why string) Refusal {
+	for prefix, r := range map[string]Refusal{notAllowedWords: RefusalNotAllowed, argumentsWords: RefusalArguments,
+		stepLimitWords: RefusalStepLimit, rejectedWords: RefusalRejected} {
+		if strings.HasPrefix(why, prefix) {
+			return r
+		}
+	}
+	return ""
+}
+
 // CallVerdict is what the guards decide of a call: made (the zero verdict), refused (the agent
 // is told Why, and goes on), or a Trip that ends the run before the call.
 type CallVerdict struct {
@@ -62,11 +91,11 @@ func GuardCall(p *Plan, agent string, stepMade, runMade int32, uses *ToolUses, u
 	var v CallVerdict
 	switch limit := p.StepToolCalls(agent); {
 	case !p.ToolAllowed(agent, use.Server, use.Tool):
-		v = CallVerdict{Refusal: RefusalNotAllowed, Why: fmt.Sprintf("not made: agent %s may not call %s/%s", agent, use.Server, use.Tool)}
+		v = CallVerdict{Refusal: RefusalNotAllowed, Why: fmt.Sprintf("%s%s may not call %s/%s", notAllowedWords, agent, use.Server, use.Tool)}
 	case use.Malformed:
-		v = CallVerdict{Refusal: RefusalArguments, Why: fmt.Sprintf("not made: the arguments must be a JSON object of at most %d bytes", MaxToolArgumentsBytes)}
+		v = CallVerdict{Refusal: RefusalArguments, Why: fmt.Sprintf("%smust be a JSON object of at most %d bytes", argumentsWords, MaxToolArgumentsBytes)}
 	case stepMade >= limit:
-		v = CallVerdict{Refusal: RefusalStepLimit, Why: fmt.Sprintf("not made: this step's limit of %d tool calls is reached; answer with what you have", limit)}
+		v = CallVerdict{Refusal: RefusalStepLimit, Why: fmt.Sprintf("%sof %d tool calls is reached; answer with what you have", stepLimitWords, limit)}
 	default:
 		if trip, stop := CheckToolCall(p, runMade, uses, use); stop {
 			return CallVerdict{Trip: &ToolTrip{Reason: trip.Reason, Message: trip.Message, Loop: trip.Loop, Call: &use}}
@@ -165,14 +194,28 @@ func (p *Plan) GuardRecordedCalls(n int32, agent string, runMade int32, uses *To
 			continue
 		}
 		if gated {
-			people := slices.DeleteFunc(slices.Clone(c.ApprovedBy), func(by string) bool { return by == v1alpha1.ByTimeout })
-			byTimeout := len(people) < len(c.ApprovedBy) && g.OnTimeout == "Approve"
-			if len(people) < required(g) && !byTimeout {
-				return out, fmt.Errorf("step %d called %s/%s with %d approval(s), and its gate %s now needs %d", n, c.Server, c.Tool, len(people), g.Name, required(g))
+			if err := p.CheckRecordedApprovals(n, agent, c); err != nil {
+				return out, err
 			}
 			out.Gates = append(out.Gates, g.Name)
 		}
 		out.ToolCalls++
 	}
 	return out, nil
+}
+
+// CheckRecordedApprovals says why a recorded call made at step n was made without the
+// approvals its tool's gate now needs, if it was: fewer people than the gate requires, and no
+// timeout that now approves.
+func (p *Plan) CheckRecordedApprovals(n int32, agent string, c RecordedCall) error {
+	g, gated := p.ToolGate(agent, c.Server, c.Tool)
+	if !gated {
+		return nil
+	}
+	people := slices.DeleteFunc(slices.Clone(c.ApprovedBy), func(by string) bool { return by == v1alpha1.ByTimeout })
+	byTimeout := len(people) < len(c.ApprovedBy) && g.OnTimeout == "Approve"
+	if len(people) < required(g) && !byTimeout {
+		return fmt.Errorf("step %d called %s/%s with %d approval(s), and its gate %s now needs %d", n, c.Server, c.Tool, len(people), g.Name, required(g))
+	}
+	return nil
 }

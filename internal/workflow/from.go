@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -260,19 +259,13 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 // made: a gate whose timeout came first under the plan has timed out by then, as the
 // operator's DecideAll would have found it.
 func (d Decided) Apply(p *Plan, st v1alpha1.AgentRunStatus, seq int64) Update {
-	u, expired := CheckWaiting(p, st, d.Time.Time)
-	if !expired {
-		return Decide(p, st, d.queued(seq), d.Time.Time)
+	out := Update{Status: st}
+	if u, expired := CheckWaiting(p, st, d.Time.Time); expired {
+		out.then(u)
 	}
-	if u.Status.Phase.Terminal() {
-		return u
-	}
-	next := Decide(p, u.Status, d.queued(seq), d.Time.Time)
-	next.Events = append(u.Events, next.Events...)
-	next.Context = append(u.Context, next.Context...)
-	next.Decided = append(u.Decided, next.Decided...)
-	next.Guard = cmp.Or(next.Guard, u.Guard)
-	return next
+	// A run the timeout ended takes no decision: Decide leaves it as it is.
+	out.then(Decide(p, out.Status, d.queued(seq), d.Time.Time))
+	return out
 }
 
 // Queued is the recorded decision as a decision queue holds it, numbered seq.

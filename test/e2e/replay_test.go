@@ -12,14 +12,21 @@ import (
 	"github.com/baton-dev/baton/test/fakes"
 )
 
+// exportSampleRun applies a sample in a namespace of its own, waits for its run to end, and
+// exports the run with kubectl baton transcript -o json: the export, and the file it is in.
+func exportSampleRun(ns, sampleFile, run string) (exported, file string) {
+	kubectl("create", "namespace", ns)
+	kubectl("apply", "-n", ns, "-f", sample(sampleFile))
+	kubectl("wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "agentrun/"+run)
+	exported = kubectl("baton", "-n", ns, "transcript", run, "-o", "json")
+	file = filepath.Join(stateDir, run+".json")
+	Expect(os.WriteFile(file, []byte(exported), 0o600)).To(Succeed())
+	return exported, file
+}
+
 var _ = Describe("Replay with kubectl baton", func() {
 	It("exports the research-team sample's run with its branch runs, and replays its fan-out from their transcripts", func() {
-		const ns = "replay-branches"
-		kubectl("create", "namespace", ns)
-		kubectl("apply", "-n", ns, "-f", sample("research-team.yaml"))
-		kubectl("wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "agentrun/research-x")
-
-		exported := kubectl("baton", "-n", ns, "transcript", "research-x", "-o", "json")
+		exported, file := exportSampleRun("replay-branches", "research-team.yaml", "research-x")
 		var export struct {
 			Branches []struct {
 				Run     string            `json:"run"`
@@ -32,8 +39,6 @@ var _ = Describe("Replay with kubectl baton", func() {
 			Expect(b.Run).To(HavePrefix("research-x-b1-"))
 			Expect(b.Records).NotTo(BeEmpty())
 		}
-		file := filepath.Join(stateDir, "research-x.json")
-		Expect(os.WriteFile(file, []byte(exported), 0o600)).To(Succeed())
 
 		same := kubectl("baton", "replay", "-f", file)
 		Expect(same).To(ContainSubstring("The replay reproduced the run: the same path, tokens and end."), same)
@@ -50,12 +55,8 @@ var _ = Describe("Replay with kubectl baton", func() {
 
 	It("exports the helpdesk sample's run, replays it unchanged in the plugin, and says where a lower maxHandoffs parts the path", func() {
 		const ns = "replay"
-		kubectl("create", "namespace", ns)
-		kubectl("apply", "-n", ns, "-f", sample("helpdesk.yaml"))
-		kubectl("wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "agentrun/ticket-1234")
-
 		// The export: versioned, with the config the run pinned and every record.
-		exported := kubectl("baton", "-n", ns, "transcript", "ticket-1234", "-o", "json")
+		exported, file := exportSampleRun(ns, "helpdesk.yaml", "ticket-1234")
 		var export struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
@@ -74,8 +75,6 @@ var _ = Describe("Replay with kubectl baton", func() {
 		Expect(export.Config.Revision).To(HavePrefix("helpdesk-"))
 		Expect(export.Config.Spec.Entrypoint).To(Equal("orchestrator"))
 		Expect(len(export.Records)).To(BeNumerically(">=", 11), "a record for each of the run's 11 steps")
-		file := filepath.Join(stateDir, "ticket-1234.json")
-		Expect(os.WriteFile(file, []byte(exported), 0o600)).To(Succeed())
 
 		// Unchanged: the replay, from the file alone, is the run.
 		same := kubectl("baton", "replay", "-f", file)

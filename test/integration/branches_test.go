@@ -141,27 +141,14 @@ var _ = Describe("Parallel branches", func() {
 		}
 
 		By("replaying it with its branches, each from its branch run's transcript")
-		again := MakeRun("research-again", ns).Config(cfg.Name).Obj()
-		again.Spec.Replay = &v1alpha1.RunReplay{Run: run.Name}
-		create(again)
-		again = waitForEnd(again)
+		again := replayOf(ns, "research-again", cfg.Name, run.Name)
 		Expect(again.Status.TerminationMessage).To(ContainSubstring("it ran the same path, tokens and end (Completed)"), again.Status.TerminationMessage)
 		Expect(again.Status.Replay.Replayed.Tokens).To(BeEquivalentTo(1550))
 		Expect(sequence(again)).To(Equal(sequence(run)))
 
 		By("and against a lead that may fan out to two branches only: its fan-out to three fails")
-		Eventually(func() error {
-			c := &v1alpha1.AgentConfig{}
-			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), c); err != nil {
-				return err
-			}
-			c.Spec.Agents[0].Parallel.MaxBranches = ptr.To[int32](2)
-			return k8sClient.Update(ctx, c)
-		}, runTimeout, poll).Should(Succeed())
-		two := MakeRun("research-two", ns).Config(cfg.Name).Obj()
-		two.Spec.Replay = &v1alpha1.RunReplay{Run: run.Name}
-		create(two)
-		two = waitForEnd(two)
+		editConfig(cfg, func(c *v1alpha1.AgentConfig) { c.Spec.Agents[0].Parallel.MaxBranches = ptr.To[int32](2) })
+		two := replayOf(ns, "research-two", cfg.Name, run.Name)
 		Expect(two.Status.Replay.Diverged).To(BeEquivalentTo(1), two.Status.TerminationMessage)
 	})
 

@@ -13,6 +13,14 @@ import (
 	. "github.com/baton-dev/baton/test/builders"
 )
 
+// replayOf is a run of config, in ns, that replays the recorded run, once it ended.
+func replayOf(ns, name, config, recorded string) *v1alpha1.AgentRun {
+	run := MakeRun(name, ns).Config(config).Obj()
+	run.Spec.Replay = &v1alpha1.RunReplay{Run: recorded}
+	create(run)
+	return waitForEnd(run)
+}
+
 var _ = Describe("A run with spec.replay", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
@@ -23,12 +31,6 @@ var _ = Describe("A run with spec.replay", func() {
 			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher").Tokens(40)),
 			MakeAgent("publisher").Terminator().Script(Says("published").Tokens(60)),
 		).Gate("review", "writer", 1)
-	}
-	replayOf := func(name, config, recorded string) *v1alpha1.AgentRun {
-		run := MakeRun(name, ns).Config(config).Obj()
-		run.Spec.Replay = &v1alpha1.RunReplay{Run: recorded}
-		create(run)
-		return waitForEnd(run)
 	}
 
 	// recordOpen runs the pipeline without its gate, as run "recorded", and returns its config.
@@ -52,7 +54,7 @@ var _ = Describe("A run with spec.replay", func() {
 		recorded = waitForEnd(recorded)
 		Expect(recorded.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 
-		same := replayOf("same", cfg.Name, "recorded")
+		same := replayOf(ns, "same", cfg.Name, "recorded")
 		Expect(same.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
 		Expect(same.Status.TerminationReason).To(Equal(v1alpha1.ReasonReplayed))
 		Expect(same.Status.TerminationMessage).To(HavePrefix("replayed run recorded on the config as it is now: it ran the same path, tokens and end (Completed)"))
@@ -72,7 +74,7 @@ var _ = Describe("A run with spec.replay", func() {
 			c.Spec.Limits.MaxSteps = ptr.To[int32](1)
 			return k8sClient.Update(ctx, c)
 		}, runTimeout, poll).Should(Succeed())
-		lower := replayOf("lower", cfg.Name, "recorded")
+		lower := replayOf(ns, "lower", cfg.Name, "recorded")
 		Expect(lower.Status.TerminationReason).To(Equal(v1alpha1.ReasonReplayed))
 		Expect(lower.Status.Replay.Diverged).To(BeEquivalentTo(2))
 		Expect(lower.Status.Replay.Replayed.Reason).To(Equal(v1alpha1.ReasonMaxStepsExceeded))
@@ -93,7 +95,7 @@ var _ = Describe("A run with spec.replay", func() {
 		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "final")).To(Succeed())
 		run = waitForEnd(run)
 
-		again := replayOf("again", cfg.Name, run.Name)
+		again := replayOf(ns, "again", cfg.Name, run.Name)
 		Expect(again.Status.TerminationMessage).To(ContainSubstring("it ran the same path, tokens and end (Completed)"), again.Status.TerminationMessage)
 		Expect(again.Status.Replay.Replayed.Tokens).To(Equal(run.Status.TokensUsed))
 		Expect(sequence(again)).To(Equal(sequence(run)))
@@ -103,12 +105,12 @@ var _ = Describe("A run with spec.replay", func() {
 		recordOpen()
 		gated := pipeline("gated").Obj()
 		create(gated)
-		run := replayOf("gated-replay", gated.Name, "recorded")
+		run := replayOf(ns, "gated-replay", gated.Name, "recorded")
 		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonReplayed))
 		Expect(run.Status.Replay.Stopped).To(Equal("after step 1 the run waits at gate review, and the recording holds no decision of it that passes it"))
 		Expect(run.Status.Replay.Replayed.Phase).To(Equal(v1alpha1.PhaseAwaitingApproval))
 
-		missing := replayOf("missing", gated.Name, "nowhere")
+		missing := replayOf(ns, "missing", gated.Name, "nowhere")
 		Expect(missing.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
 		Expect(missing.Status.TerminationMessage).To(Equal("spec.replay: run nowhere does not exist in namespace " + ns))
 	})

@@ -276,10 +276,7 @@ var _ = Describe("Agents with tools", Ordered, func() {
 		Expect(search["content"]).To(ContainSubstring("keepalive to 30 s"))
 
 		By("replaying the first run on the sample's config: its path, tokens and end, its two tool calls checked against the config")
-		again := MakeRun("again", ns).Config(cfg.Name).Obj()
-		again.Spec.Replay = &v1alpha1.RunReplay{Run: first.Name}
-		create(again)
-		again = waitForEnd(again)
+		again := replayOf(ns, "again", cfg.Name, first.Name)
 		Expect(again.Status.TerminationMessage).To(ContainSubstring("it ran the same path, tokens and end (Completed)"), again.Status.TerminationMessage)
 		Expect(again.Status.Replay.Replayed.Tokens).To(Equal(first.Status.TokensUsed))
 		Expect(sequence(again)).To(Equal(sequence(first)))

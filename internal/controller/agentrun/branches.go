@@ -93,9 +93,8 @@ func (r *Reconciler) whileBranchesRun(ctx context.Context, w *working, plan *wor
 // branchRuns reads the run's branch runs from the cache, by name: those labelled with the run
 // and controlled by it.
 func (r *Reconciler) branchRuns(ctx context.Context, run *v1alpha1.AgentRun) (map[string]workflow.BranchRun, error) {
-	list := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace),
-		client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+	list, err := r.labelledBranches(ctx, run, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]workflow.BranchRun, len(list.Items))
@@ -110,6 +109,14 @@ func (r *Reconciler) branchRuns(ctx context.Context, run *v1alpha1.AgentRun) (ma
 			Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount}
 	}
 	return out, nil
+}
+
+// labelledBranches are the runs of the run's namespace labelled as its branches, from the
+// cache; who controls them is for the caller to check.
+func (r *Reconciler) labelledBranches(ctx context.Context, run *v1alpha1.AgentRun, opts ...client.ListOption) (*v1alpha1.AgentRunList, error) {
+	list := &v1alpha1.AgentRunList{}
+	opts = append(opts, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(run.Name)})
+	return list, r.List(ctx, list, opts...)
 }
 
 // makeBranches makes the branch runs the run's status names that are not there yet, with their

@@ -91,8 +91,8 @@ func (r *Reconciler) recordingAt(ctx context.Context, recorded *v1alpha1.AgentRu
 	if recorded.Status.BranchesStarted == 0 {
 		return rec, nil
 	}
-	list := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, list, client.InNamespace(recorded.Namespace), client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(recorded.Name)}); err != nil {
+	list, err := r.labelledBranches(ctx, recorded)
+	if err != nil {
 		return replay.Recording{}, err
 	}
 	for i := range list.Items {

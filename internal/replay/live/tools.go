@@ -63,23 +63,21 @@ func (t *Tools) Asked(_ context.Context, turn *agents.Turn) error {
 // (workflow.GuardCall): refused as the operator would refuse it, a trip that ends the replayed
 // run, or answered from the recording; a call nothing recorded stops the replay.
 func (t *Tools) Prepare(_ context.Context, call workflow.ToolCall) (agents.Prepared, error) {
-	v := workflow.GuardCall(t.plan, t.agent, t.made, t.runMade+t.made, t.uses, workflow.UseOf(t.step, call))
+	use := workflow.UseOf(t.step, call)
+	v := workflow.GuardCall(t.plan, t.agent, t.made, t.runMade+t.made, t.uses, use)
 	switch {
 	case v.Trip != nil:
 		return agents.Prepared{}, v.Trip
 	case v.Refusal != "":
 		return agents.Prepared{Outcome: workflow.ToolOutcome{IsError: true, Content: v.Why}}, nil
 	}
-	digest := workflow.ArgumentsDigest(call.Arguments)
 	for _, r := range t.results {
-		if r.Call.Server != call.Server || r.Call.Tool != call.Tool || workflow.ArgumentsDigest(r.Call.Arguments) != digest {
+		if r.Call.Server != call.Server || r.Call.Tool != call.Tool || workflow.ArgumentsDigest(r.Call.Arguments) != use.Digest {
 			continue
 		}
-		if g, gated := t.plan.ToolGate(t.agent, call.Server, call.Tool); gated {
-			recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, Digest: digest, ApprovedBy: r.ApprovedBy}
-			if _, err := t.plan.GuardRecordedCalls(t.step, t.agent, 0, &workflow.ToolUses{}, []workflow.RecordedCall{recorded}); err != nil {
-				return t.stop(fmt.Errorf("the live turn's call of %s/%s was recorded, but its gate %s: %w", call.Server, call.Tool, g.Name, err))
-			}
+		recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, Digest: use.Digest, ApprovedBy: r.ApprovedBy}
+		if err := t.plan.CheckRecordedApprovals(t.step, t.agent, recorded); err != nil {
+			return t.stop(fmt.Errorf("the live turn's call of %s/%s was recorded, but %w", call.Server, call.Tool, err))
 		}
 		t.made++
 		return agents.Prepared{Outcome: r.Outcome}, nil
