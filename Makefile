@@ -99,7 +99,7 @@ bench: ## Benchmarks: Baton beside a minimal baseline controller on one API serv
 	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript/sqlstore -run '^$$' -bench AppendStep -benchtime 4000x
-	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 5x
+	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 20x
 
 ##@ Run
 
