@@ -318,10 +318,25 @@ type AgentRunStatus struct {
 	// +optional
 	BranchesStarted int32 `json:"branchesStarted,omitempty"`
 
-	// waited is the time the run spent waiting for people (approvals and replies); it does not
-	// count against limits.timeout.
+	// waited is the time the run spent waiting for people (approvals and replies) and held at
+	// its namespace's cost and token caps; it does not count against limits.timeout.
 	// +optional
 	Waited *Duration `json:"waited,omitempty"`
+
+	// quotaHold is set while the run, started, waits at a cost or token cap of its namespace's
+	// AgentQuotas: its next model call is not made until the period resets or the cap is raised.
+	// +optional
+	QuotaHold *QuotaHold `json:"quotaHold,omitempty"`
+
+	// limits are the run's effective limits where its namespace's AgentQuotas bound them
+	// (runLimits), and which quota set each one; written when the run starts.
+	// +optional
+	Limits *EffectiveLimits `json:"limits,omitempty"`
+
+	// kueue is set once the run's Workload was made: the run is Kueue's to admit from then
+	// on, whatever its labels say later.
+	// +optional
+	Kueue *KueueAdmission `json:"kueue,omitempty"`
 
 	// depth is how deeply the current agent was delegated to below the supervisor (Supervisor
 	// mode); limits.maxHandoffDepth bounds it.
@@ -438,4 +453,106 @@ type WrappingUp struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// QuotaHold is a cap of its namespace that a started run waits at.
+type QuotaHold struct {
+	// quota is the AgentQuota whose cap holds the run.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Quota string `json:"quota,omitempty"`
+
+	// since is when the run began to wait, to the microsecond.
+	// +required
+	Since metav1.MicroTime `json:"since"` //nolint:kubeapilinter // requiredfields: a time the operator always sets; its zero value is never written
+
+	// until is when the cap's period resets (the next UTC day or month), if the period's reset
+	// frees the run.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// EffectiveLimits are a run's limits after its config, its overrides and its namespace's
+// AgentQuotas' runLimits.
+type EffectiveLimits struct {
+	// maxSteps is the most steps the run may take.
+	// +optional
+	MaxSteps int32 `json:"maxSteps,omitempty"`
+
+	// maxTokens is the most tokens the run may use.
+	// +optional
+	MaxTokens int64 `json:"maxTokens,omitempty"`
+
+	// maxCost is the most the run may spend, as a decimal string; empty when unbounded.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	MaxCost string `json:"maxCost,omitempty"`
+
+	// timeout is how long the run may take, waits for people aside.
+	// +optional
+	Timeout *Duration `json:"timeout,omitempty"`
+
+	// maxTranscriptBytes is the most the run's transcript may take.
+	// +optional
+	MaxTranscriptBytes int64 `json:"maxTranscriptBytes,omitempty"`
+
+	// maxBranches is the most branches the run may start.
+	// +optional
+	MaxBranches int32 `json:"maxBranches,omitempty"`
+
+	// maxDepth is how deep the run's branches may nest.
+	// +optional
+	MaxDepth int32 `json:"maxDepth,omitempty"`
+
+	// setBy names, for each limit a quota lowered, the quota that set it.
+	// +listType=map
+	// +listMapKey=limit
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	SetBy []LimitSource `json:"setBy,omitempty"`
+}
+
+// LimitSource is the AgentQuota that set one of a run's limits.
+type LimitSource struct {
+	// limit is the limit's name: maxCost, maxSteps, maxTokens, timeout, maxTranscriptBytes,
+	// maxBranches or maxDepth.
+	// +kubebuilder:validation:Enum=maxCost;maxSteps;maxTokens;timeout;maxTranscriptBytes;maxBranches;maxDepth
+	// +required
+	Limit string `json:"limit,omitempty"`
+
+	// quota is the AgentQuota's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Quota string `json:"quota,omitempty"`
+}
+
+// KueueAdmission is what a run remembers of its Workload.
+type KueueAdmission struct {
+	// workload is the run's Workload.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Workload string `json:"workload,omitempty"`
+
+	// queue is the LocalQueue the Workload waits in.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Queue string `json:"queue,omitempty"`
+
+	// priorityClassName is the WorkloadPriorityClass the Workload was made with.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// priority is the Workload's priority: spec.priority clamped to the namespace's priority
+	// classes' values.
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+
+	// admitted is set once Kueue admitted the Workload; an admitted run finishes its Workload
+	// when it ends, and stops if Kueue evicts it.
+	// +optional
+	Admitted bool `json:"admitted,omitempty"`
 }

@@ -76,7 +76,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed;Replayed
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed;Replayed;ReplayBudgetExceeded
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -112,6 +112,9 @@ const (
 	ReasonBranchFailed TerminationReason = "BranchFailed"
 	// ReasonReplayed ends a run that replayed a recorded one (spec.replay) Succeeded.
 	ReasonReplayed TerminationReason = "Replayed"
+	// ReasonReplayBudgetExceeded ends a replay (spec.replay) whose recorded run holds more than
+	// a replay may read: the operator's replay byte budget, or the export's bounds.
+	ReasonReplayBudgetExceeded TerminationReason = "ReplayBudgetExceeded"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
@@ -318,6 +321,14 @@ type AgentRunSpec struct {
 	// +kubebuilder:validation:Maximum=1000000
 	// +optional
 	Priority *int32 `json:"priority,omitempty"`
+
+	// priorityClassName names the Kueue WorkloadPriorityClass of the run's Workload: one of the
+	// priorityClasses of its namespace's AgentQuotas (another is refused at create). Unset, the
+	// run gets the first class listed, if any.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
 
 	// ttlSecondsAfterFinished deletes the run, and its transcript, this long after it ended.
 	// Defaults to the config's ttlSecondsAfterFinished; unset in both, the run is kept.

@@ -163,6 +163,12 @@ type BranchStatus struct {
 	// +required
 	Name string `json:"name,omitempty"`
 
+	// uid is the UID of the branch's AgentRun, once the operator made it: the join, a cancel,
+	// the console and kubectl baton take only the run of this UID as the branch.
+	// +kubebuilder:validation:MaxLength=36
+	// +optional
+	UID string `json:"uid,omitempty"`
+
 	// agent took the branch's first step.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
