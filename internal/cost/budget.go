@@ -30,3 +30,22 @@ func Percent(spent, limit decimal.Decimal) int64 {
 	}
 	return q.IntPart()
 }
+
+// nano is a billionth: the ledger's unit of money.
+var nano = decimal.New(1, -9)
+
+// Nanos is d in billionths, rounded up, as the ledger books a call's cost: a booked amount is
+// never less than what was spent. It saturates at math.MaxInt64.
+func Nanos(d decimal.Decimal) int64 {
+	n := d.Div(nano).Ceil()
+	if b := n.BigInt(); !b.IsInt64() {
+		if b.Sign() < 0 {
+			return 0
+		}
+		return math.MaxInt64
+	}
+	return max(n.IntPart(), 0)
+}
+
+// FromNanos is an amount of n billionths.
+func FromNanos(n int64) decimal.Decimal { return decimal.New(n, -9) }

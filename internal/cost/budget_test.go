@@ -85,3 +85,26 @@ func TestPropertyPercentRoundsDown(t *testing.T) {
 		}
 	})
 }
+
+func TestTheLedgerBooksEveryCostRoundedUpToABillionth(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   string
+		want int64
+	}{
+		{"a whole amount", "2.5", 2_500_000_000},
+		{"a call's cost finer than a billionth is booked as the next billionth", "0.000000000075", 1},
+		{"nothing costs nothing", "0", 0},
+		{"an amount past what the ledger holds saturates", "999999999999.999999999999", math.MaxInt64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := cost.Nanos(decimal.RequireFromString(c.in))
+			if got != c.want {
+				t.Fatalf("Nanos(%s) = %d, want %d", c.in, got, c.want)
+			}
+			if c.want < math.MaxInt64 && cost.FromNanos(got).LessThan(decimal.RequireFromString(c.in)) {
+				t.Fatalf("booked %s for %s: less than was spent", cost.Format(cost.FromNanos(got)), c.in)
+			}
+		})
+	}
+}

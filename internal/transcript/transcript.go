@@ -67,6 +67,30 @@ type Record struct {
 	Time time.Time
 	// Body is the record's content, JSON.
 	Body json.RawMessage
+	// Spend is what the model calls that the record follows used: Append books it in the
+	// namespace's ledger in the same transaction, if and only if it stores the record (a
+	// record stored already was booked with it). It is not stored with the record nor read back.
+	Spend []Spend
+}
+
+// Spend is what one model call used, as the ledger books it: on the UTC day and month its
+// cost was reserved, in the currency it was priced in ("" when it was not priced).
+type Spend struct {
+	// Day is the UTC day, as 2006-01-02; Month the UTC month, as 2006-01.
+	Day, Month string
+	Currency   string
+	// CostNanos is the cost in billionths of the currency, rounded up.
+	CostNanos int64
+	Tokens    int64
+}
+
+// Booked is what a namespace's calls booked in one period and currency.
+type Booked struct {
+	// Period is a UTC day (2006-01-02) or month (2006-01).
+	Period    string
+	Currency  string
+	CostNanos int64
+	Tokens    int64
 }
 
 // Query selects records of one run.
@@ -111,8 +135,17 @@ type Store interface {
 	List(ctx context.Context, q Query) ([]Record, error)
 	// Runs lists the runs the store holds records of, in a namespace ("" for all).
 	Runs(ctx context.Context, namespace string) ([]RunRef, error)
-	// Delete removes every record of the runs.
+	// Delete removes every record of the runs. What the runs' records booked in the ledger
+	// stays: spend is the namespace's, whatever becomes of its runs.
 	Delete(ctx context.Context, runUIDs ...string) error
+	// Spent is what the namespace's calls booked in the periods given, by period and currency.
+	Spent(ctx context.Context, namespace string, periods ...string) ([]Booked, error)
+	// Book books spend of the namespace that no record carries (its step was given up), in a
+	// transaction of its own.
+	Book(ctx context.Context, namespace string, spend ...Spend) error
+	// NamespaceBytes is what the records of the namespace's runs take together, in bytes as
+	// stored.
+	NamespaceBytes(ctx context.Context, namespace string) (int64, error)
 	// Close releases the store.
 	Close() error
 }
@@ -149,6 +182,11 @@ func CheckRecord(r Record) error {
 		return fmt.Errorf("%w: body of %d bytes, more than %d", ErrBadRecord, len(r.Body), MaxBody)
 	case len(r.Body) > 0 && !json.Valid(r.Body):
 		return fmt.Errorf("%w: body is not JSON", ErrBadRecord)
+	}
+	for _, sp := range r.Spend {
+		if len(sp.Day) != len(time.DateOnly) || len(sp.Month) != len("2006-01") || sp.CostNanos < 0 || sp.Tokens < 0 || len(sp.Currency) > 3 {
+			return fmt.Errorf("%w: a spend of %+v cannot be booked", ErrBadRecord, sp)
+		}
 	}
 	return nil
 }

@@ -73,6 +73,19 @@ func migrations(t columnTypes) []string {
 		INSERT INTO runs (run_uid, namespace, run, last_ns)
 			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
 		CREATE INDEX runs_namespace ON runs (namespace, run);`,
+		// The ledger: what each namespace's model calls used, by UTC day and month, booked with
+		// the records they precede and kept when runs are deleted; and what each run's records
+		// take, for the namespace's transcript budget.
+		`CREATE TABLE spend (
+			namespace TEXT NOT NULL,
+			period TEXT NOT NULL,
+			currency TEXT NOT NULL,
+			cost_nanos ` + t.bigint + ` NOT NULL,
+			tokens ` + t.bigint + ` NOT NULL,
+			PRIMARY KEY (namespace, period, currency)
+		);
+		ALTER TABLE runs ADD COLUMN bytes ` + t.bigint + ` NOT NULL DEFAULT 0;
+		UPDATE runs SET bytes = (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM records WHERE records.run_uid = runs.run_uid);`,
 	}
 }
 
@@ -132,36 +145,112 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 	}
 	defer func() { _ = tx.Rollback() }()
 	out := make([]transcript.Record, 0, len(records))
+	// What each run's new records take, and its newest record.
+	added := map[string]int64{}
+	last := map[string]transcript.Record{}
 	for _, r := range records {
 		if len(r.Body) == 0 {
 			r.Body = []byte("{}")
 		}
+		spend := r.Spend
 		err := tx.QueryRowContext(ctx, insert, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
 			r.Time.UnixNano(), []byte(r.Body)).Scan(&r.Seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			// The key was stored already: what is stored stands.
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// The key was stored already: what is stored stands, and its spend was booked.
 			r, err = s.get(ctx, tx, r.RunUID, r.Key)
+		case err == nil:
+			added[r.RunUID] += int64(len(r.Body))
+			err = s.book(ctx, tx, r.Namespace, spend)
 		}
 		if err != nil {
 			return nil, err
 		}
+		r.Spend = nil
 		out = append(out, r)
-	}
-	// The runs table lists the runs held, for the deletion sweep, without scanning records.
-	last := map[string]transcript.Record{}
-	for _, r := range out {
 		if l, ok := last[r.RunUID]; !ok || r.Time.After(l.Time) {
 			last[r.RunUID] = r
 		}
 	}
-	upsert := fmt.Sprintf(`INSERT INTO runs (run_uid, namespace, run, last_ns) VALUES (%s, %s, %s, %s)
-		ON CONFLICT (run_uid) DO UPDATE SET last_ns = %s(runs.last_ns, excluded.last_ns)`, p(1), p(2), p(3), p(4), s.d.greatest)
+	// The runs table lists the runs held, for the deletion sweep, without scanning records.
+	upsert := fmt.Sprintf(`INSERT INTO runs (run_uid, namespace, run, last_ns, bytes) VALUES (%s, %s, %s, %s, %s)
+		ON CONFLICT (run_uid) DO UPDATE SET last_ns = %s(runs.last_ns, excluded.last_ns), bytes = runs.bytes + excluded.bytes`,
+		p(1), p(2), p(3), p(4), p(5), s.d.greatest)
 	for uid, r := range last {
-		if _, err := tx.ExecContext(ctx, upsert, uid, r.Namespace, r.Run, r.Time.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, upsert, uid, r.Namespace, r.Run, r.Time.UnixNano(), added[uid]); err != nil {
 			return nil, err
 		}
 	}
 	return out, tx.Commit()
+}
+
+// book adds spend to the namespace's ledger, on its day and its month, in the transaction of
+// the record it goes with.
+func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend []transcript.Spend) error {
+	if len(spend) == 0 {
+		return nil
+	}
+	p := s.d.placeholder
+	upsert := fmt.Sprintf(`INSERT INTO spend (namespace, period, currency, cost_nanos, tokens) VALUES (%s, %s, %s, %s, %s)
+		ON CONFLICT (namespace, period, currency) DO UPDATE SET cost_nanos = spend.cost_nanos + excluded.cost_nanos, tokens = spend.tokens + excluded.tokens`,
+		p(1), p(2), p(3), p(4), p(5))
+	for _, sp := range spend {
+		for _, period := range []string{sp.Day, sp.Month} {
+			if _, err := tx.ExecContext(ctx, upsert, namespace, period, sp.Currency, sp.CostNanos, sp.Tokens); err != nil {
+				return fmt.Errorf("booking spend in the ledger: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) Book(ctx context.Context, namespace string, spend ...transcript.Spend) error {
+	if err := transcript.CheckRecord(transcript.Record{RunUID: "-", Key: transcript.Key{Kind: "-"}, Spend: spend}); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := s.book(ctx, tx, namespace, spend); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sqlStore) Spent(ctx context.Context, namespace string, periods ...string) ([]transcript.Booked, error) {
+	if len(periods) == 0 {
+		return nil, nil
+	}
+	p := s.d.placeholder
+	args := []any{namespace}
+	marks := make([]string, len(periods))
+	for i, period := range periods {
+		args = append(args, period)
+		marks[i] = p(len(args))
+	}
+	rows, err := s.rdb.QueryContext(ctx, fmt.Sprintf(`SELECT period, currency, cost_nanos, tokens FROM spend
+		WHERE namespace = %s AND period IN (%s) ORDER BY period, currency`, p(1), strings.Join(marks, ", ")), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []transcript.Booked
+	for rows.Next() {
+		var b transcript.Booked
+		if err := rows.Scan(&b.Period, &b.Currency, &b.CostNanos, &b.Tokens); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlStore) NamespaceBytes(ctx context.Context, namespace string) (int64, error) {
+	var n int64
+	err := s.rdb.QueryRowContext(ctx, "SELECT COALESCE(SUM(bytes), 0) FROM runs WHERE namespace = "+s.d.placeholder(1), namespace).Scan(&n)
+	return n, err
 }
 
 func (s *sqlStore) Get(ctx context.Context, runUID string, key transcript.Key) (transcript.Record, bool, error) {

@@ -57,6 +57,9 @@ var cases = []struct {
 	{"runs are listed by namespace and deleted whole", runsByNamespace},
 	{"records survive closing and the schema is migrated once", survivesClose},
 	{"large bodies are kept whole and bad records refused", largeBodies},
+	{"spend is booked once, with its record, and outlives the run", spendBookedOnce},
+	{"writers racing on one namespace's ledger lose no spend", racingSpend},
+	{"a namespace's records' bytes are counted and freed with their runs", namespaceBytes},
 }
 
 // appendOrder checks that records come back in the order they were appended.
