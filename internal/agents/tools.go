@@ -39,6 +39,8 @@ type Turn struct {
 	// the prompt.
 	Tokens      int64 `json:"tokens,omitempty"`
 	InputTokens int64 `json:"inputTokens,omitempty"`
+	// Cost is what the turn's model call cost, when its model is priced (ModelCalls prices it).
+	Cost string `json:"cost,omitempty"`
 }
 
 // Exchange is a turn and the outcomes of its calls so far, in the calls' order.
@@ -59,6 +61,8 @@ type Progress struct {
 	// CountedCost is what the step's model calls cost until it was last held, already added
 	// to the run's status: what its calls cost now is added to it.
 	CountedCost string
+	// Cost is what the turns in Exchanges cost, from their records.
+	Cost string
 }
 
 // Toolbox makes a step's tool calls. The AgentRun controller gives one to each step of an agent
@@ -97,6 +101,8 @@ type Reply struct {
 	CachedInputTokens int64
 	// Final is the step's answer, when the reply asks for no calls.
 	Final workflow.Result
+	// Cost is what the call cost, as ModelCalls priced it once the model answered.
+	Cost string
 }
 
 // Ask asks the model once: the step's messages, then the exchanges so far. offered is nil when
@@ -143,17 +149,40 @@ func askOnce(ctx context.Context, calls ModelCalls, ask Ask) (*workflow.Result, 
 	return reply.answer(), err
 }
 
+// Metered is a step of a provider that makes one call of its own for the whole step (an HTTP or
+// A2A agent), told to calls as one model call: a call refused before it is made is the step's
+// result as Converse's would be, and the step's reported usage is the call's.
+func Metered(ctx context.Context, calls ModelCalls, step func(context.Context) (*workflow.Result, error)) (*workflow.Result, error) {
+	if calls == nil {
+		return step(ctx)
+	}
+	ctx, done, err := calls.Call(ctx, nil)
+	if err != nil {
+		return stopped(err)
+	}
+	res, err := step(ctx)
+	reply := &Reply{}
+	if res != nil {
+		reply.Tokens, reply.InputTokens = max(res.Tokens, 0), min(max(res.InputTokens, 0), max(res.Tokens, 0))
+	}
+	done(reply, err)
+	return res, err
+}
+
 // stopped is the end of a step that something stopped before its answer: a call held at its
 // gate, or a guard's trip before a tool or model call, is the step's result; anything else
 // fails the step.
 func stopped(err error) (*workflow.Result, error) {
 	var held *workflow.Held
 	var trip *workflow.ToolTrip
+	var quota *workflow.QuotaHold
 	switch {
 	case errors.As(err, &held):
 		return &workflow.Result{Held: held}, nil
 	case errors.As(err, &trip):
 		return &workflow.Result{Trip: trip}, nil
+	case errors.As(err, &quota):
+		return &workflow.Result{QuotaHold: quota}, nil
 	}
 	return &workflow.Result{}, err
 }
@@ -192,7 +221,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		res.InputTokens += inputTokens
 		res.CountedTokens, res.CountedInputTokens = progress.CountedTokens, progress.CountedInputTokens
 		res.ToolCalls, res.CountedToolCalls = made, progress.CountedCalls
-		res.CountedCost = progress.CountedCost
+		res.CountedCost, res.EarlierCost = progress.CountedCost, progress.Cost
 		return res
 	}
 	for {
@@ -229,7 +258,7 @@ func converseTools(ctx context.Context, req *Request, ask Ask) (*workflow.Result
 		reply.Tokens = max(reply.Tokens, 0)
 		reply.InputTokens = min(max(reply.InputTokens, 0), reply.Tokens)
 		tokens, inputTokens = tokens+reply.Tokens, inputTokens+reply.InputTokens
-		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens, InputTokens: reply.InputTokens}
+		turn := Turn{Text: reply.Text, Calls: reply.Calls, Tokens: reply.Tokens, InputTokens: reply.InputTokens, Cost: reply.Cost}
 		if err := box.Asked(ctx, &turn); err != nil {
 			return usage(&workflow.Result{}), err
 		}

@@ -22,8 +22,10 @@ import (
 	"github.com/baton-dev/baton/internal/controller/modelendpoint"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/endpoints"
+	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/pacing"
+	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/toolbox"
@@ -83,16 +85,20 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	}
 	resolver := &endpoints.Resolver{Reader: mgr.GetClient(), OperatorNamespace: opts.OperatorNamespace}
 	pacer := pacing.New(clk)
+	spend := ledger.New(opts.Transcript)
 	if opts.Kueue {
 		ctrl.Log.WithName("setup").Info("Kueue's Workloads are served: runs labelled with a LocalQueue wait for Kueue's admission")
 	}
 	runs := agentrun.New(agentrun.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
-		Transcript: opts.Transcript, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		Transcript: opts.Transcript, Ledger: spend, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: opts.Kueue,
 		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
 			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight,
-			Endpoints: resolver, Pacer: pacer})})
+			Endpoints: resolver, Pacer: pacer, Ledger: spend,
+			Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {
+				return agentquota.Caps(ctx, mgr.GetClient(), namespace)
+			}})})
 	if err := runs.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -108,7 +114,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	if err := uses.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	quotas := &agentquota.Reconciler{Client: mgr.GetClient(), Clock: clk}
+	quotas := &agentquota.Reconciler{Client: mgr.GetClient(), Clock: clk,
+		Usage: &agentquota.Usage{Reader: mgr.GetClient(), Ledger: spend, Bytes: opts.Transcript}}
 	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
-// Package quota decides whether a namespace's AgentQuotas leave room for a run to start, and
-// what each quota's status says: pure functions of the quotas, the namespace's runs and the
-// time. A run over quota waits in phase Queued, in line by spec.priority (higher first), then
-// creation time, then name, and starts when there is room.
+// Package quota decides what a namespace's AgentQuotas allow: whether a run may start, whether
+// a model call may be made, what each run's limits are at most, and what each quota's status
+// says. Its functions are pure, of the quotas, what the namespace uses (its runs, and the
+// ledger's spend) and the time. A run over quota waits in phase Queued, in line by
+// spec.priority (higher first), then creation time, then name, and starts when there is room;
+// a started run whose next call would pass a cost or token cap waits Running.
 package quota
 
 import (
@@ -17,17 +19,20 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // Use is what a namespace's runs use against its quotas.
 type Use struct {
 	// Running are the runs past Pending and not yet ended, Queued ones excepted.
 	Running int32
-	// Cost and Tokens are what the runs that started today (UTC) spent and used.
-	Cost   decimal.Decimal
-	Tokens int64
-	// Queued are the runs waiting in line.
-	Queued int32
+	// Queued are the runs waiting in line; Held the runs that started and wait at a cost or
+	// token cap.
+	Queued, Held int32
+	// Spent is what the namespace's calls spent today and this month, from the ledger.
+	Spent Spent
+	// TranscriptBytes is what the namespace's transcripts take together.
+	TranscriptBytes int64
 }
 
 // Active reports whether a run in phase p counts against maxRunningRuns.
@@ -38,11 +43,11 @@ func Active(p v1alpha1.RunPhase) bool {
 // DayStart is the start of now's UTC day; the day's cost and tokens reset at the next one.
 func DayStart(now time.Time) time.Time { return now.UTC().Truncate(24 * time.Hour) }
 
-// Measure is what runs use: admitted names runs this operator let start whose status does not
-// say so yet. A run's cost and tokens count on the UTC day it started.
-func Measure(runs []v1alpha1.AgentRun, admitted func(name string) bool, now time.Time) Use {
+// Count counts the namespace's runs: admitted names runs this operator let start whose status
+// does not say so yet. What they spent is the ledger's, not theirs: a run deleted takes none
+// of it back.
+func Count(runs []v1alpha1.AgentRun, admitted func(name string) bool) Use {
 	var u Use
-	day := DayStart(now)
 	for i := range runs {
 		r := &runs[i]
 		phase := r.Status.Phase
@@ -50,12 +55,11 @@ func Measure(runs []v1alpha1.AgentRun, admitted func(name string) bool, now time
 		case phase.Terminal():
 		case Active(phase) || admitted(r.Name):
 			u.Running++
+			if r.Status.QuotaHold != nil {
+				u.Held++
+			}
 		case phase == v1alpha1.PhaseQueued:
 			u.Queued++
-		}
-		if st := r.Status.StartTime; st != nil && !st.Time.Before(day) {
-			u.Cost = u.Cost.Add(cost.Amount(r.Status.Cost))
-			u.Tokens += r.Status.TokensUsed
 		}
 	}
 	return u
@@ -109,17 +113,24 @@ type Verdict struct {
 
 // Decide says whether run may start now under quotas, given what the namespace uses and the
 // runs waiting in line (run among them or not). Every quota must leave room: for
-// maxRunningRuns, the run must be among the first in line that the free places allow; a daily
-// cap reached holds every run until the next UTC day.
+// maxRunningRuns, the run must be among the first in line that the free places allow; a cost or
+// token cap reached holds every run until its period resets, and a full transcript budget until
+// runs are deleted. Quotas that disagree hold every run until they agree.
 func Decide(quotas []v1alpha1.AgentQuota, use Use, waiting []Waiting, run Waiting, now time.Time) Verdict {
 	line := Line(waiting, run)
 	place := slices.IndexFunc(line, func(w Waiting) bool { return w.Name == run.Name })
+	held := func(why string) Verdict {
+		return Verdict{Reason: v1alpha1.ReasonQuotaExceeded, Place: place + 1, Of: len(line),
+			Message: fmt.Sprintf("%s; place %d of %d in line", why, place+1, len(line))}
+	}
+	if c := CapsOf(quotas); c.Conflict != "" {
+		return held("the namespace's quotas disagree (" + c.Conflict + ")")
+	}
 	quotas = slices.Clone(quotas)
 	slices.SortFunc(quotas, func(a, b v1alpha1.AgentQuota) int { return strings.Compare(a.Name, b.Name) })
 	for i := range quotas {
-		if held, why := holds(&quotas[i], use, place, now); held {
-			return Verdict{Reason: v1alpha1.ReasonQuotaExceeded, Place: place + 1, Of: len(line),
-				Message: fmt.Sprintf("quota %q: %s; place %d of %d in line", quotas[i].Name, why, place+1, len(line))}
+		if full, why := holds(&quotas[i], use, place, now); full {
+			return held(fmt.Sprintf("quota %q: %s", quotas[i].Name, why))
 		}
 	}
 	return Verdict{Admit: true, Place: place + 1, Of: len(line)}
@@ -131,29 +142,56 @@ func holds(q *v1alpha1.AgentQuota, use Use, place int, now time.Time) (bool, str
 	if s.MaxRunningRuns != nil && int64(use.Running)+int64(place) >= int64(*s.MaxRunningRuns) {
 		return true, fmt.Sprintf("%d of %d runs running", use.Running, *s.MaxRunningRuns)
 	}
-	reset := DayStart(now).Add(24 * time.Hour).Format(time.RFC3339)
-	if s.MaxCostPerDay != nil {
-		if limit := cost.Amount(*s.MaxCostPerDay); use.Cost.GreaterThanOrEqual(limit) {
-			return true, fmt.Sprintf("%s of %s spent today (UTC); the day resets at %s", cost.Format(use.Cost), cost.Format(limit), reset)
+	day := DayStart(now).Add(24 * time.Hour).Format(time.RFC3339)
+	month := MonthStart(now).AddDate(0, 1, 0).Format(time.RFC3339)
+	for _, c := range []struct {
+		cap          *string
+		spent        decimal.Decimal
+		period, next string
+	}{{s.MaxCostPerDay, use.Spent.DayCost, "today (UTC); the day resets at ", day}, {s.MaxCostPerMonth, use.Spent.MonthCost, "this month (UTC); the month resets at ", month}} {
+		if c.cap != nil {
+			if limit := cost.Amount(*c.cap); c.spent.GreaterThanOrEqual(limit) {
+				return true, fmt.Sprintf("%s of %s spent %s%s", cost.Format(c.spent), cost.Format(limit), c.period, c.next)
+			}
 		}
 	}
-	if s.MaxTokensPerDay != nil && use.Tokens >= *s.MaxTokensPerDay {
-		return true, fmt.Sprintf("%d of %d tokens used today (UTC); the day resets at %s", use.Tokens, *s.MaxTokensPerDay, reset)
+	for _, c := range []struct {
+		cap          *int64
+		used         int64
+		period, next string
+	}{{s.MaxTokensPerDay, use.Spent.DayTokens, "today (UTC); the day resets at ", day}, {s.MaxTokensPerMonth, use.Spent.MonthTokens, "this month (UTC); the month resets at ", month}} {
+		if c.cap != nil && c.used >= *c.cap {
+			return true, fmt.Sprintf("%d of %d tokens used %s%s", c.used, *c.cap, c.period, c.next)
+		}
+	}
+	if s.MaxTranscriptBytes != nil && use.TranscriptBytes >= *s.MaxTranscriptBytes {
+		return true, fmt.Sprintf("the namespace's transcripts take %d of %d bytes; runs start again once runs are deleted", use.TranscriptBytes, *s.MaxTranscriptBytes)
 	}
 	return false, ""
 }
 
-// Status is quota q's status for what its namespace uses now.
-func Status(q *v1alpha1.AgentQuota, use Use, now time.Time) v1alpha1.AgentQuotaStatus {
+// Status is quota q's status for what its namespace uses now, among quotas whose caps
+// together are caps.
+func Status(q *v1alpha1.AgentQuota, caps *Caps, use Use, now time.Time) v1alpha1.AgentQuotaStatus {
 	reset := metav1.NewTime(DayStart(now).Add(24 * time.Hour))
 	st := v1alpha1.AgentQuotaStatus{
-		Running: use.Running, Queued: use.Queued, CostToday: cost.Format(use.Cost), TokensToday: use.Tokens,
+		Running: use.Running, Queued: use.Queued, HeldRuns: use.Held,
+		CostToday: cost.Format(use.Spent.DayCost), CostThisMonth: cost.Format(use.Spent.MonthCost), Currency: caps.Currency,
+		TokensToday: use.Spent.DayTokens, TokensThisMonth: use.Spent.MonthTokens, TranscriptBytes: use.TranscriptBytes,
 		ResetTime: &reset, ObservedGeneration: q.Generation, Conditions: slices.Clone(q.Status.Conditions),
 	}
-	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "HasRoom", Message: "runs can start", ObservedGeneration: q.Generation}
-	if full, why := holds(q, use, 0, now); full {
+	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonHasRoom, Message: "runs can start", ObservedGeneration: q.Generation}
+	switch full, why := holds(q, use, 0, now); {
+	case caps.Conflict != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonQuotaConflict,
+			"the namespace's quotas disagree, and its runs wait until they agree: "+caps.Conflict
+	case full:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonQuotaExceeded, why
+	case use.Held > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonQuotaExceeded,
+			fmt.Sprintf("%d runs wait at a cost or token cap, their next model calls not made", use.Held)
 	}
+	c.Message = textbound.BytesMarked(c.Message, 1024)
 	c.LastTransitionTime = metav1.NewTime(now) // kept when the status does not change
 	meta.SetStatusCondition(&st.Conditions, c)
 	return st

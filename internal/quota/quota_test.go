@@ -31,8 +31,10 @@ func run(name string, phase v1alpha1.RunPhase, started time.Time, cost string, t
 	return r
 }
 
-func TestMeasureCountsRunningRunsAndTodaysSpending(t *testing.T) {
+func TestCountCountsRunsAtWorkInLineAndHeldAtACap(t *testing.T) {
 	yesterday := now.Add(-24 * time.Hour)
+	held := run("h", v1alpha1.PhaseRunning, now.Add(-time.Hour), "1", 10)
+	held.Status.QuotaHold = &v1alpha1.QuotaHold{Quota: "money", Since: metav1.NewMicroTime(now)}
 	runs := []v1alpha1.AgentRun{
 		run("a", v1alpha1.PhaseRunning, now.Add(-time.Hour), "1.5", 100),
 		run("b", v1alpha1.PhaseAwaitingApproval, now.Add(-time.Minute), "0.25", 10),
@@ -40,13 +42,14 @@ func TestMeasureCountsRunningRunsAndTodaysSpending(t *testing.T) {
 		run("d", v1alpha1.PhaseSucceeded, now.Add(-2*time.Hour), "2", 200),
 		run("e", v1alpha1.PhaseQueued, time.Time{}, "", 0),
 		run("f", v1alpha1.PhasePending, time.Time{}, "", 0),
+		held,
 	}
-	u := Measure(runs, func(name string) bool { return name == "f" }, now)
-	if u.Running != 4 || u.Queued != 1 {
-		t.Errorf("running %d queued %d; want 4 (three at work, one admitted) and 1", u.Running, u.Queued)
+	u := Count(runs, func(name string) bool { return name == "f" })
+	if u.Running != 5 || u.Queued != 1 || u.Held != 1 {
+		t.Errorf("running %d queued %d held %d; want 5 (four at work, one admitted), 1 and 1", u.Running, u.Queued, u.Held)
 	}
-	if !u.Cost.Equal(decimal.RequireFromString("3.75")) || u.Tokens != 310 {
-		t.Errorf("today: cost %s tokens %d; want 3.75 and 310 (yesterday's run not counted)", u.Cost, u.Tokens)
+	if !u.Spent.DayCost.IsZero() || u.Spent.DayTokens != 0 {
+		t.Errorf("spent %+v: what runs spent is the ledger's, not counted from the runs that still exist", u.Spent)
 	}
 }
 
@@ -76,30 +79,64 @@ func TestRunsStartInPriorityThenCreationOrderAsPlacesFree(t *testing.T) {
 	}
 }
 
-func TestADailyCapHoldsEveryRunUntilTheNextUTCDay(t *testing.T) {
+func TestACostOrTokenCapReachedHoldsEveryRunUntilItsPeriodResets(t *testing.T) {
 	q := []v1alpha1.AgentQuota{
 		quotaOf("runs", v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To[int32](100)}),
-		quotaOf("money", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("12.00"), MaxTokensPerDay: ptr.To[int64](1000)}),
+		quotaOf("money", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("12.00"), MaxTokensPerDay: ptr.To[int64](1000),
+			MaxCostPerMonth: ptr.To("100"), MaxTokensPerMonth: ptr.To[int64](5000), MaxTranscriptBytes: ptr.To[int64](1 << 20)}),
 	}
 	me := Waiting{Name: "r", Created: now}
-	if v := Decide(q, Use{Cost: decimal.RequireFromString("11.99"), Tokens: 999}, nil, me, now); !v.Admit {
-		t.Fatalf("under both caps: %+v", v)
+	under := Use{Spent: Spent{DayCost: decimal.RequireFromString("11.99"), DayTokens: 999, MonthCost: decimal.RequireFromString("99"), MonthTokens: 4999}}
+	if v := Decide(q, under, nil, me, now); !v.Admit {
+		t.Fatalf("under every cap: %+v", v)
 	}
-	v := Decide(q, Use{Cost: decimal.RequireFromString("12")}, nil, me, now)
-	if v.Admit || !strings.Contains(v.Message, `quota "money": 12 of 12 spent today (UTC); the day resets at 2026-11-26T00:00:00Z`) {
-		t.Fatalf("at the cost cap: %+v", v)
+	for _, c := range []struct {
+		name string
+		use  Use
+		want string
+	}{
+		{"the day's cost", Use{Spent: Spent{DayCost: decimal.RequireFromString("12")}},
+			`quota "money": 12 of 12 spent today (UTC); the day resets at 2026-11-26T00:00:00Z`},
+		{"the day's tokens", Use{Spent: Spent{DayTokens: 1000}}, "1000 of 1000 tokens used today (UTC)"},
+		{"the month's cost", Use{Spent: Spent{MonthCost: decimal.RequireFromString("100.5")}},
+			"100.5 of 100 spent this month (UTC); the month resets at 2026-12-01T00:00:00Z"},
+		{"the month's tokens", Use{Spent: Spent{MonthTokens: 5000}}, "5000 of 5000 tokens used this month (UTC)"},
+		{"the namespace's transcripts", Use{TranscriptBytes: 1 << 20}, "transcripts take 1048576 of 1048576 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(q, c.use, nil, me, now)
+			if v.Admit || v.Reason != v1alpha1.ReasonQuotaExceeded || !strings.Contains(v.Message, c.want) {
+				t.Fatalf("verdict %+v; want held saying %q", v, c.want)
+			}
+		})
 	}
-	v = Decide(q, Use{Tokens: 1000}, nil, me, now)
-	if v.Admit || !strings.Contains(v.Message, "1000 of 1000 tokens used today") {
-		t.Fatalf("at the token cap: %+v", v)
+}
+
+func TestQuotasThatDisagreeHoldEveryRunAndSaySo(t *testing.T) {
+	q := []v1alpha1.AgentQuota{
+		quotaOf("a", v1alpha1.AgentQuotaSpec{DefaultQueue: ptr.To("team-a")}),
+		quotaOf("b", v1alpha1.AgentQuotaSpec{DefaultQueue: ptr.To("team-b")}),
+	}
+	v := Decide(q, Use{}, nil, Waiting{Name: "r", Created: now}, now)
+	if v.Admit || !strings.Contains(v.Message, "defaultQueue: a says team-a, b says team-b") {
+		t.Fatalf("verdict %+v; want held, naming the conflict", v)
+	}
+	caps := CapsOf(q)
+	st := Status(&q[0], &caps, Use{}, now)
+	if c := st.Conditions[0]; c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonQuotaConflict {
+		t.Errorf("condition %+v; want Ready False QuotaConflict", c)
 	}
 }
 
 func TestStatusShowsUseTheResetAndWhetherThereIsRoom(t *testing.T) {
 	q := quotaOf("team-a", v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To[int32](2)})
 	q.Generation = 3
-	st := Status(&q, Use{Running: 2, Queued: 5, Cost: decimal.RequireFromString("1.5"), Tokens: 42}, now)
-	if st.Running != 2 || st.Queued != 5 || st.CostToday != "1.5" || st.TokensToday != 42 || st.ObservedGeneration != 3 {
+	caps := CapsOf([]v1alpha1.AgentQuota{q})
+	use := Use{Running: 2, Queued: 5, Held: 1, TranscriptBytes: 77,
+		Spent: Spent{DayCost: decimal.RequireFromString("1.5"), MonthCost: decimal.RequireFromString("20"), DayTokens: 42, MonthTokens: 420}}
+	st := Status(&q, &caps, use, now)
+	if st.Running != 2 || st.Queued != 5 || st.HeldRuns != 1 || st.CostToday != "1.5" || st.CostThisMonth != "20" || st.TokensToday != 42 ||
+		st.TokensThisMonth != 420 || st.TranscriptBytes != 77 || st.Currency != "USD" || st.ObservedGeneration != 3 {
 		t.Errorf("status %+v", st)
 	}
 	if !st.ResetTime.Time.Equal(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)) {
@@ -109,8 +146,12 @@ func TestStatusShowsUseTheResetAndWhetherThereIsRoom(t *testing.T) {
 		t.Errorf("condition %+v; want Ready False QuotaExceeded", c)
 	}
 	q.Status = st
-	st = Status(&q, Use{Running: 1}, now.Add(time.Minute))
+	st = Status(&q, &caps, Use{Running: 1}, now.Add(time.Minute))
 	if c := st.Conditions[0]; c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Time.Equal(now.Add(time.Minute)) {
 		t.Errorf("condition %+v; want Ready True since the change", c)
+	}
+	st = Status(&q, &caps, Use{Running: 1, Held: 3}, now)
+	if c := st.Conditions[0]; c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "3 runs wait at a cost or token cap") {
+		t.Errorf("condition %+v; want Ready False while runs are held", c)
 	}
 }

@@ -19,11 +19,13 @@ import (
 
 // TurnBody is a tool-turn record: an answer of the model that asked for calls.
 type TurnBody struct {
-	Agent       string              `json:"agent"`
-	Text        string              `json:"text,omitempty"`
-	Tokens      int64               `json:"tokens,omitempty"`
-	InputTokens int64               `json:"inputTokens,omitempty"`
-	Calls       []workflow.ToolCall `json:"calls"`
+	Agent       string `json:"agent"`
+	Text        string `json:"text,omitempty"`
+	Tokens      int64  `json:"tokens,omitempty"`
+	InputTokens int64  `json:"inputTokens,omitempty"`
+	// Cost is what the turn's model call cost, in its step's currency, when it was priced.
+	Cost  string              `json:"cost,omitempty"`
+	Calls []workflow.ToolCall `json:"calls"`
 }
 
 // StartBody is a tool-start record: a call of a tool with side effects, about to be sent.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -65,7 +66,12 @@ func (s *Runner) Start(run *v1alpha1.AgentRun, plan *workflow.Plan, step workflo
 	c := &stepCall{r: s, plan: plan, spec: plan.Agent(step.Agent), step: step,
 		rid:  records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name},
 		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
-	if ref := c.spec.Model.EndpointRef; ref != nil {
+	c.meter = &meter{prompt: c.promptTokens(), free: scripted(c.spec) && c.spec.Model.EndpointRef == nil, quota: quotaMeter{ledger: s.Ledger, namespace: run.Namespace, clock: s.Clock,
+		held: s.holding(client.ObjectKeyFromObject(run), run.UID)}}
+	if s.Quotas != nil {
+		c.meter.quota.caps, c.resolveErr = s.Quotas(context.Background(), run.Namespace)
+	}
+	if ref := c.spec.Model.EndpointRef; ref != nil && c.resolveErr == nil {
 		c.onEndpoint(run, ref)
 	}
 	s.start(run, step, c)
@@ -83,12 +89,11 @@ func (c *stepCall) onEndpoint(run *v1alpha1.AgentRun, ref *v1alpha1.EndpointRefe
 		return
 	}
 	c.paced = c.r.Pacer.Endpoint(c.endpoint.Key, c.endpoint.Limits)
-	prompt := c.promptTokens()
-	c.meter = newMeter(c.endpoint, c.paced, prompt, c.spec.Model, workflow.Spent(&c.from), c.plan.Limits)
+	c.meter.onEndpoint(c.endpoint, c.paced, c.spec.Model, workflow.Spent(&c.from), c.plan.Limits)
 	if c.step.WrapUp == nil {
 		c.meter.reserve = c.wrapUpReserve(run.Namespace)
 	}
-	c.capacity = pacing.Ask{Namespace: run.Namespace, Run: run.Namespace + "/" + run.Name, Tokens: prompt + c.meter.outputCap}
+	c.capacity = pacing.Ask{Namespace: run.Namespace, Run: run.Namespace + "/" + run.Name, Tokens: c.meter.prompt + c.meter.outputCap}
 	c.meter.ask = c.capacity
 }
 
@@ -205,6 +210,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		if err != nil {
 			return req, err
 		}
+		b.Spend = &c.meter.quota
 		req.Tools = b
 		c.mu.Lock()
 		c.box = b
@@ -217,11 +223,20 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		m := &req.Agent.Model
 		m.Provider, m.Endpoint, m.APIKeySecretRef, m.EndpointRef = c.endpoint.Provider, c.endpoint.URL, c.endpoint.Secret, nil
 		req.SecretNamespace = c.endpoint.SecretNamespace
-		c.meter.prompt = promptOf(req)
-		c.meter.capOutput(m)
-		c.meter.next = req.ModelCalls
-		req.ModelCalls = c.meter
 	}
+	if !scripted(&req.Agent) {
+		c.meter.prompt = promptOf(req)
+		if m := req.Agent.Model.MaxOutputTokens; m != nil && c.meter.outputCap == 0 {
+			c.meter.outputCap = int64(*m)
+		}
+	}
+	if c.endpoint != nil {
+		c.meter.capOutput(&req.Agent.Model)
+	}
+	if converses(req.Agent.Model.Provider) {
+		c.meter.next = req.ModelCalls
+	}
+	req.ModelCalls = c.meter
 	c.mu.Lock()
 	c.sent = req
 	c.mu.Unlock()
@@ -232,8 +247,13 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepResult {
 	agent, err := c.r.Providers.For(req.Agent.Model.Provider)
 	var answer *workflow.Result
-	if err == nil {
+	switch {
+	case err != nil:
+	case converses(req.Agent.Model.Provider):
 		answer, err = agent.Step(ctx, req)
+	default:
+		// A provider that makes one call of its own for the step is metered as one model call.
+		answer, err = agents.Metered(ctx, req.ModelCalls, func(ctx context.Context) (*workflow.Result, error) { return agent.Step(ctx, req) })
 	}
 	res := &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input}
 	if answer != nil {
@@ -258,12 +278,27 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	return res
 }
 
-// record is the transcript record of the step's answer.
+func (c *stepCall) spend() *quotaMeter { return &c.meter.quota }
+
+// record is the transcript record of the step's answer, carrying what its calls used that no
+// record booked yet. A step held at its namespace's cap records nothing.
 func (c *stepCall) record(answer *workflow.StepResult, started, ended time.Time) transcript.Record {
+	rec := c.recordOf(answer, started, ended)
+	rec.Spend = c.meter.quota.Take()
+	return rec
+}
+
+func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Time) transcript.Record {
 	res := *answer
 	c.mu.Lock()
 	req, b := c.sent, c.box
 	c.mu.Unlock()
+	if res.QuotaHold != nil {
+		if b != nil {
+			c.r.Toolboxes.Done(b, true)
+		}
+		return transcript.Record{}
+	}
 	if req == nil {
 		// The step ended before it sent anything.
 		req = c.r.stepRequest(c.plan, c.rid, c.task, &c.from, c.step)
@@ -299,7 +334,7 @@ func stepRecord(run records.RunID, step workflow.Step, spec *v1alpha1.Agent, req
 	res workflow.StepResult, context []workflow.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
 	body := records.NewStep(res, spec, context, started, ended)
 	body.Previous, body.UnavailableTools, body.ToolRecordBytes = previous, unavailable, toolBytes
-	if req != nil && !scripted(spec) {
+	if req != nil && !scripted(&req.Agent) {
 		body.Messages = agents.Messages(*req)
 	}
 	return body.Record(run, step.Number, ended)
@@ -394,6 +429,12 @@ func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 		}
 	}
 	return nil
+}
+
+// converses reports whether the provider's steps go through agents.Converse, which tells
+// ModelCalls of each model call itself; the others make one call of their own per step.
+func converses(p v1alpha1.ModelProvider) bool {
+	return p != v1alpha1.ProviderHTTP && p != v1alpha1.ProviderA2A
 }
 
 // scripted reports whether the agent plays a script: it is sent no messages and reads no

@@ -14,14 +14,17 @@ import (
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/pacing"
+	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
-// A step on a model endpoint is metered: each of its model calls waits for the endpoint's
-// capacity (the first before the step has a goroutine or a slot, in the endpoint's line; the
-// later ones of a tool loop in the step's goroutine), tells the endpoint's pacer what the server
-// said of its limits, and is priced from the endpoint's prices. A call whose worst case could
-// pass the run's cost budget is not made.
+// Every step is metered. Each of its model calls is checked against the caps of its namespace's
+// AgentQuotas, its worst case reserved in the ledger until it settles (quota.go), and what it
+// used is booked with the record that follows it. A step on a model endpoint also waits for the
+// endpoint's capacity (the first call before the step has a goroutine or a slot, in the
+// endpoint's line; the later ones of a tool loop in the step's goroutine), tells the endpoint's
+// pacer what the server said of its limits, and is priced from the endpoint's prices; a call
+// whose worst case could pass the run's cost budget is not made.
 
 // minOutputTokens is the fewest output tokens a call under a cost budget is allowed: a call the
 // budget cannot pay this much output for is not made.
@@ -55,8 +58,13 @@ type meter struct {
 	// reserve is what the run keeps back for its wrap-up turn (limits.wrapUp), on every step
 	// before it: no call is made that would leave less.
 	reserve wrapUpReserve
+	// free marks a Scripted agent's step: its turns cost nothing.
+	free bool
 	// next is told of each call too: the step's traces.
 	next agents.ModelCalls
+	// quota is the namespace's caps and ledger, and what the step's calls settled that no
+	// record booked yet.
+	quota quotaMeter
 
 	mu sync.Mutex
 	// grant is the capacity the step was admitted with, for its first call.
@@ -68,15 +76,15 @@ type meter struct {
 	turnedAway bool
 }
 
-// newMeter meters a step of an agent on endpoint e, in a run that spent spent so far.
-func newMeter(e *endpoints.Endpoint, pace *pacing.Endpoint, prompt int64, model v1alpha1.ModelSpec, spent decimal.Decimal, limits workflow.EffectiveLimits) *meter {
-	m := &meter{endpoint: pace, prompt: prompt, spent: spent, currency: e.Prices.Currency()}
+// onEndpoint meters a step of an agent on endpoint e, in a run that spent spent so far: its
+// calls are paced, priced and held to the run's cost budget.
+func (m *meter) onEndpoint(e *endpoints.Endpoint, pace *pacing.Endpoint, model v1alpha1.ModelSpec, spent decimal.Decimal, limits workflow.EffectiveLimits) {
+	m.endpoint, m.spent, m.currency = pace, spent, e.Prices.Currency()
 	m.price, m.priced = e.Prices.For(model.Name)
 	m.limit, m.limited = limits.MaxCost()
 	if model.MaxOutputTokens != nil {
 		m.outputCap = int64(*model.MaxOutputTokens)
 	}
-	return m
 }
 
 // admitted gives the step the capacity it was admitted with, for its first call.
@@ -106,6 +114,11 @@ func (m *meter) Call(ctx context.Context, exchanges []agents.Exchange) (context.
 		m.release()
 		return ctx, nil, err
 	}
+	reserved, err := m.quota.reserve(ctx, m.worst(input))
+	if err != nil {
+		m.release()
+		return ctx, nil, err
+	}
 	m.mu.Lock()
 	g, first := m.grant, m.calls == 0
 	m.grant = nil
@@ -114,8 +127,8 @@ func (m *meter) Call(ctx context.Context, exchanges []agents.Exchange) (context.
 	if g == nil && m.endpoint != nil {
 		ask := m.ask
 		ask.Tokens = input + m.outputCap
-		var err error
 		if g, err = m.endpoint.Acquire(ctx, ask); err != nil {
+			reserved.Release()
 			return ctx, nil, err
 		}
 	}
@@ -135,6 +148,7 @@ func (m *meter) Call(ctx context.Context, exchanges []agents.Exchange) (context.
 			if g != nil {
 				g.Done(0, pacing.Signal{})
 			}
+			reserved.Release()
 			return ctx, nil, err
 		}
 	}
@@ -145,24 +159,51 @@ func (m *meter) Call(ctx context.Context, exchanges []agents.Exchange) (context.
 		if g != nil {
 			g.Done(max(reply.Tokens, 0), s)
 		}
-		m.answered(reply, s.RateLimited && first)
+		spent := m.answered(reply, s.RateLimited && first)
+		m.quota.settle(reserved, reply.Tokens, spent)
 		if nextDone != nil {
 			nextDone(reply, err)
 		}
 	}, nil
 }
 
-// answered prices a call's answer; rateLimited marks a first call the server turned away.
-func (m *meter) answered(reply *agents.Reply, rateLimited bool) {
+// answered prices a call's answer, and says on the reply what it cost; rateLimited marks a
+// first call the server turned away.
+func (m *meter) answered(reply *agents.Reply, rateLimited bool) decimal.Decimal {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if rateLimited {
 		m.turnedAway = true
 	}
 	if !m.priced {
-		return
+		return decimal.Zero
 	}
-	m.cost = m.cost.Add(m.price.Of(cost.Reported(reply.Tokens, reply.InputTokens, reply.CachedInputTokens)))
+	c := m.price.Of(cost.Reported(reply.Tokens, reply.InputTokens, reply.CachedInputTokens))
+	m.cost = m.cost.Add(c)
+	reply.Cost = cost.Format(c)
+	return c
+}
+
+// defaultReserveOutput is the output a call of an agent with no maxOutputTokens is reserved
+// for against its namespace's caps: what it uses beyond is counted once it answered.
+const defaultReserveOutput = 4096
+
+// worst is the worst case of a call of about input prompt tokens, as its namespace's caps see
+// it: its prompt and the most output it may get back, at its model's price. A Scripted agent's
+// turn costs nothing and says its own tokens.
+func (m *meter) worst(input int64) quota.Call {
+	if m.free {
+		return quota.Call{Tokens: input, Free: true}
+	}
+	output := m.outputCap
+	if output <= 0 {
+		output = defaultReserveOutput
+	}
+	c := quota.Call{Tokens: input + output, Currency: m.currency, Priced: m.priced}
+	if m.priced {
+		c.Cost = m.price.Worst(input, output)
+	}
+	return c
 }
 
 // affordable says why a call of about input prompt tokens may not be made: its worst case
@@ -216,7 +257,10 @@ func (m *meter) result(res *workflow.Result) {
 	if !m.priced {
 		return
 	}
-	res.Cost = cost.Format(cost.Amount(res.CountedCost).Add(m.cost))
+	// What the step's calls cost before this execution: counted at its gates, or read from
+	// its turns' records (a step held at a cap, or cut short by a restart, goes on).
+	before := decimal.Max(cost.Amount(res.CountedCost), cost.Amount(res.EarlierCost))
+	res.Cost = cost.Format(before.Add(m.cost))
 	res.Currency = m.currency
 }
 

@@ -34,8 +34,10 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/endpoints"
+	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/pacing"
+	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -58,6 +60,11 @@ type Config struct {
 	// one endpoint together; both nil, endpoint references cannot be used.
 	Endpoints *endpoints.Resolver
 	Pacer     *pacing.Pacer
+	// Ledger holds what each namespace's calls spent and reserved, and Quotas reads the caps
+	// of a namespace's AgentQuotas: every model call is held to them. Both nil, calls are held
+	// to no cap and their spend is not booked.
+	Ledger *ledger.Ledger
+	Quotas func(ctx context.Context, namespace string) (*quota.Caps, error)
 }
 
 // Runner runs the steps of every run the operator works on.
@@ -71,6 +78,8 @@ type Runner struct {
 
 	mu   sync.Mutex
 	runs map[types.NamespacedName]*runSteps
+	// held are the calls runs' steps were last held at a cap with (quota.go).
+	held map[types.NamespacedName]heldCall
 }
 
 // runSteps is what the runner keeps of one run.
@@ -250,7 +259,12 @@ type stepWork interface {
 	// provider is the agent's provider, for the step's metrics.
 	provider() string
 	call(ctx context.Context) *workflow.StepResult
+	// record is the step's record; one of Kind "" records nothing (a step held at its
+	// namespace's cap: it goes on later from its transcript). Its Spend is what the step's
+	// calls settled that no record booked yet.
 	record(res *workflow.StepResult, started, ended time.Time) transcript.Record
+	// spend is what books the step's spend, nil for work that makes no model call.
+	spend() *quotaMeter
 }
 
 // New makes a Runner.
@@ -320,6 +334,7 @@ func (s *Runner) Forget(key types.NamespacedName) {
 		}
 		delete(s.runs, key)
 	}
+	delete(s.held, key)
 }
 
 // Next reports where the run's next step is: not started, running, or ended with its result. A
@@ -457,19 +472,25 @@ func (s *Runner) run(ctx context.Context, f *flight) {
 		defer f.leave()
 		metrics.StepDuration.WithLabelValues(f.work.provider()).Observe(time.Since(began).Seconds())
 		s.slots.release()
-		s.finish(f, f.work.record(res, began, time.Now()))
+		s.finish(f, res, f.work.record(res, began, time.Now()))
 	})
 }
 
 // finish makes a step's record durable, keeps its result in the run's flight and wakes the run.
-func (s *Runner) finish(f *flight, rec transcript.Record) {
+// A step held at its namespace's cap records nothing: its result is handed on as it is. What the
+// step's calls used is booked with the record, or on its own if the step was given up.
+func (s *Runner) finish(f *flight, answer *workflow.StepResult, rec transcript.Record) {
 	ctx, ok := f.recording()
 	if !ok {
+		s.bookAlone(f, rec.Spend)
 		return
 	}
-	res, ok := s.persist(ctx, f.key, f.step.Agent, rec)
-	if !ok {
-		return
+	res := *answer
+	if rec.Kind != "" {
+		if res, ok = s.persist(ctx, f.key, f.step.Agent, rec); !ok {
+			s.bookAlone(f, rec.Spend)
+			return
+		}
 	}
 	current := false
 	s.existing(f.key, f.uid, func(r *runSteps) {
@@ -488,6 +509,21 @@ func (s *Runner) finish(f *flight, rec transcript.Record) {
 	}
 }
 
+// bookAlone books what a step's calls used when no record of it was stored: the step was given
+// up (its run ended or was deleted) after its calls were made.
+func (s *Runner) bookAlone(f *flight, spend []transcript.Spend) {
+	q := f.work.spend()
+	if q == nil {
+		return
+	}
+	q.Done(spend, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.bookAlone(ctx); err != nil {
+		s.Log.Error(err, "Booking the spend of a step given up", "agentRun", klog.KRef(f.key.Namespace, f.key.Name), "step", f.step.Number)
+	}
+}
+
 // persistBackoff paces the retries of a transcript write that failed.
 var persistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: 1 << 30}
 
@@ -502,6 +538,7 @@ func (s *Runner) persist(ctx context.Context, key types.NamespacedName, agent st
 		stored, err := s.Store.Append(ctx, rec)
 		metrics.TranscriptWrite.Observe(time.Since(began).Seconds())
 		if err == nil {
+			s.booked(key, rec.Spend, stored[0].Spend)
 			res, err := records.ResultOf(stored[0])
 			if err != nil {
 				res = workflow.StepResult{Agent: agent, Error: err.Error()}
@@ -524,6 +561,23 @@ func (s *Runner) persist(ctx context.Context, key types.NamespacedName, agent st
 			return workflow.StepResult{}, false
 		case <-time.After(backoff.Step()):
 		}
+	}
+}
+
+// booked tells the ledger what a stored record booked; spend a record of the same key stored
+// before took the place of (an operator that stopped) is booked on its own.
+func (s *Runner) booked(key types.NamespacedName, sent, booked []transcript.Spend) {
+	if len(sent) == 0 || s.Ledger == nil {
+		return
+	}
+	if len(booked) > 0 {
+		s.Ledger.Booked(key.Namespace, booked)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Ledger.Book(ctx, key.Namespace, sent); err != nil {
+		s.Log.Error(err, "Booking the spend of a step recorded before", "agentRun", klog.KRef(key.Namespace, key.Name))
 	}
 }
 

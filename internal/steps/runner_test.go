@@ -126,5 +126,6 @@ func (p pacedStep) call(context.Context) *workflow.StepResult { return &workflow
 func (p pacedStep) record(*workflow.StepResult, time.Time, time.Time) transcript.Record {
 	return transcript.Record{}
 }
-func (p pacedStep) pace() paced { return p.on }
-func (p pacedStep) again()      {}
+func (p pacedStep) pace() paced        { return p.on }
+func (p pacedStep) spend() *quotaMeter { return nil }
+func (p pacedStep) again()             {}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/cost"
@@ -36,7 +38,7 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
 				return p, nil, 0, fmt.Errorf("reading step %d's turn %d from the transcript: %w", step, rec.Call, err)
 			}
-			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, InputTokens: b.InputTokens, Calls: b.Calls})
+			turns = append(turns, agents.Turn{Number: rec.Call, Text: b.Text, Tokens: b.Tokens, InputTokens: b.InputTokens, Cost: b.Cost, Calls: b.Calls})
 		case transcript.KindTool:
 			var b records.CallBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
@@ -58,6 +60,13 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i].Number < turns[j].Number })
 	var done []records.CallBody
+	turnCost := decimal.Zero
+	for _, t := range turns {
+		turnCost = turnCost.Add(cost.Amount(t.Cost))
+	}
+	if turnCost.IsPositive() {
+		p.Cost = cost.Format(turnCost)
+	}
 	for _, t := range turns {
 		ex := agents.Exchange{Turn: t}
 		for _, c := range t.Calls {

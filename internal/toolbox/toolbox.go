@@ -74,6 +74,8 @@ type Box struct {
 	offered map[string]bool
 	// bytes is what the step's tool records take in the transcript.
 	bytes atomic.Int64
+	// Spend, when set, is what the step's model calls used: each turn's record books it.
+	Spend Spend
 }
 
 var _ agents.Toolbox = (*Box)(nil)
@@ -177,8 +179,26 @@ func (b *Box) Asked(ctx context.Context, turn *agents.Turn) error {
 			c.Arguments = quoted
 		}
 	}
-	data := transcript.Body(records.TurnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Calls: turn.Calls})
-	return b.append(ctx, b.run.Record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data))
+	data := transcript.Body(records.TurnBody{Agent: b.agent, Text: turn.Text, Tokens: turn.Tokens, InputTokens: turn.InputTokens, Cost: turn.Cost, Calls: turn.Calls})
+	rec := b.run.Record(transcript.Key{Kind: transcript.KindToolTurn, Step: b.step, Call: turn.Number}, time.Now(), data)
+	if b.Spend != nil {
+		rec.Spend = b.Spend.Take()
+	}
+	err := b.append(ctx, rec)
+	if b.Spend != nil {
+		b.Spend.Done(rec.Spend, err == nil)
+	}
+	return err
+}
+
+// Spend is what a step's model calls used that no record has booked yet: the record of the
+// turn a call answered books it in the ledger (transcript.Record.Spend).
+type Spend interface {
+	// Take hands over what is not booked yet.
+	Take() []transcript.Spend
+	// Done says whether the record that carried spend was stored; what was not is taken again
+	// by the next record.
+	Done(spend []transcript.Spend, booked bool)
 }
 
 // Prepare readies one call: the agent's permissions and the step's limit first, then the run's

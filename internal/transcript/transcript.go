@@ -84,6 +84,10 @@ type Spend struct {
 	Tokens    int64
 }
 
+// MaxSpend is the most the ledger counts of anything, in tokens or billionths: sums stop there,
+// so that a model server that reports absurd usage cannot make them wrap around.
+const MaxSpend = 1 << 62
+
 // Booked is what a namespace's calls booked in one period and currency.
 type Booked struct {
 	// Period is a UTC day (2006-01-02) or month (2006-01).
@@ -126,8 +130,8 @@ type RunRef struct {
 // Store is a transcript store. It is safe for concurrent use.
 type Store interface {
 	// Append stores the records whose keys are not stored yet, atomically and in order, and
-	// returns each key's stored record: the one given, or the one already there. Two writers
-	// of one key thus agree on what it holds.
+	// returns each key's stored record: the one given, with the spend it booked, or the one
+	// already there, with none. Two writers of one key thus agree on what it holds.
 	Append(ctx context.Context, records ...Record) ([]Record, error)
 	// Get returns the record of a key of a run.
 	Get(ctx context.Context, runUID string, key Key) (Record, bool, error)

@@ -10,6 +10,7 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -45,6 +46,10 @@ type Result struct {
 	Cost        string `json:"cost,omitempty"`
 	CountedCost string `json:"countedCost,omitempty"`
 	Currency    string `json:"currency,omitempty"`
+	// EarlierCost is what the step's model calls cost before this execution of it (a step
+	// held, or cut short by a restart, goes on from its transcript), from their turn records:
+	// the step's Cost counts it with the calls made since.
+	EarlierCost string `json:"-"`
 	// Ignored names the further tool calls of a model that called several; the first won.
 	Ignored []string `json:"ignoredToolCalls,omitempty"`
 	// ToolCalls is the number of tool calls the step made, and CountedToolCalls those of them
@@ -56,6 +61,10 @@ type Result struct {
 	Held *Held `json:"-"`
 	// Trip is set when a guard stopped the run before a tool call.
 	Trip *ToolTrip `json:"trip,omitempty"`
+	// QuotaHold is set when the step stopped before a model call that would pass a cost or
+	// token cap of its namespace: the run waits, and the step goes on from its transcript once
+	// there is room. Nothing of it is recorded or counted until then.
+	QuotaHold *QuotaHold `json:"-"`
 	// InputRequired is set when the agent asks a person for input, Output being its question:
 	// the run waits for a reply, which is the agent's next input (an A2A agent's task in state
 	// input-required).
@@ -153,3 +162,16 @@ type ToolTrip struct {
 }
 
 func (t *ToolTrip) Error() string { return t.Message }
+
+// QuotaHold is a model call not made because it would pass a cost or token cap of the run's
+// namespace: the run waits until the cap's period resets or the cap is raised.
+type QuotaHold struct {
+	// Quota names the AgentQuota whose cap holds the call.
+	Quota string
+	// Message says which cap, what was spent and what the call could cost.
+	Message string
+	// Until is when the cap's period resets.
+	Until time.Time
+}
+
+func (q *QuotaHold) Error() string { return q.Message }

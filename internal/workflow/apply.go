@@ -31,6 +31,9 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 	if res.Held != nil {
 		return hold(p, st, res, now)
 	}
+	if res.QuotaHold != nil {
+		return HoldAtQuota(st, res.QuotaHold, now)
+	}
 	d := Update{Status: *st.DeepCopy()}
 	v := classify(p, &st, res)
 	record(&d, v, now)
@@ -42,7 +45,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 // from the status before the step: what a step's transcript record keeps, written before the
 // step is applied. It decides nothing else.
 func Context(p *Plan, st *v1alpha1.AgentRunStatus, res StepResult) []ContextEntry {
-	if st.Phase != v1alpha1.PhaseRunning || res.Held != nil {
+	if st.Phase != v1alpha1.PhaseRunning || res.Held != nil || res.QuotaHold != nil {
 		return nil
 	}
 	d := Update{}

@@ -162,10 +162,10 @@ func agentStepGuard(in guardInput) (Trip, bool) {
 }
 
 // deadline is when the run times out.
-// Time spent waiting for people does not count: a waiting run has no deadline, and the time it
-// waited moves the deadline back.
+// Time spent waiting for people or held at a quota's cap does not count: a waiting run has no
+// deadline, and the time it waited moves the deadline back.
 func deadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
-	if st.StartTime == nil || st.Phase == v1alpha1.PhaseAwaitingApproval || st.PendingInput != nil {
+	if st.StartTime == nil || st.Phase == v1alpha1.PhaseAwaitingApproval || st.PendingInput != nil || st.QuotaHold != nil {
 		return time.Time{}, false
 	}
 	return st.StartTime.Add(p.Limits.Timeout + st.Waited.OrZero()), true

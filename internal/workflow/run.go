@@ -158,6 +158,9 @@ func end(d *Update, t Trip, now time.Time) {
 	if w := s.PendingInput; w != nil {
 		s.Waited, s.PendingInput = addWait(s.Waited, now.Sub(w.Since.Time)), nil
 	}
+	if h := s.QuotaHold; h != nil {
+		s.Waited, s.QuotaHold = addWait(s.Waited, now.Sub(h.Since.Time)), nil
+	}
 	conclude(s, now)
 	typ := EventWarning
 	if s.Phase != v1alpha1.PhaseFailed {

@@ -91,33 +91,110 @@ var _ = Describe("An AgentQuota", func() {
 		Expect(waitForEnd(low).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 	})
 
-	It("holds every run once the day's cost is spent, saying when the day resets", func() {
+	// pricedTeam is a team on llm: triage hands the work to writer, whose answer ends the run.
+	// Each step: 800 prompt tokens, 400 of them cached, and 200 output tokens, which cost
+	// 400×0.15 + 400×0.075 + 200×0.60 = 210 millionths of a dollar; the worst case of each call
+	// is about 0.0002.
+	pricedTeam := func(server *fakes.OpenAI) *v1alpha1.AgentConfig {
+		reply := fakes.Reply{Content: "done", Tokens: 1000, PromptTokens: 800, CachedTokens: 400}
+		handoff := reply
+		handoff.ToolCalls = []fakes.ToolCall{{Name: "transfer_to_writer", Args: `{"reason":"write it"}`}}
+		server.ReplyTo("triage", handoff)
+		server.ReplyTo("writer", reply)
+		return MakeConfig("priced", ns).Agents(
+			endpointAgent("triage", v1alpha1.KindModelEndpoint).HandsOffTo("writer"),
+			endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator(),
+		).Obj()
+	}
+	quotaStatus := func(name string) v1alpha1.AgentQuotaStatus {
+		q := &v1alpha1.AgentQuota{}
+		ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, q)).To(Succeed())
+		return q.Status
+	}
+
+	It("holds a started run before a call that would pass the day's cost, whatever the run's limits, and lets it go on when the cap is raised", func() {
+		server := fakes.NewOpenAI()
+		DeferCleanup(server.Close)
+		cfg := pricedTeam(server)
+		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg,
+			quotaNamed(ns, "budget", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("0.0003")}))
+		// The run's author asks for far more than the namespace allows, and no maxCost.
+		run := MakeRun("spender", ns).Config(cfg.Name).Obj()
+		run.Spec.Limits = &v1alpha1.LimitOverrides{MaxSteps: ptr.To[int32](10000), MaxTokens: ptr.To[int64](1_000_000_000), Timeout: ptr.To(v1alpha1.Duration("8760h"))}
+		create(run)
+		Eventually(func(g Gomega) {
+			got := &v1alpha1.AgentRun{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(run), got)).To(Succeed())
+			g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+			g.Expect(got.Status.QuotaHold).NotTo(BeNil())
+			g.Expect(got.Status.QuotaHold.Quota).To(Equal("budget"))
+			c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+			g.Expect(c.Message).To(ContainSubstring(`step 2 of agent writer waits: quota "budget": 0.00021 of 0.0003 USD spent today (UTC), and the next model call could cost up to`))
+		}, runTimeout, poll).Should(Succeed())
+		Expect(server.Requests()).To(HaveLen(1), "the writer's call was not made")
+		Eventually(func(g Gomega) {
+			st := quotaStatus("budget")
+			g.Expect(st.CostToday).To(Equal("0.00021"))
+			g.Expect(st.TokensToday).To(BeEquivalentTo(1000))
+			g.Expect(st.HeldRuns).To(BeEquivalentTo(1))
+		}, runTimeout, poll).Should(Succeed())
+		Eventually(func() []string { return eventsOf(run) }).Should(ContainElement(ContainSubstring(`quota "budget"`)))
+
+		// Raising the cap lets it go on; the time it was held counts as waiting.
+		q := &v1alpha1.AgentQuota{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "budget"}, q)).To(Succeed())
+		q.Spec.MaxCostPerDay = ptr.To("1")
+		Expect(k8sClient.Update(ctx, q)).To(Succeed())
+		done := waitForEnd(run)
+		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), done.Status.TerminationMessage)
+		Expect(done.Status.QuotaHold).To(BeNil())
+		Expect(done.Status.Waited).NotTo(BeNil())
+		Expect(done.Status.Cost).To(Equal("0.00042"))
+
+		// Deleting the run takes nothing back from the day's spend.
+		Expect(k8sClient.Delete(ctx, done)).To(Succeed())
+		Eventually(func() string { return quotaStatus("budget").CostToday }, runTimeout, poll).Should(Equal("0.00042"))
+		Consistently(func() string { return quotaStatus("budget").CostToday }, 6*time.Second, poll).Should(Equal("0.00042"))
+	})
+
+	It("ends a run whose next call alone could cost more than the day's cap, naming the quota", func() {
+		server := fakes.NewOpenAI()
+		DeferCleanup(server.Close)
+		cfg := pricedTeam(server)
+		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg,
+			quotaNamed(ns, "tight", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("0.0001")}))
+		run := MakeRun("r", ns).Config(cfg.Name).Obj()
+		create(run)
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCostBudgetExceeded))
+		Expect(run.Status.TerminationMessage).To(ContainSubstring(`quota "tight": the next model call could cost up to`))
+		Expect(run.Status.TerminationMessage).To(ContainSubstring("more than the 0.0001 USD the namespace may spend today (UTC)"))
+		Expect(server.Requests()).To(BeEmpty())
+	})
+
+	It("holds runs not started Queued once the day's tokens are used, saying when the day resets", func() {
 		server := fakes.NewOpenAI()
 		DeferCleanup(server.Close)
 		server.ReplyTo("writer", fakes.Reply{Content: "done", Tokens: 1000, PromptTokens: 800, CachedTokens: 400})
 		cfg := MakeConfig("priced", ns).Agents(endpointAgent("writer", v1alpha1.KindModelEndpoint).Terminator()).Obj()
 		create(apiKeySecret(ns), modelEndpoint(ns, server, 0), cfg,
-			quotaNamed(ns, "budget", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("0.0002")}))
+			quotaNamed(ns, "budget", v1alpha1.AgentQuotaSpec{MaxTokensPerDay: ptr.To[int64](1000)}))
 		spender := MakeRun("spender", ns).Config(cfg.Name).Obj()
 		create(spender)
-		Expect(waitForEnd(spender).Status.Cost).To(Equal("0.00021"))
+		Expect(waitForEnd(spender).Status.TokensUsed).To(BeEquivalentTo(1000))
 
 		next := MakeRun("next", ns).Config(cfg.Name).Obj()
 		create(next)
 		reset := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Format(time.RFC3339)
-		waitQueued(next, `quota "budget": 0.00021 of 0.0002 spent today (UTC); the day resets at `+reset)
-		Eventually(func(g Gomega) {
-			q := &v1alpha1.AgentQuota{}
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "budget"}, q)).To(Succeed())
-			g.Expect(q.Status.CostToday).To(Equal("0.00021"))
-			g.Expect(q.Status.TokensToday).To(BeEquivalentTo(1000))
-		}, runTimeout, poll).Should(Succeed())
+		waitQueued(next, `quota "budget": 1000 of 1000 tokens used today (UTC); the day resets at `+reset)
 		Expect(server.Requests()).To(HaveLen(1), "the queued run made no call")
 
 		// Raising the cap lets it start.
 		q := &v1alpha1.AgentQuota{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "budget"}, q)).To(Succeed())
-		q.Spec.MaxCostPerDay = ptr.To("1")
+		q.Spec.MaxTokensPerDay = ptr.To[int64](100000)
 		Expect(k8sClient.Update(ctx, q)).To(Succeed())
 		Expect(waitForEnd(next).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
 	})

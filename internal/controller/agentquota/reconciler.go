@@ -1,6 +1,7 @@
 // Package agentquota is the controller of AgentQuotas: it writes what the quota's namespace uses
-// (runs at work and in line, the UTC day's cost and tokens, the next reset) into the quota's
-// status, every few seconds at most and only when it changed. It also owns the cache indexes
+// (runs at work, in line and held at a cap, the UTC day's and month's cost and tokens from the
+// ledger, what its transcripts take, the next reset) into the quota's status, and whether the
+// namespace's quotas agree, every few seconds at most and only when it changed. It also owns the cache indexes
 // through which the AgentRun reconciler and it read that use.
 package agentquota
 
@@ -26,6 +27,8 @@ const every = 5 * time.Second
 type Reconciler struct {
 	client.Client
 	Clock clock.Clock
+	// Usage reads what the namespace uses: runs, spend, transcript bytes.
+	Usage *Usage
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentquotas,verbs=get;list;watch
@@ -38,11 +41,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.Clock.Now()
-	runs, _, err := Counted(ctx, r.Client, q.Namespace, now)
+	quotas := &v1alpha1.AgentQuotaList{}
+	if err := r.List(ctx, quotas, client.InNamespace(q.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	use, _, _, err := r.Usage.Of(ctx, q.Namespace, quotas.Items, func(string) bool { return false }, true, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status := quota.Status(q, quota.Measure(runs, func(string) bool { return false }, now), now)
+	caps := quota.CapsOf(quotas.Items)
+	status := quota.Status(q, &caps, use, now)
 	next := min(every, quota.DayStart(now).Add(24*time.Hour).Sub(now)+time.Second)
 	if equality.Semantic.DeepEqual(status, q.Status) {
 		return ctrl.Result{RequeueAfter: next}, nil

@@ -2,6 +2,7 @@ package agentquota
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,8 +15,9 @@ import (
 // Indexes of the runs by what quotas count, so that what a namespace uses is read from the
 // cache without going through its ended runs.
 const (
-	// stateIndex holds "active" for runs that count against maxRunningRuns and "queued" for
-	// runs waiting in line; other runs are not in it.
+	// stateIndex holds "active" for runs that count against maxRunningRuns (and "held" too for
+	// those held at a cost or token cap) and "queued" for runs waiting in line; other runs are
+	// not in it.
 	stateIndex = "baton.quota"
 	// dayIndex holds the UTC day a run started, for the day's cost and tokens.
 	dayIndex = "baton.startDay"
@@ -37,6 +39,8 @@ func stateOf(o client.Object) []string {
 	switch {
 	case !ok || run.Spec.Branch != nil:
 		return nil
+	case quota.Active(run.Status.Phase) && run.Status.QuotaHold != nil:
+		return []string{"active", "held"}
 	case quota.Active(run.Status.Phase):
 		return []string{"active"}
 	case run.Status.Phase == v1alpha1.PhaseQueued && !awaitingKueue(run):
@@ -102,4 +106,27 @@ func Line(ctx context.Context, c client.Reader, namespace string) ([]quota.Waiti
 		line = append(line, quota.WaitingOf(&list.Items[i]))
 	}
 	return quota.Line(line[1:], line[0]), nil
+}
+
+// Held lists the namespace's runs held at a cost or token cap, from the cache.
+func Held(ctx context.Context, c client.Reader, namespace string) ([]v1alpha1.AgentRun, error) {
+	list := &v1alpha1.AgentRunList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{stateIndex: "held"}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Caps are what the namespace's AgentQuotas allow together, read from the cache; nil when the
+// namespace has none.
+func Caps(ctx context.Context, c client.Reader, namespace string) (*quota.Caps, error) {
+	quotas := &v1alpha1.AgentQuotaList{}
+	if err := c.List(ctx, quotas, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("reading the namespace's AgentQuotas: %w", err)
+	}
+	if len(quotas.Items) == 0 {
+		return nil, nil
+	}
+	caps := quota.CapsOf(quotas.Items)
+	return &caps, nil
 }

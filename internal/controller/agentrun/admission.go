@@ -107,10 +107,6 @@ func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time
 	if len(quotas.Items) == 0 {
 		return quota.Verdict{Admit: true}, nil
 	}
-	runs, line, err := agentquota.Counted(ctx, r.Client, run.Namespace, now)
-	if err != nil {
-		return quota.Verdict{}, err
-	}
 	a := r.admissions
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -123,7 +119,10 @@ func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time
 		_, ok := inNamespace[name]
 		return ok
 	}
-	use := quota.Measure(runs, admitted, now)
+	use, runs, line, err := r.usage().Of(ctx, run.Namespace, quotas.Items, admitted, false, now)
+	if err != nil {
+		return quota.Verdict{}, err
+	}
 	line = slices.DeleteFunc(line, func(w quota.Waiting) bool { return admitted(w.Name) }) // at work, as far as quotas go
 	if len(inNamespace) > 0 {
 		seen := make(map[string]bool, len(runs))
@@ -211,4 +210,9 @@ func endedPredicate() predicate.Funcs {
 			return ok1 && ok2 && !old.Status.Phase.Terminal() && cur.Status.Phase.Terminal()
 		},
 	}
+}
+
+// usage reads what a namespace uses against its quotas.
+func (r *Reconciler) usage() *agentquota.Usage {
+	return &agentquota.Usage{Reader: r.Client, Ledger: r.Ledger, Bytes: r.Transcript}
 }

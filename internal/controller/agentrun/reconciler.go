@@ -32,6 +32,7 @@ import (
 	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/controller/agentquota"
+	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -69,6 +70,8 @@ type Config struct {
 	Secrets agents.SecretReader
 	// Transcript is the store of runs' records.
 	Transcript transcript.Store
+	// Ledger holds what each namespace's model calls spent and reserved, for its quotas.
+	Ledger *ledger.Ledger
 	// Steps runs the runs' agent steps.
 	Steps *steps.Runner
 	// Trust says whether the decision queue and creators are the admission webhook's (nil:
@@ -219,6 +222,11 @@ func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Pla
 		case steps.Waiting:
 			return r.whileWaiting(ctx, w, plan, now)
 		case steps.NotStarted:
+			if w.Status.QuotaHold != nil {
+				if goOn, result, err := r.roomForHeld(ctx, w, now); !goOn || err != nil {
+					return result, err
+				}
+			}
 			log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(w), "step", step.Number, "agent", step.Agent)
 			r.Steps.Start(w.AgentRun, plan, step)
 			result, err := r.whileRunning(ctx, w, plan, now, true)
@@ -227,7 +235,7 @@ func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Pla
 			}
 			return result, err
 		}
-		d := workflow.Apply(plan, w.Status, res, now)
+		d := workflow.Apply(plan, r.released(w, res, now), res, now)
 		d.Context = nil // the step's record holds it
 		if mayHold(d, r.StatusBatchPeriod) {
 			// The run goes on at once: its next step starts before this one's status is
@@ -242,6 +250,14 @@ func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Pla
 		result, written, err := r.store(ctx, w, plan, d)
 		if written {
 			r.Steps.Consumed(w.AgentRun, step.Number)
+		}
+		if h := w.Status.QuotaHold; h != nil && err == nil && w.Status.Phase == v1alpha1.PhaseRunning {
+			var until time.Time
+			if h.Until != nil {
+				until = h.Until.Time
+			}
+			result.RequeueAfter = soonest(result.RequeueAfter, heldWait(until, now))
+			return result, nil
 		}
 		if err != nil || w.ResourceVersion == before || w.Status.Phase != v1alpha1.PhaseRunning || w.Status.StepCount != step.Number {
 			return result, err
@@ -400,6 +416,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
+		// A namespace's quotas raised or deleted bring back the runs they held.
+		Watches(&v1alpha1.AgentQuota{}, handler.EnqueueRequestsFromMapFunc(r.quotasChanged)).
 		// A branch's phase changes bring its parent back, for the join.
 		Owns(&v1alpha1.AgentRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: branchPhaseChanged}))
 	if r.Kueue {

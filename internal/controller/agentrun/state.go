@@ -67,6 +67,8 @@ type runState struct {
 	history            []v1alpha1.HandoffRecord
 	// held is the run's status decided and not yet written.
 	held *heldStatus
+	// released is when the run, held at its namespace's cap, found room for its step.
+	released time.Time
 }
 
 // heldStatus is a run's status decided and not yet written: its start, waiting to be written
@@ -253,4 +255,16 @@ func (t *runTable) plan(run *v1alpha1.AgentRun) *workflow.Plan {
 
 func (t *runTable) setPlan(run *v1alpha1.AgentRun, p *workflow.Plan) {
 	t.with(run, func(s *runState) { s.revision, s.plan = run.Status.ConfigRevision, p })
+}
+
+// release notes when a run held at its namespace's cap found room for its step.
+func (t *runTable) release(run *v1alpha1.AgentRun, now time.Time) {
+	t.with(run, func(s *runState) { s.released = now })
+}
+
+// takeRelease is when the run found room, if it did since it was held.
+func (t *runTable) takeRelease(run *v1alpha1.AgentRun) (time.Time, bool) {
+	var at time.Time
+	t.with(run, func(s *runState) { at, s.released = s.released, time.Time{} })
+	return at, !at.IsZero()
 }

@@ -166,7 +166,6 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 		if err != nil {
 			return nil, err
 		}
-		r.Spend = nil
 		out = append(out, r)
 		if l, ok := last[r.RunUID]; !ok || r.Time.After(l.Time) {
 			last[r.RunUID] = r
@@ -192,11 +191,13 @@ func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend
 	}
 	p := s.d.placeholder
 	upsert := fmt.Sprintf(`INSERT INTO spend (namespace, period, currency, cost_nanos, tokens) VALUES (%s, %s, %s, %s, %s)
-		ON CONFLICT (namespace, period, currency) DO UPDATE SET cost_nanos = spend.cost_nanos + excluded.cost_nanos, tokens = spend.tokens + excluded.tokens`,
-		p(1), p(2), p(3), p(4), p(5))
+		ON CONFLICT (namespace, period, currency) DO UPDATE SET
+			cost_nanos = CASE WHEN spend.cost_nanos > %[6]d - excluded.cost_nanos THEN %[6]d ELSE spend.cost_nanos + excluded.cost_nanos END,
+			tokens = CASE WHEN spend.tokens > %[6]d - excluded.tokens THEN %[6]d ELSE spend.tokens + excluded.tokens END`,
+		p(1), p(2), p(3), p(4), p(5), transcript.MaxSpend)
 	for _, sp := range spend {
 		for _, period := range []string{sp.Day, sp.Month} {
-			if _, err := tx.ExecContext(ctx, upsert, namespace, period, sp.Currency, sp.CostNanos, sp.Tokens); err != nil {
+			if _, err := tx.ExecContext(ctx, upsert, namespace, period, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
 				return fmt.Errorf("booking spend in the ledger: %w", err)
 			}
 		}
