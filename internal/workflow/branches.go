@@ -45,6 +45,7 @@ const (
 	joinedReasonFormat        = "joined %d of %d branches (%s)"
 	branchHeadingFormat       = "## Branch %d: %s (%s)"
 	failedBranchMessageFormat = "branch %s (agent %s) ended %s: %s"
+	takenBranchMessageFormat  = "branch %s (agent %s) cannot run: %s"
 	joinTimeoutMessageFormat  = "the join timed out after %s: %d of %d branches ended"
 	branchNameSeparator       = "-b"
 	listSeparator             = ","
@@ -343,12 +344,4 @@ func FanOutRecord(n int32, res StepResult, at time.Time) v1alpha1.HandoffRecord 
 	}
 	return v1alpha1.HandoffRecord{Step: n, From: res.Agent, To: strings.Join(agents, listSeparator), Outcome: v1alpha1.OutcomeFanOut,
 		Reason: fmt.Sprintf(fanOutReasonFormat, len(res.Parallel)), Time: metav1.NewTime(at), Tokens: res.Tokens}
-}
-
-// IsBranchOf reports whether run is a branch run of parent: controlled by it, and named as the
-// parent's fan-out names its branches. A run someone else made to look like one is not.
-func IsBranchOf(run, parent *v1alpha1.AgentRun) bool {
-	b := run.Spec.Branch
-	return b != nil && metav1.IsControlledBy(run, parent) && b.Parent == parent.Name &&
-		run.Name == BranchName(parent.Name, b.Step, int(b.Index))
 }

@@ -8,7 +8,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	. "github.com/baton-dev/baton/test/builders"
@@ -403,33 +402,5 @@ func TestSixteenBranchesOfTheLongestNamesFitTheStatus(t *testing.T) {
 	}
 	if got := len(strings.Join(agents, listSeparator)); got > 1040 {
 		t.Errorf("the agents of a fan-out of 16 take %d bytes; status.currentAgent and a record's to hold 1040", got)
-	}
-}
-
-// A branch run is controlled by its parent and named as the parent's fan-out names it: a run
-// made to look like one, under another name, or not controlled by the parent, is not one.
-func TestABranchRunIsTheOneTheParentsFanOutNames(t *testing.T) {
-	parent := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "research-x", Namespace: "ns", UID: "p-uid"}}
-	yes := true
-	branch := func(name string, controlled bool) *v1alpha1.AgentRun {
-		run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
-		run.Spec.Branch = &v1alpha1.RunBranch{Parent: "research-x", Step: 1, Index: 2, Agent: "critic", Depth: 1}
-		if controlled {
-			run.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.baton.dev/v1alpha1", Kind: "AgentRun", Name: "research-x", UID: "p-uid", Controller: &yes}}
-		}
-		return run
-	}
-	for name, tc := range map[string]struct {
-		run  *v1alpha1.AgentRun
-		want bool
-	}{
-		"the branch":                   {branch("research-x-b1-2", true), true},
-		"another name":                 {branch("research-x-b1-2-forged", true), false},
-		"not controlled by the parent": {branch("research-x-b1-2", false), false},
-		"no spec.branch":               {&v1alpha1.AgentRun{ObjectMeta: branch("research-x-b1-2", true).ObjectMeta}, false},
-	} {
-		if got := IsBranchOf(tc.run, parent); got != tc.want {
-			t.Errorf("%s: %v", name, got)
-		}
 	}
 }

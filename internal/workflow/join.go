@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -16,8 +17,14 @@ import (
 
 // BranchRun is what the join reads of one branch's run, as the controller found it.
 type BranchRun struct {
-	// Found is set when the run exists; a branch whose run is not made yet waits.
-	Found   bool
+	// Found is set when the branch's run exists; a branch whose run is not made yet waits.
+	Found bool
+	// UID is the run's: the branch's status records it the first time the run is found, and
+	// from then on only the run of that UID is the branch's.
+	UID string
+	// Taken says why the branch has no run it may take: its name is held by a run the operator
+	// did not make for this fan-out, or the run it made is gone. The run then fails.
+	Taken   string
 	Phase   v1alpha1.RunPhase
 	Reason  v1alpha1.TerminationReason
 	Message string
@@ -32,9 +39,11 @@ type BranchRun struct {
 }
 
 // Join decides what a branching run does, given its branches' runs by name: status.branches
-// says their phases as seen; once the join holds (join.mode, or, with onFailure Continue, every
-// branch ended), the join agent takes the branches' outputs as its next input and their use
-// counts as the run's; a failed branch with onFailure Fail ends the run BranchFailed; past
+// records each run's UID the first time it is found, and says their phases as seen; once the
+// join holds (join.mode, or, with onFailure Continue, every branch ended), the join agent takes
+// the branches' outputs as its next input and their use counts as the run's; a failed branch
+// with onFailure Fail ends the run BranchFailed; a branch whose name is taken, or whose run is
+// gone, ends it BranchFailed whatever onFailure says, for the branch cannot run at all; past
 // join.timeout the run fails, or joins what ended. Cancel names the branches still running that
 // the run no longer needs: the controller cancels them once the update is written.
 func Join(p *Plan, st v1alpha1.AgentRunStatus, runs map[string]BranchRun, now time.Time) (d Update, cancel []string) {
@@ -45,11 +54,24 @@ func Join(p *Plan, st v1alpha1.AgentRunStatus, runs map[string]BranchRun, now ti
 	s := &d.Status
 	var succeeded, ended int
 	var failed []int
+	taken := -1
 	for i := range s.Branches {
 		b := &s.Branches[i]
 		r, ok := runs[b.Name]
+		if ok && r.Found && b.UID != "" && r.UID != "" && r.UID != b.UID {
+			// Never the branch's: the join would take another run's output for it.
+			runs = maps.Clone(runs)
+			r = BranchRun{Taken: fmt.Sprintf("the run of uid %s holds its name, not the run of uid %s made for it", r.UID, b.UID)}
+			runs[b.Name] = r
+		}
+		if r.Taken != "" && taken < 0 {
+			taken = i
+		}
 		if !ok || !r.Found {
 			continue
+		}
+		if b.UID == "" {
+			b.UID = r.UID
 		}
 		// A branch's start costs its parent no write: its phase is written when the branch
 		// ends, and when it starts or stops waiting for people.
@@ -80,6 +102,11 @@ func Join(p *Plan, st v1alpha1.AgentRunStatus, runs map[string]BranchRun, now ti
 		timedOut = true
 	}
 	switch {
+	case taken >= 0:
+		b := s.Branches[taken]
+		foldBranches(s, runs)
+		end(&d, Trip{Reason: v1alpha1.ReasonBranchFailed,
+			Message: fmt.Sprintf(takenBranchMessageFormat, b.Name, b.Agent, runs[b.Name].Taken)}, now)
 	case join.OnFailure != v1alpha1.JoinContinue && len(failed) > 0:
 		b := s.Branches[failed[0]]
 		r := runs[b.Name]
