@@ -29,12 +29,14 @@ import (
 const Path = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 
 // The webhook is called for every create, which it stamps with its creator, and otherwise only
-// for writes that carry a decision, touch the decision queue or change the creator
-// (matchConditions), so other updates of AgentRuns never depend on it being up. Those it is
-// called for are refused while it is down (failurePolicy Fail), never let through
-// unattributed: no run is created without a recorded creator, and no decision is taken
-// without knowing who made it.
-// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"create-decision-queue-or-creator","expression":"request.operation == 'CREATE' || (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/created-by' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/created-by'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/created-by' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/created-by'] : ''))"}]}`
+// for writes that carry a decision, touch the decision queue, change the creator, or change the
+// marks of a branch run (the agents.baton.dev/parent label, a controller reference to an
+// AgentRun: branches.go) (matchConditions), so other updates of AgentRuns never depend on it
+// being up. Those it is called for are refused while it is down (failurePolicy Fail), never
+// let through unattributed: no run is created without a recorded creator, no decision is taken
+// without knowing who made it, and no run is made to look like a branch by anyone.
+// In the condition, '/' stands for a label that is not there: no label value has one.
+// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"create-decision-queue-creator-or-branch-marks","expression":"request.operation == 'CREATE' || (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/created-by' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/created-by'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/created-by' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/created-by'] : '')) || (oldObject != null && ((has(object.metadata.labels) && 'agents.baton.dev/parent' in object.metadata.labels ? object.metadata.labels['agents.baton.dev/parent'] : '/') != (has(oldObject.metadata.labels) && 'agents.baton.dev/parent' in oldObject.metadata.labels ? oldObject.metadata.labels['agents.baton.dev/parent'] : '/') || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : [])))"}]}`
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
@@ -76,6 +78,9 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 		if err := w.decoder.DecodeRaw(req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
+	}
+	if why := w.branchMarks(req.AdmissionRequest, run, old); why != "" {
+		return admission.Denied(why)
 	}
 	user := req.UserInfo.Username
 	annotations, refused := w.attribute(ctx, req, run, old)
