@@ -26,9 +26,12 @@ import (
 // AgentRun that the run controls, labelled with its parent (docs/design/parallel-branches.md).
 // The fan-out's status write names them first; then the branch runs are made, from the fan-out
 // step's record in the transcript, so that a restart between the two makes them then, and never
-// twice. The branches' ends bring the run back (an owner watch of their phases); the core
-// decides the join from them, read from the cache; the branches no longer needed are cancelled
-// once the join is written. A run that ends cancels the branches still running.
+// twice; their UIDs go into the run's status with its next write, and from then on only the
+// runs of those UIDs are its branches' (branchruns.go). A branch's name held by a run the
+// operator did not make for it fails the run instead. The branches' ends bring the run back
+// (an owner watch of their phases); the core decides the join from them, read from the cache;
+// the branches no longer needed are cancelled once the join is written. A run that ends
+// cancels the branches still running.
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=create
 
@@ -37,7 +40,7 @@ func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workf
 	if d, tripped := workflow.Check(plan, w.Status, now); tripped {
 		return r.write(ctx, w, plan, d) // the run's end cancels its branches
 	}
-	runs, err := r.branchRuns(ctx, w.AgentRun)
+	runs, err := r.branchRuns(ctx, w)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -59,7 +62,7 @@ func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workf
 	if err != nil || !written {
 		return res, err
 	}
-	if err := r.cancelBranches(ctx, w.Namespace, cancel, "the run joined without it"); err != nil {
+	if err := r.cancelBranches(ctx, w.AgentRun, cancel, "the run joined without it"); err != nil {
 		return ctrl.Result{}, err
 	}
 	if joined {
@@ -90,27 +93,6 @@ func (r *Reconciler) whileBranchesRun(ctx context.Context, w *working, plan *wor
 	return res, err
 }
 
-// branchRuns reads the run's branch runs from the cache, by name: those labelled with the run
-// and controlled by it.
-func (r *Reconciler) branchRuns(ctx context.Context, run *v1alpha1.AgentRun) (map[string]workflow.BranchRun, error) {
-	list, err := r.labelledBranches(ctx, run, client.UnsafeDisableDeepCopy)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]workflow.BranchRun, len(list.Items))
-	for i := range list.Items {
-		b := &list.Items[i]
-		if !metav1.IsControlledBy(b, run) {
-			continue
-		}
-		st := &b.Status
-		out[b.Name] = workflow.BranchRun{Found: true, Phase: st.Phase, Reason: st.TerminationReason, Message: st.TerminationMessage,
-			Output: st.Output, Tokens: st.TokensUsed, Cost: st.Cost, ToolCalls: st.ToolCalls,
-			Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount}
-	}
-	return out, nil
-}
-
 // labelledBranches are the runs of the run's namespace labelled as its branches, from the
 // cache; who controls them is for the caller to check.
 func (r *Reconciler) labelledBranches(ctx context.Context, run *v1alpha1.AgentRun, opts ...client.ListOption) (*v1alpha1.AgentRunList, error) {
@@ -119,19 +101,29 @@ func (r *Reconciler) labelledBranches(ctx context.Context, run *v1alpha1.AgentRu
 	return list, r.List(ctx, list, opts...)
 }
 
-// makeBranches makes the branch runs the run's status names that are not there yet, with their
-// inputs from the fan-out step's record and their shares of the run's limits. A branch made
-// meanwhile (by this operator before a restart) is left as it is.
+// makeBranches makes the branch runs the run's status names that have no run yet, with their
+// inputs from the fan-out step's record and their shares of the run's limits, and adds them to
+// runs. A branch whose name another run holds already makes the run fail (the join says so),
+// and none is made then. A run made meanwhile under a branch's name (by this operator before a
+// restart) is the branch's only if nobody else can have made it (asBranchRun).
 func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflow.Plan, runs map[string]workflow.BranchRun) error {
 	st := &w.Status
 	var missing []int
 	for i, b := range st.Branches {
-		if !runs[b.Name].Found {
+		if _, ok := runs[b.Name]; !ok && b.UID == "" {
 			missing = append(missing, i)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
+	}
+	if err := r.heldNames(ctx, w.AgentRun, missing, runs); err != nil {
+		return err
+	}
+	for _, b := range runs {
+		if b.Taken != "" {
+			return nil
+		}
 	}
 	step := st.HandoffSequence[len(st.HandoffSequence)-1].Step
 	branches, err := r.fanOut(ctx, w.AgentRun, step)
@@ -139,20 +131,34 @@ func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflo
 		return err
 	}
 	shares := workflow.Shares(plan, st)
-	depth := int32(1)
-	if b := w.Spec.Branch; b != nil {
-		depth = b.Depth + 1
-	}
 	for _, i := range missing {
 		b := st.Branches[i]
+		if _, ok := runs[b.Name]; ok {
+			continue
+		}
 		if i >= len(branches) || branches[i].Agent != b.Agent || workflow.InputDigest(branches[i].Input) != b.InputDigest {
 			return fmt.Errorf("the record of step %d does not hold branch %s as the run's status names it", step, b.Name)
 		}
-		child := branchRun(w.AgentRun, b, branches[i].Input, shares[i], step, int32(i+1), depth)
-		if err := r.Create(ctx, child); err != nil && !apierrors.IsAlreadyExists(err) {
+		child := branchRun(w.AgentRun, b, branches[i].Input, shares[i], step, int32(i+1), depthOf(w.AgentRun)+1)
+		err := r.Create(ctx, child)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			// Made since the cache was read: by whom, the API server's copy says. Gone again,
+			// it is made on the next reconcile.
+			held, readErr := r.fresh(ctx, w.Namespace, b.Name)
+			if held != nil {
+				runs[b.Name] = r.asBranchRun(ctx, w.AgentRun, i, held)
+			}
+			if readErr != nil {
+				return readErr
+			}
+			continue
+		case err != nil:
 			return fmt.Errorf("making branch %s: %w", b.Name, err)
 		}
-		log.FromContext(ctx).V(2).Info("Made a branch", "agentRun", klog.KObj(w), "branch", b.Name, "agent", b.Agent)
+		r.runs.madeBranch(w.AgentRun, b.Name, child.UID)
+		runs[b.Name] = workflow.BranchRun{Found: true, UID: string(child.UID)}
+		log.FromContext(ctx).V(2).Info("Made a branch", "agentRun", klog.KObj(w), "branch", b.Name, "agent", b.Agent, "uid", child.UID)
 	}
 	return nil
 }
@@ -195,35 +201,6 @@ func branchRun(parent *v1alpha1.AgentRun, b v1alpha1.BranchStatus, input string,
 		},
 	}
 	return run
-}
-
-// cancelBranches cancels the named branch runs that are not ended, as a person would, by their
-// cancel annotation.
-func (r *Reconciler) cancelBranches(ctx context.Context, namespace string, names []string, why string) error {
-	for _, name := range names {
-		b := &v1alpha1.AgentRun{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, b); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return err
-		}
-		if b.Status.Phase.Terminal() {
-			continue
-		}
-		if _, ok := b.Annotations[v1alpha1.AnnotationCancel]; ok {
-			continue
-		}
-		patch := client.MergeFrom(b.DeepCopy())
-		if b.Annotations == nil {
-			b.Annotations = map[string]string{}
-		}
-		b.Annotations[v1alpha1.AnnotationCancel] = why
-		if err := client.IgnoreNotFound(r.Patch(ctx, b, patch)); err != nil {
-			return fmt.Errorf("cancelling branch %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // startBranch starts a branch run, once its parent vouches for it: the parent controls it and
@@ -289,18 +266,15 @@ func withRevision(run *v1alpha1.AgentRun, revision string) *v1alpha1.AgentRun {
 // are its share, its approvals and depth are the parent's.
 func checkBranch(run, parent *v1alpha1.AgentRun, parentPlan *workflow.Plan) string {
 	b := run.Spec.Branch
-	if !metav1.IsControlledBy(run, parent) {
+	if !workflow.ControlledBy(run, parent) {
 		return fmt.Sprintf("the run is not controlled by its parent %s", parent.Name)
 	}
-	index := -1
-	for i, listed := range parent.Status.Branches {
-		if listed.Name == run.Name {
-			index = i
-		}
-	}
+	index, listed := workflow.ListedBranch(&parent.Status, run.Name)
 	switch {
-	case index < 0:
+	case !listed:
 		return fmt.Sprintf("the parent %s does not list the run among its branches", parent.Name)
+	case parent.Status.Branches[index].UID != "" && parent.Status.Branches[index].UID != string(run.UID):
+		return fmt.Sprintf("the parent %s lists another run (uid %s) as its branch %d", parent.Name, parent.Status.Branches[index].UID, index+1)
 	case int32(index+1) != b.Index || parent.Status.Branches[index].Agent != b.Agent:
 		return fmt.Sprintf("the parent %s lists branch %d to another agent", parent.Name, index+1)
 	case parent.Status.Branches[index].InputDigest != workflow.InputDigest(run.Spec.Input):

@@ -142,12 +142,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if w.Status.Phase.Terminal() {
 		// A terminal run never changes again, whatever is annotated or edited later; it only
-		// goes away once its time to live has passed.
-		r.forget(req.NamespacedName)
+		// goes away once its time to live has passed. What is kept of it goes once its branches
+		// are cancelled: the ones this process made are known by it.
+		defer r.forget(req.NamespacedName)
 		if err := r.finishWorkload(ctx, w.AgentRun, r.Clock.Now()); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.cancelBranches(ctx, w.Namespace, workflow.BranchesToCancel(&w.Status), "its parent run ended"); err != nil {
+		if err := r.cancelBranches(ctx, w.AgentRun, workflow.BranchesToCancel(&w.Status), "its parent run ended"); err != nil {
 			return ctrl.Result{}, err
 		}
 		return r.expire(ctx, w.AgentRun)

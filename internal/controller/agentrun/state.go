@@ -69,6 +69,10 @@ type runState struct {
 	held *heldStatus
 	// released is when the run, held at its namespace's cap, found room for its step.
 	released time.Time
+	// made are the UIDs of the branch runs this process made for the run, by name: the runs
+	// of its branches until its status lists their UIDs, should the write that lists them
+	// not be made (branchruns.go).
+	made map[string]types.UID
 }
 
 // heldStatus is a run's status decided and not yet written: its start, waiting to be written
@@ -240,6 +244,27 @@ func (t *runTable) wholeParts(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatu
 		}
 	})
 	return input, inputOK, history, historyOK
+}
+
+// madeBranch remembers that this process made the run's branch of that name, as the run of uid.
+func (t *runTable) madeBranch(run *v1alpha1.AgentRun, name string, uid types.UID) {
+	t.with(run, func(s *runState) {
+		if s.made == nil {
+			s.made = map[string]types.UID{}
+		}
+		s.made[name] = uid
+	})
+}
+
+// madeUID is the UID of the run this process made for the run's branch of that name, if it did.
+func (t *runTable) madeUID(run *v1alpha1.AgentRun, name string) types.UID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.runs[client.ObjectKeyFromObject(run)]
+	if !ok || s.uid != run.UID {
+		return ""
+	}
+	return s.made[name]
 }
 
 // plan is the run's cached plan for its pinned revision, if built.
