@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -79,26 +80,39 @@ func (r *Reconciler) forRun(ctx context.Context, plan *workflow.Plan, run *v1alp
 }
 
 // creatorOf is who created the run, or the root run of a branch, as the admission webhook
-// recorded it, when it is trusted; empty when it is not known.
+// recorded it, when it is trusted; empty when it is not known. A branch whose tree cannot be
+// walked to its root has no known creator: never its own created-by, which is the operator's,
+// so that its gates that forbid self-approval refuse every approval rather than let the root
+// run's creator approve.
 func (r *Reconciler) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
 	if !r.Trust.Trusted(ctx) {
 		return ""
 	}
-	return r.rootOf(ctx, run).Annotations[v1alpha1.AnnotationCreatedBy]
+	root, why := r.rootOf(ctx, run)
+	if root == nil {
+		log.FromContext(ctx).V(2).Info("The branch's creator is unknown", "agentRun", klog.KObj(run), "why", why)
+		return ""
+	}
+	return root.Annotations[v1alpha1.AnnotationCreatedBy]
 }
 
 // rootOf is the run whose branches' branches the run is: the run itself when it is no branch.
-// A parent gone, or past the deepest nesting, ends the walk.
-func (r *Reconciler) rootOf(ctx context.Context, run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	for range v1alpha1.MaxDepth {
+// Each step up is to the parent the branch names, and only while that run controls it: a
+// parent gone, or another run since made under its name, or nesting past the deepest, leaves
+// no root (nil), and why.
+func (r *Reconciler) rootOf(ctx context.Context, run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, string) {
+	for range v1alpha1.MaxDepth + 1 {
 		if run.Spec.Branch == nil {
-			return run
+			return run, ""
 		}
 		parent := &v1alpha1.AgentRun{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.Branch.Parent}, parent); err != nil {
-			return run
+			return nil, fmt.Sprintf("the parent %s of run %s cannot be read: %v", run.Spec.Branch.Parent, run.Name, err)
+		}
+		if !workflow.ControlledBy(run, parent) {
+			return nil, fmt.Sprintf("run %s is not controlled by the run %s it names as its parent", run.Name, parent.Name)
 		}
 		run = parent
 	}
-	return run
+	return nil, fmt.Sprintf("branches nested deeper than %d", v1alpha1.MaxDepth)
 }
