@@ -2,18 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/transcriptapi"
 )
 
 // branchRun is a branch of parent as the operator makes one: controlled by it, with spec.branch.
@@ -159,5 +167,46 @@ func TestDescribeShowsNoStepInProgressWhileTheRunWaitsForItsBranches(t *testing.
 	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), branches: console.BranchTree(run, children)}, defaultTail)
 	if strings.Contains(out.String(), "(working)") || !strings.Contains(out.String(), "        └─ survey-7-b2-2") {
 		t.Errorf("a run that waits for its branches:\n%s", out.String())
+	}
+}
+
+// Once a run's status lists a branch's UID, describe and the export take only the run of that
+// UID as the branch: a run of its name with another UID, controlled by the run and labelled with
+// it as a forger would, is neither shown nor exported as the branch.
+func TestOnlyTheRunOfABranchsUIDIsShownOrExportedAsTheBranch(t *testing.T) {
+	run, children := joinedRun()
+	run.Status.Branches[0].UID, run.Status.Branches[1].UID = "u-survey-7-b2-1", "u-survey-7-b2-2"
+	forged := branchRun("survey-7-b2-1", run, 2, 1, "web", v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded,
+		TerminationReason: v1alpha1.ReasonCompleted, TokensUsed: 9999})
+	forged.UID = "forged"
+	papers := children[0]
+
+	var out bytes.Buffer
+	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), branches: console.BranchTree(run, []v1alpha1.AgentRun{*forged, papers})}, defaultTail)
+	if strings.Contains(out.String(), "9999") || !strings.Contains(out.String(), "├─ survey-7-b2-1  web     Succeeded  Completed     300 tokens") {
+		t.Errorf("describe shows another run as branch survey-7-b2-1:\n%s", out.String())
+	}
+
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(forged, &papers).Build()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(transcriptapi.Page{Namespace: "default", Records: []records.Record{}})
+	}))
+	defer api.Close()
+	o := &options{streams: genericclioptions.IOStreams{Out: &out, ErrOut: &out}}
+	c := &operatorClient{Client: &transcriptapi.Client{Base: api.URL, HTTP: api.Client()}}
+	exports, err := o.branchExports(context.Background(), c, kube, run, 1, &records.ExportBudget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported []string
+	for _, e := range exports {
+		exported = append(exported, e.Spec.Branch.Agent+"/"+string(e.Status.Phase))
+	}
+	if strings.Join(exported, " ") != "papers/Failed" {
+		t.Errorf("exported branches %v; want papers alone", exported)
 	}
 }

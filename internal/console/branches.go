@@ -10,17 +10,19 @@ import (
 	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Parallel branches, as kubectl baton describe and the console show them: a run's branches are
-// AgentRuns labelled with it and controlled by it, each with spec.branch; the run's status
-// names those of its latest fan-out, which is what there is to show when the branches' own runs
-// cannot be read.
+// AgentRuns labelled with it and controlled by it, each with spec.branch, named as its fan-outs
+// name them; the run's status names those of its latest fan-out, with their UIDs once the
+// operator wrote them, which is what there is to show when the branches' own runs cannot be
+// read. A run of a listed branch's name with another UID is not shown as the branch, whatever
+// it carries (workflow.IsBranchOf).
 
 // Branch is one branch of a run, with its own branches.
 type Branch struct {
@@ -60,21 +62,22 @@ func ParentLabel(parent string) string {
 	return strings.TrimRight(parent[:maxLabelValue-len(tag)], ".-") + tag
 }
 
-// branchOf says whether run is a branch of parent: it names parent in spec.branch and parent
-// controls it. A run that only claims a parent is not shown as its branch.
+// branchOf says whether run is a branch of parent: it names parent in spec.branch, parent
+// controls it, and it is the run of the UID parent lists for it, if parent lists one. A run that
+// only claims a parent is not shown as its branch.
 func branchOf(run, parent *v1alpha1.AgentRun) bool {
-	return run.Spec.Branch != nil && run.Spec.Branch.Parent == parent.Name && run.Namespace == parent.Namespace &&
-		metav1.IsControlledBy(run, parent)
+	return run.Namespace == parent.Namespace && workflow.IsBranchOf(run, parent)
 }
 
-// BranchOf is the run's spec.branch when the run is a branch: the parent it names controls it.
-// A run that only claims a parent, which the operator refuses to run, is no branch: nil.
+// BranchOf is the run's spec.branch when the run is a branch: an AgentRun of the name it
+// names as its parent controls it. A run that only claims a parent, which the operator refuses
+// to run, is no branch: nil.
 func BranchOf(run *v1alpha1.AgentRun) *v1alpha1.RunBranch {
 	b := run.Spec.Branch
 	if b == nil {
 		return nil
 	}
-	if c := metav1.GetControllerOf(run); c == nil || c.Kind != "AgentRun" || c.Name != b.Parent {
+	if c := workflow.RunController(run); c == nil || c.Name != b.Parent {
 		return nil
 	}
 	return b
@@ -290,18 +293,27 @@ func (r runRow) Class() string {
 const maxDrawnDepth = 4
 
 // rootOf is the run whose branches' branches run is, as get finds runs by name in run's
-// namespace: the run itself when it is no branch. A parent not found ends the walk. Who created
-// the root run is the creator of all its branches, as the operator holds them to.
+// namespace: the run itself when it is no branch. Who created the root run is the creator of
+// all its branches, as the operator holds them to. A parent not found, or not controlling the
+// branch, leaves no root (nil): the branch's creator is not known, as the operator holds it.
 func rootOf(run *v1alpha1.AgentRun, get func(name string) *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	for range v1alpha1.MaxDepth {
+	for range v1alpha1.MaxDepth + 1 {
 		if run.Spec.Branch == nil {
 			return run
 		}
 		parent := get(run.Spec.Branch.Parent)
-		if parent == nil {
-			return run
+		if parent == nil || !workflow.ControlledBy(run, parent) {
+			return nil
 		}
 		run = parent
 	}
-	return run
+	return nil
+}
+
+// creatorOfRoot is who created the root run of run's tree of branches; empty when not known.
+func creatorOfRoot(run *v1alpha1.AgentRun, get func(name string) *v1alpha1.AgentRun) string {
+	if root := rootOf(run, get); root != nil {
+		return root.Annotations[v1alpha1.AnnotationCreatedBy]
+	}
+	return ""
 }

@@ -195,12 +195,13 @@ func TestTreeRowsListBranchesUnderTheirParents(t *testing.T) {
 			runs: []*v1alpha1.AgentRun{other, orphan, f.deep, f.papers},
 			want: []string{"other", "gone-b1-1", "research-1-b1-1-b2-1", "research-1-b1-2"},
 		},
-		"runs that claim each other are each listed once": {
+		"runs that claim each other are each listed once, on their own": {
+			// Neither is named as the other's fan-out names its branches.
 			runs: func() []*v1alpha1.AgentRun {
 				a, b := makeRun("a", "ua", 1), makeRun("b", "ub", 2)
 				return []*v1alpha1.AgentRun{branchOfRun(a, b, 1, 1, "web"), branchOfRun(b, a, 1, 1, "web")}
 			}(),
-			want: []string{"a", "  b"},
+			want: []string{"a", "b"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -279,5 +280,60 @@ func TestTheTeamOfARunThatFannedOutHandsOffToEachBranchsAgent(t *testing.T) {
 				t.Errorf("current agents (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Once a run's status lists a branch's UID, only the run of that UID is shown as the branch: a
+// run of its name with another UID, whatever it carries, is not read as the branch nor listed
+// under the run, and the branch is as the run's status says.
+func TestABranchIsShownOnlyAsTheRunOfItsUID(t *testing.T) {
+	f := fannedOut()
+	f.parent.Status.Branches[0].UID, f.parent.Status.Branches[1].UID = "c1", "c2"
+	impostor := branchOfRun(makeRun("research-1-b1-1", "forged", 3), f.parent, 1, 1, "web")
+	impostor.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, TerminationReason: v1alpha1.ReasonCompleted, TokensUsed: 9999}
+
+	tree := BranchTree(f.parent, []v1alpha1.AgentRun{*impostor, *f.papers})
+	webFromStatus := Branch{Namespace: "review", Name: "research-1-b1-1", Agent: "web", Step: 1, Index: 1, Depth: 1,
+		Phase: v1alpha1.PhaseRunning, Currency: "USD"}
+	if diff := cmp.Diff(webFromStatus, tree[0]); diff != "" {
+		t.Errorf("branch 1 with a run of another UID under its name (-want +got):\n%s", diff)
+	}
+	if !tree[1].Read {
+		t.Error("branch 2, the run of its UID, was not read")
+	}
+	if tree = BranchTree(f.parent, []v1alpha1.AgentRun{*f.web}); !tree[0].Read || tree[0].Tokens != 120 {
+		t.Errorf("branch 1, the run of its UID: %+v", tree[0])
+	}
+
+	var rows []string
+	for _, row := range treeRows([]v1alpha1.AgentRun{*f.parent, *impostor, *f.papers}) {
+		rows = append(rows, strings.Repeat("  ", row.Depth)+row.Run.Name+"/"+string(row.Run.UID))
+	}
+	if diff := cmp.Diff([]string{"research-1/p1", "  research-1-b1-2/c2", "research-1-b1-1/forged"}, rows); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+// A branch's creator is its root run's; with its parent not found, or another run under its
+// parent's name, it is not known (the operator holds the branch's gates to nobody then), never
+// the operator that created the branch run.
+func TestABranchsCreatorIsItsRootRunsOrUnknown(t *testing.T) {
+	f := fannedOut()
+	runs := map[string]*v1alpha1.AgentRun{}
+	for _, r := range []*v1alpha1.AgentRun{f.parent, f.web, f.papers, f.deep} {
+		runs[r.Name] = r
+	}
+	get := func(name string) *v1alpha1.AgentRun { return runs[name] }
+	if got := creatorOfRoot(f.deep, get); got != "alice" {
+		t.Errorf("a branch of a branch: creator %q, want the root run's, alice", got)
+	}
+	orphan := branchOfRun(makeRun("gone-b1-1", "o2", 5), makeRun("gone", "o3", 0), 1, 1, "web")
+	if got := creatorOfRoot(orphan, get); got != "" {
+		t.Errorf("a branch whose parent is gone: creator %q, want none", got)
+	}
+	runs["research-1"] = makeRun("research-1", "another", 7)
+	runs["research-1"].Annotations = map[string]string{v1alpha1.AnnotationCreatedBy: "mallory"}
+	if got := creatorOfRoot(f.web, get); got != "" {
+		t.Errorf("a branch whose parent's name another run holds now: creator %q, want none", got)
 	}
 }

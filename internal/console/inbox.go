@@ -61,9 +61,9 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 	for i := range runs {
 		run := &runs[i]
 		// A branch's parent is in the same namespace, so among the runs listed.
-		creator := rootOf(run, func(name string) *v1alpha1.AgentRun {
+		creator := creatorOfRoot(run, func(name string) *v1alpha1.AgentRun {
 			return listed[types.NamespacedName{Namespace: run.Namespace, Name: name}]
-		}).Annotations[v1alpha1.AnnotationCreatedBy]
+		})
 		switch run.Status.Phase {
 		case v1alpha1.PhaseAwaitingApproval:
 			if run.Status.PendingApproval == nil || !s.access.allowed(ctx, run.Namespace, v1alpha1.ApproveVerb, "agentruns") {

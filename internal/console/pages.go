@@ -289,14 +289,13 @@ func selfApproval(run *v1alpha1.AgentRun, gate, creator, user string) string {
 // creatorOf is who created the run, as the admission webhook recorded it; for a branch, who
 // created the run whose branch it is, which the operator holds its gates to.
 func (s *Server) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
-	root := rootOf(run, func(name string) *v1alpha1.AgentRun {
+	return creatorOfRoot(run, func(name string) *v1alpha1.AgentRun {
 		parent := &v1alpha1.AgentRun{}
 		if err := s.opts.Kube.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: name}, parent); err != nil {
 			return nil
 		}
 		return parent
 	})
-	return root.Annotations[v1alpha1.AnnotationCreatedBy]
 }
 
 // gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.
