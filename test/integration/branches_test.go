@@ -2,13 +2,17 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	batonrecords "github.com/baton-dev/baton/internal/records"
@@ -179,17 +183,57 @@ var _ = Describe("Parallel branches", func() {
 		Expect(leadTools).To(ContainElement("fan_out"), "the lead is offered the fan-out")
 	})
 
-	It("refuse a run that names a parent which does not list it", func() {
-		cfg := researchTeam(v1alpha1.Join{}, researcher())
-		parent := MakeRun("parent", ns).Config(cfg.Name).Obj()
-		create(cfg, parent)
-		waitForEnd(parent)
-		forged := MakeRun("parent-b1-1-again", ns).Config(cfg.Name).Input("anything").Obj()
-		forged.Spec.Branch = &v1alpha1.RunBranch{Parent: "parent", Step: 1, Index: 1, Agent: "writer", Depth: 1}
-		create(forged)
-		forged = waitForEnd(forged)
-		Expect(forged.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
-		Expect(forged.Status.TerminationMessage).To(Equal("spec.branch: the run is not controlled by its parent parent"))
-		Expect(forged.Status.StepCount).To(BeZero(), "no step of a forged branch runs")
+	It("refuse a tenant's forged branch, and fail a fan-out over a name a tenant's run holds", func() {
+		// Mallory may create and edit runs in the namespace, as a run author may.
+		create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "run-author", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"agentruns"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mallory", Namespace: ns},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "run-author"},
+				Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "mallory"}}})
+		mallory := clientFor(envtest.User{Name: "mallory"})
+		cfg := researchTeam(v1alpha1.Join{}, MakeAgent("researcher").HandsOffTo("lead").Script(Says("late").Delay(time.Hour)))
+		victim := MakeRun("victim", ns).Config(cfg.Name).Input("a report on X").Obj()
+		create(cfg, victim)
+		Eventually(func() int { return len(get(victim).Status.Branches) }, runTimeout, poll).Should(Equal(2))
+		victim = get(victim)
+
+		By("a run with the marks of the victim's branch is refused at create")
+		forged := MakeRun("victim-b1-3", ns).Config(cfg.Name).Input("my own words").Obj()
+		forged.Labels = map[string]string{v1alpha1.LabelParent: victim.Name}
+		forged.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentRun",
+			Name: victim.Name, UID: victim.UID, Controller: ptr.To(true)}}
+		err := mallory.Create(ctx, forged)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`user "mallory" may not create AgentRun %s/victim-b1-3 with the label agents.baton.dev/parent and a controller reference to an AgentRun: they make a run a branch of another run, and only Baton makes branch runs`, ns))
+
+		By("and so are the marks given later, to a run of her own")
+		mine := MakeRun("mine", ns).Config("no-such-config").Input("my own words").Obj()
+		Expect(mallory.Create(ctx, mine)).To(Succeed())
+		labelled := mine.DeepCopy()
+		labelled.Labels = map[string]string{v1alpha1.LabelParent: victim.Name}
+		err = mallory.Patch(ctx, labelled, client.MergeFrom(mine))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("a change of the label agents.baton.dev/parent"))
+		owned := mine.DeepCopy()
+		owned.OwnerReferences = forged.OwnerReferences
+		err = mallory.Patch(ctx, owned, client.MergeFrom(mine))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("a new controller reference to an AgentRun"))
+		Expect(annotate(mallory, victim, v1alpha1.AnnotationCancel, "stop")).To(Succeed(), "other updates do not depend on the webhook")
+
+		By("a run she wrote under a branch's name beforehand fails the fan-out that would name it")
+		squatter := MakeRun("taken-b1-2", ns).Config("no-such-config").Input("my own words").Obj()
+		Expect(mallory.Create(ctx, squatter)).To(Succeed())
+		taken := MakeRun("taken", ns).Config(cfg.Name).Input("a report on X").Obj()
+		create(taken)
+		taken = waitForEnd(taken)
+		Expect(taken.Status.TerminationReason).To(Equal(v1alpha1.ReasonBranchFailed))
+		Expect(taken.Status.TerminationMessage).To(Equal(fmt.Sprintf(
+			"branch taken-b1-2 (agent critic) cannot run: AgentRun %s/taken-b1-2 holds its name, and Baton did not make it for this fan-out", ns)))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken-b1-1"}, &v1alpha1.AgentRun{}))).
+			To(BeTrue(), "no branch of a fan-out over a taken name is made")
+		Consistently(func() map[string]string { return get(squatter).Annotations }, 2*time.Second, poll).
+			ShouldNot(HaveKey(v1alpha1.AnnotationCancel), "the run in the way is not the parent's to cancel")
 	})
 })
