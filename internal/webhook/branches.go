@@ -47,8 +47,12 @@ func (w *Decisions) branchMarks(req admissionv1.AdmissionRequest, run, old *v1al
 	if len(marks) == 0 {
 		return ""
 	}
+	name := run.Name
+	if name == "" {
+		name = run.GenerateName + "*"
+	}
 	return fmt.Sprintf("user %q may not %s AgentRun %s/%s with %s: they make a run a branch of another run, and only Baton makes branch runs, for a run's fan-out",
-		req.UserInfo.Username, pick(create, "create", "update"), run.Namespace, run.Name, strings.Join(marks, " and "))
+		req.UserInfo.Username, pick(create, "create", "update"), run.Namespace, name, strings.Join(marks, " and "))
 }
 
 // sameRef reports whether two owner references name the same owner the same way.

@@ -116,6 +116,10 @@ func TestOnlyTheOperatorMakesBranchRuns(t *testing.T) {
 		"a tenant's run controlled by an AgentRun": {create: func(r *v1alpha1.AgentRun) {
 			controlledBy(r, v1alpha1.GroupVersion.String(), "AgentRun", "victim")
 		}, refuse: "with a controller reference to an AgentRun:"},
+		"a retry of a branch run, which copies its spec": {create: func(r *v1alpha1.AgentRun) {
+			r.Name, r.GenerateName = "", "victim-b1-1-retry-"
+			r.Spec.Branch = &v1alpha1.RunBranch{Parent: "victim", Step: 1, Index: 1, Agent: "researcher", Depth: 1}
+		}, refuse: "may not create AgentRun team-a/victim-b1-1-retry-* with spec.branch:"},
 		"a tenant's forged branch, with all three": {create: asBranch,
 			refuse: "with spec.branch and the label agents.baton.dev/parent and a controller reference to an AgentRun:"},
 		"the operator's branch run": {user: operatorUser, create: asBranch},
