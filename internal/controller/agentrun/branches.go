@@ -78,19 +78,48 @@ func (r *Reconciler) whileBranching(ctx context.Context, w *working, plan *workf
 func (r *Reconciler) whileBranchesRun(ctx context.Context, w *working, plan *workflow.Plan, d workflow.Update, now time.Time) (ctrl.Result, error) {
 	var res ctrl.Result
 	var err error
-	if r.StatusBatchPeriod > 0 && len(d.Events) == 0 {
-		if !equality.Semantic.DeepEqual(d.Status, w.Status) {
-			r.runs.hold(w, d.Status, now)
-			w.Status = d.Status
-		}
+	switch {
+	case len(d.Events) == 0 && equality.Semantic.DeepEqual(d.Status, w.Status):
+		// Nothing new: what is held is written once it is due, and the UIDs held lazily with
+		// the next write.
 		res, err = r.whileRunning(ctx, w, plan, now, false)
-	} else {
+	case onlyUIDs(w.Status, d.Status) && r.Trust.Trusted(ctx):
+		// The UIDs of the branch runs just made wait for the run's next write: a restart
+		// before it finds the runs again by their creator, which the trusted webhook stamped
+		// (branchruns.go). Untrusted, they are written as any change, lest a restart fail the
+		// run.
+		r.runs.holdLazily(w, d.Status)
+		w.Status = d.Status
+		res, err = r.whileRunning(ctx, w, plan, now, false)
+	case r.StatusBatchPeriod > 0 && len(d.Events) == 0:
+		r.runs.hold(w, d.Status, now)
+		w.Status = d.Status
+		res, err = r.whileRunning(ctx, w, plan, now, false)
+	default:
 		res, err = r.write(ctx, w, plan, d)
 	}
 	if at, ok := workflow.JoinDeadline(plan, &w.Status); ok && err == nil && !w.Status.Phase.Terminal() {
 		res.RequeueAfter = soonest(res.RequeueAfter, max(at.Sub(now), 0)+time.Millisecond)
 	}
 	return res, err
+}
+
+// onlyUIDs reports whether after differs from before in the UIDs of the branches alone, and in
+// at least one.
+func onlyUIDs(before, after v1alpha1.AgentRunStatus) bool {
+	if len(before.Branches) != len(after.Branches) || equality.Semantic.DeepEqual(before.Branches, after.Branches) {
+		return false
+	}
+	for i := range before.Branches {
+		b, a := before.Branches[i], after.Branches[i]
+		b.UID, a.UID = "", ""
+		if b != a {
+			return false
+		}
+	}
+	b, a := before, after
+	b.Branches, a.Branches = nil, nil
+	return equality.Semantic.DeepEqual(b, a)
 }
 
 // labelledBranches are the runs of the run's namespace labelled as its branches, from the

@@ -25,61 +25,75 @@ func uids(run *v1alpha1.AgentRun) []string {
 }
 
 // A fan-out's branch runs are made once, and their UIDs go into the parent's status with its
-// next write: at once when every change is written, else with the write the batch period or a
-// branch's end brings, and no write of their own.
+// next write. While the webhook is trusted that costs no write of its own: a restart before it
+// finds the runs by their creator. Untrusted, the UIDs are written as any change is (at once, or
+// once the batch period has passed), lest a restart fail the run.
 func TestAFanOutListsTheUIDsOfTheBranchRunsItMade(t *testing.T) {
-	ctx := context.Background()
 	made := []string{"uid-of-r-b1-1", "uid-of-r-b1-2"}
-	t.Run("every change written", func(t *testing.T) {
-		p := fanOutPlan(t)
-		parent, whole := fanOut(t, p)
-		c := newCluster(t, parent)
-		r := reconciler(t, c, parent, false, 0)
-		if _, err := r.whileBranching(ctx, workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]string{"r-b1-1", "r-b1-2"}, c.creates); diff != "" {
-			t.Errorf("runs made (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff(made, uids(c.run(t, "r"))); diff != "" {
-			t.Errorf("UIDs listed (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("batched", func(t *testing.T) {
-		p := fanOutPlan(t)
-		parent, whole := fanOut(t, p)
-		c := newCluster(t, parent)
-		r := reconciler(t, c, parent, false, time.Second)
-		if _, err := r.whileBranching(ctx, workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		if n := c.statusWrites["r"]; n != 0 {
-			t.Fatalf("%d status writes of the parent for its branches' UIDs; want them held for its next write", n)
-		}
-		// The critic's branch fails: the parent's next write ends it, and lists both UIDs.
-		critic := c.run(t, "r-b1-2")
-		critic.Status.Phase, critic.Status.TerminationReason = v1alpha1.PhaseFailed, v1alpha1.ReasonTooManyErrors
-		if err := c.Status().Update(ctx, critic); err != nil {
-			t.Fatal(err)
-		}
-		w, err := r.load(ctx, c.run(t, "r"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.whileBranching(ctx, w, p, t0.Add(2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		got := c.run(t, "r")
-		if got.Status.TerminationReason != v1alpha1.ReasonBranchFailed || c.statusWrites["r"] != 1 {
-			t.Fatalf("parent %s/%s after %d writes; want it ended BranchFailed in one", got.Status.Phase, got.Status.TerminationReason, c.statusWrites["r"])
-		}
-		if diff := cmp.Diff(made, uids(got)); diff != "" {
-			t.Errorf("UIDs listed (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"r-b1-1", "r-b1-2"}, c.creates); diff != "" {
-			t.Errorf("runs made (-want +got):\n%s", diff)
-		}
-	})
+	for name, tc := range map[string]struct {
+		trusted bool
+		batch   time.Duration
+		// writes are the parent's status writes after the fan-out's reconcile, and after one
+		// once a held change is due (startGrace: a change of no step).
+		writes [2]int
+	}{
+		"the webhook trusted, every change written":     {trusted: true, writes: [2]int{0, 0}},
+		"the webhook trusted, batched":                  {trusted: true, batch: time.Second, writes: [2]int{0, 0}},
+		"the webhook not trusted, every change written": {writes: [2]int{1, 1}},
+		"the webhook not trusted, batched":              {batch: time.Second, writes: [2]int{0, 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			p := fanOutPlan(t)
+			parent, whole := fanOut(t, p)
+			c := newCluster(t, parent)
+			r := reconciler(t, c, parent, tc.trusted, tc.batch)
+			reconcile := func(at time.Duration) {
+				t.Helper()
+				w, err := r.load(ctx, c.run(t, "r"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.whileBranching(ctx, w, p, t0.Add(at)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.runs.keepWhole(parent, "", whole.HandoffSequence)
+			reconcile(time.Second)
+			if diff := cmp.Diff([]string{"r-b1-1", "r-b1-2"}, c.creates); diff != "" {
+				t.Errorf("runs made (-want +got):\n%s", diff)
+			}
+			if c.statusWrites["r"] != tc.writes[0] {
+				t.Errorf("%d status writes after the fan-out's branches were made; want %d", c.statusWrites["r"], tc.writes[0])
+			}
+			reconcile(time.Second + startGrace + time.Millisecond)
+			if c.statusWrites["r"] != tc.writes[1] {
+				t.Errorf("%d status writes once a held change is due; want %d", c.statusWrites["r"], tc.writes[1])
+			}
+			if tc.writes[1] == 1 {
+				if diff := cmp.Diff(made, uids(c.run(t, "r"))); diff != "" {
+					t.Errorf("UIDs written (-want +got):\n%s", diff)
+				}
+			}
+			// The critic's branch fails: the parent's next write ends it, and lists both UIDs.
+			critic := c.run(t, "r-b1-2")
+			critic.Status.Phase, critic.Status.TerminationReason = v1alpha1.PhaseFailed, v1alpha1.ReasonTooManyErrors
+			if err := c.Status().Update(ctx, critic); err != nil {
+				t.Fatal(err)
+			}
+			reconcile(time.Minute)
+			got := c.run(t, "r")
+			if got.Status.TerminationReason != v1alpha1.ReasonBranchFailed || c.statusWrites["r"] != tc.writes[1]+1 {
+				t.Fatalf("parent %s/%s after %d writes; want it ended BranchFailed in one more", got.Status.Phase, got.Status.TerminationReason, c.statusWrites["r"])
+			}
+			if diff := cmp.Diff(made, uids(got)); diff != "" {
+				t.Errorf("UIDs listed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"r-b1-1", "r-b1-2"}, c.creates); diff != "" {
+				t.Errorf("runs made (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // A fan-out whose branch's name is held by a run the operator did not make for it fails the
@@ -129,8 +143,13 @@ func TestAFanOutOverATakenNameFailsRatherThanAdopt(t *testing.T) {
 				if got.Status.Phase != v1alpha1.PhaseRunning {
 					t.Fatalf("parent %s: %s", got.Status.Phase, got.Status.TerminationMessage)
 				}
-				if diff := cmp.Diff(tc.uids, uids(got)); diff != "" {
-					t.Errorf("UIDs listed (-want +got):\n%s", diff)
+				// Held for the parent's next write.
+				w, err := r.load(context.Background(), got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.uids, uids(w.AgentRun)); diff != "" {
+					t.Errorf("UIDs the next write lists (-want +got):\n%s", diff)
 				}
 				return
 			}

@@ -88,6 +88,9 @@ type heldStatus struct {
 	at time.Time
 	// deferred is set once the write, due, was put off for other runs' steps to start first.
 	deferred bool
+	// lazy is set while nothing held needs a write of its own: it goes with the run's next
+	// write, whenever that is (holdLazily).
+	lazy bool
 }
 
 // statusAt says which of a run's statuses a status is.
@@ -183,8 +186,20 @@ func (t *runTable) unhold(run *v1alpha1.AgentRun) {
 // hold keeps the run's whole status, decided at now, to be written later.
 func (t *runTable) hold(w *working, status v1alpha1.AgentRunStatus, now time.Time) {
 	t.with(w.AgentRun, func(s *runState) {
-		if s.held == nil {
+		if s.held == nil || s.held.lazy {
 			s.held = &heldStatus{on: at(&w.stored), at: now}
+		}
+		s.held.status = status
+	})
+}
+
+// holdLazily keeps the run's whole status to be written with its next write, not by a write
+// of its own: what changed is worth no write (a fan-out's branch UIDs, which a restart finds
+// again). A change held already keeps its due time.
+func (t *runTable) holdLazily(w *working, status v1alpha1.AgentRunStatus) {
+	t.with(w.AgentRun, func(s *runState) {
+		if s.held == nil {
+			s.held = &heldStatus{on: at(&w.stored), lazy: true}
 		}
 		s.held.status = status
 	})
@@ -212,7 +227,7 @@ func (t *runTable) heldDue(run *v1alpha1.AgentRun, batch time.Duration) (time.Ti
 	var due time.Time
 	held := false
 	t.with(run, func(s *runState) {
-		if s.held != nil {
+		if s.held != nil && !s.held.lazy {
 			due, held = s.held.due(batch), true
 		}
 	})

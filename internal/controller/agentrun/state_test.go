@@ -144,3 +144,25 @@ func TestLatestIsNeverOlderThanTheLastWrite(t *testing.T) {
 		t.Fatal("the written copy was kept after the cache caught up")
 	}
 }
+
+// A status held lazily is resumed like any held status but is never due by itself: it goes with
+// the run's next write. A change held after it is due from its own time, carrying it.
+func TestALazyHoldWaitsForTheNextWrite(t *testing.T) {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "u1", ResourceVersion: "10"}}
+	table := newRunTable()
+	w := &working{AgentRun: run, stored: run.Status}
+	uids := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, Branches: []v1alpha1.BranchStatus{{Name: "r-b1-1", UID: "b1"}}}
+	table.holdLazily(w, uids)
+	if _, due := table.heldDue(run, time.Second); due {
+		t.Fatal("a lazy hold is due by itself")
+	}
+	if st, held := table.heldStatus(w); !held || st.Branches[0].UID != "b1" {
+		t.Fatalf("a lazy hold is not resumed: %+v (held %t)", st, held)
+	}
+	t1 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	uids.Branches[0].Phase = v1alpha1.PhaseAwaitingApproval
+	table.hold(w, uids, t1)
+	if due, held := table.heldDue(run, time.Second); !held || !due.Equal(t1.Add(startGrace)) {
+		t.Fatalf("a change held after a lazy hold is due at %v (held %t); want %v", due, held, t1.Add(startGrace))
+	}
+}
