@@ -179,6 +179,11 @@ func (r *runner) replayBranch(step int32, i int) (endedBranch, bool) {
 	}
 	sub := newRunner(p, rec, Options{})
 	sub.run()
+	if sub.err != nil {
+		r.err = sub.err
+		r.stop("branch %s (%s): %s", rec.Run, b.Agent, sub.stopped)
+		return endedBranch{}, false
+	}
 	report.Report = sub.report()
 	// A branch the recorded run cancelled is replayed as far as its recording goes: only a
 	// replay that ran out of recording before it ended is open; one that stopped for another

@@ -48,6 +48,12 @@ func FromExport(e *records.Export) (Recording, error) {
 type Builder struct {
 	// ToolResults keeps the results of the tool calls made, for turns answered live.
 	ToolResults bool
+	// Reload, when set, reads a step's record back by its key: the builder then
+	// keeps of each step only what orders the turns (its agent, time, latency and calls), and
+	// the recording reads the rest back with it when the replay takes the step's turn
+	// (Recording.Load). So what a replay holds of a run is its digests, paths, counts and
+	// ends, whatever its agents said, and one step's record at a time.
+	Reload func(transcript.Key) (records.Record, error)
 
 	rec    Recording
 	steps  map[int32]builtStep
@@ -63,11 +69,13 @@ type turnUse struct {
 	before              map[int32][2]int64
 }
 
-// builtStep is a step as the builder keeps it.
+// builtStep is a step as the builder keeps it: with Reload, its result holds only its agent,
+// and fanOut the record of its fan-out, if it fanned out.
 type builtStep struct {
-	attempt  int32
+	key      transcript.Key
 	step     workflow.RecordedStep
 	previous *v1alpha1.HandoffRecord
+	fanOut   *v1alpha1.HandoffRecord
 }
 
 // NewBuilder starts the recording of run, whose spec and status (at its end) are these.
@@ -94,17 +102,24 @@ func (b *Builder) Add(r records.Record) error {
 	case r.Step < 0:
 		return fmt.Errorf("record %d names step %d", r.Seq, r.Step)
 	case r.Kind == transcript.KindStep:
-		if last, ok := b.steps[r.Step]; ok && r.Attempt < last.attempt {
+		if last, ok := b.steps[r.Step]; ok && r.Attempt < last.key.Attempt {
 			return nil
 		}
-		var body records.StepBody
-		if err := json.Unmarshal(r.Body, &body); err != nil {
-			return fmt.Errorf("the record of step %d cannot be read: %w", r.Step, err)
+		body, res, err := stepOf(r)
+		if err != nil {
+			return err
 		}
-		res := body.StepResult()
-		res.Input = "" // the replayed step's input is the replayed run's
 		latency := time.Duration(max(body.LatencyMs, 0)) * time.Millisecond
-		b.steps[r.Step] = builtStep{attempt: r.Attempt, step: workflow.RecordedStep{Result: res, Time: r.Time, Latency: latency}, previous: body.Previous}
+		key := transcript.Key{Kind: r.Kind, Step: r.Step, Attempt: r.Attempt, Call: r.Call}
+		s := builtStep{key: key, step: workflow.RecordedStep{Result: res, Time: r.Time, Latency: latency}, previous: body.Previous}
+		if len(res.Parallel) > 0 && res.Error == "" {
+			f := workflow.FanOutRecord(r.Step, res, r.Time)
+			s.fanOut = &f
+		}
+		if b.Reload != nil {
+			s.step.Result = workflow.StepResult{Agent: res.Agent}
+		}
+		b.steps[r.Step] = s
 	case r.Kind == transcript.KindToolTurn:
 		b.addTurn(r)
 	case r.Kind == transcript.KindTool:
@@ -113,6 +128,18 @@ func (b *Builder) Add(r records.Record) error {
 		b.rec.Decisions = append(b.rec.Decisions, r.Decided()...)
 	}
 	return nil
+}
+
+// stepOf reads a step's record as the replay applies it: the replayed step's input is the
+// replayed run's, not the recorded one.
+func stepOf(r records.Record) (records.StepBody, workflow.StepResult, error) {
+	var body records.StepBody
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return body, workflow.StepResult{}, fmt.Errorf("the record of step %d cannot be read: %w", r.Step, err)
+	}
+	res := body.StepResult()
+	res.Input = ""
+	return body, res, nil
 }
 
 // addTurn adds what a model turn of a step used, and notes it for the calls the turn asked for.
@@ -158,18 +185,30 @@ func (b *Builder) addCall(r records.Record) {
 func (b *Builder) Recording() Recording {
 	rec := b.rec
 	var seen, fanOuts []v1alpha1.HandoffRecord
+	var keys []transcript.Key
 	for _, n := range slices.Sorted(maps.Keys(b.steps)) {
 		s := b.steps[n]
 		s.step.Calls = b.calls[n]
 		rec.Steps = append(rec.Steps, s.step)
+		keys = append(keys, s.key)
 		if s.previous != nil {
 			seen = append(seen, *s.previous)
 		}
-		if len(s.step.Result.Parallel) > 0 && s.step.Result.Error == "" {
-			fanOuts = append(fanOuts, workflow.FanOutRecord(n, s.step.Result, s.step.Time))
+		if s.fanOut != nil {
+			fanOuts = append(fanOuts, *s.fanOut)
 		}
 	}
 	rec.Path = wholePath(seen, b.latest, fanOuts)
+	if reload := b.Reload; reload != nil {
+		rec.Load = func(i int) (workflow.StepResult, error) {
+			r, err := reload(keys[i])
+			if err != nil {
+				return workflow.StepResult{}, err
+			}
+			_, res, err := stepOf(r)
+			return res, err
+		}
+	}
 	return rec
 }
 

@@ -29,6 +29,11 @@ type Recording struct {
 	Revision string
 	// Steps are the run's steps, in order: each agent's turns are its steps in this order.
 	Steps []workflow.RecordedStep
+	// Load, when set, reads step i's whole result back when the replay takes its turn: a
+	// recording read from the transcript store keeps of each step only its agent, time,
+	// latency and tool calls, not what the agent said (Builder.Reload), so that what a replay
+	// holds does not grow with what the recorded run's agents said. Nil, Steps are whole.
+	Load func(i int) (workflow.StepResult, error)
 	// Decisions are people's decisions (and gates' timeouts), in the order they were made.
 	Decisions []workflow.Decided
 	// Path is the run's whole handoff sequence, and End its status at the end.
@@ -115,6 +120,9 @@ type Report struct {
 	// Branches are the replays of the branches of the replayed run's fan-outs, in the order
 	// they were replayed.
 	Branches []BranchReport `json:"branches,omitempty"`
+	// Err is why the recording could not be read as far as the replay went (Recording.Load
+	// failed): the report then finds nothing, and the replay is to be failed with it.
+	Err error `json:"-"`
 }
 
 // Same reports whether the replay reproduced the recorded run from the recording alone: the
@@ -162,6 +170,7 @@ func (r *runner) report() Report {
 		Stopped:  r.stopped,
 		Live:     r.live,
 		Branches: r.branches,
+		Err:      r.err,
 	}
 }
 
@@ -170,8 +179,9 @@ type runner struct {
 	p   *workflow.Plan
 	rec Recording
 	st  v1alpha1.AgentRunStatus
-	// turns are each agent's recorded steps not yet replayed, in order.
-	turns map[string][]workflow.RecordedStep
+	// turns are each agent's recorded steps not yet replayed, in order, as places in
+	// rec.Steps.
+	turns map[string][]int
 	// decided are the recorded decisions not yet applied.
 	decided []workflow.Decided
 	seq     int64
@@ -184,12 +194,15 @@ type runner struct {
 	// exhausted is set when the replay stopped because the recording holds no more to answer
 	// the run with (a turn, a decision, a reply).
 	exhausted bool
+	// err is why the recording could not be read back (Recording.Load), if it could not.
+	err error
 	// uses are the tool calls that passed the guards, for the repeated-call detector.
 	uses workflow.ToolUses
 
 	opts Options
 	// context is what the replayed run's steps and people said, for live turns; last the
-	// output and errors of its latest step; live the steps answered live.
+	// output and errors of its latest step; live the steps answered live. Without Live, they
+	// are not kept: they are what the agents said, as long as the run.
 	context      []workflow.ContextEntry
 	last, errors string
 	live         []int32
@@ -201,10 +214,10 @@ func newRunner(p *workflow.Plan, rec Recording, opts Options) *runner {
 	if opts.MaxLive <= 0 {
 		opts.MaxLive = DefaultMaxLive
 	}
-	r := &runner{p: p, rec: rec, opts: opts, turns: map[string][]workflow.RecordedStep{}, now: rec.Started,
+	r := &runner{p: p, rec: rec, opts: opts, turns: map[string][]int{}, now: rec.Started,
 		decided: append([]workflow.Decided(nil), rec.Decisions...)}
-	for _, s := range rec.Steps {
-		r.turns[s.Result.Agent] = append(r.turns[s.Result.Agent], s)
+	for i, s := range rec.Steps {
+		r.turns[s.Result.Agent] = append(r.turns[s.Result.Agent], i)
 	}
 	r.st = workflow.Start(p, v1alpha1.AgentRunStatus{}, rec.Input, rec.Revision, rec.Started).Status
 	r.keep()
@@ -253,8 +266,11 @@ func (r *runner) step() {
 		r.answerLive(next)
 		return
 	}
-	turn := queue[0]
+	turn, ok := r.turn(queue[0])
 	r.turns[next.Agent] = queue[1:]
+	if !ok {
+		return
+	}
 	if turn.Time.After(r.now) {
 		r.now = turn.Time
 	}
@@ -266,6 +282,23 @@ func (r *runner) step() {
 	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
 	res.Held = nil
 	r.applyStep(res)
+}
+
+// turn is recorded step i, whole: read back (Recording.Load) when the recording keeps only
+// its place. ok is false when it cannot be, and the replay stopped.
+func (r *runner) turn(i int) (workflow.RecordedStep, bool) {
+	turn := r.rec.Steps[i]
+	if r.rec.Load == nil {
+		return turn, true
+	}
+	res, err := r.rec.Load(i)
+	if err != nil {
+		r.err = err
+		r.stop("the recording of run %s cannot be read: %v", r.rec.Run, err)
+		return workflow.RecordedStep{}, false
+	}
+	turn.Result = res
+	return turn, true
 }
 
 // recorded is what a recorded turn answers step next under the replayed plan: its answer, or a
@@ -339,10 +372,12 @@ func (r *runner) answerLive(next workflow.Step) {
 // applyStep applies a step's answer, keeping what it adds to later agents' context.
 func (r *runner) applyStep(res workflow.StepResult) {
 	d := workflow.Apply(r.p, r.st, res, r.now)
-	r.last, r.errors = res.Output, ""
-	for _, c := range d.Context {
-		if c.Kind == workflow.ContextInvalid {
-			r.errors = c.Text
+	if r.opts.Live != nil {
+		r.last, r.errors = res.Output, ""
+		for _, c := range d.Context {
+			if c.Kind == workflow.ContextInvalid {
+				r.errors = c.Text
+			}
 		}
 	}
 	r.apply(d)
@@ -401,7 +436,9 @@ func matches(d workflow.Decided, gate string, waiting v1alpha1.RunPhase) bool {
 // apply takes the core's update, and keeps the handoff records, context and decisions it adds.
 func (r *runner) apply(d workflow.Update) {
 	r.st = d.Status
-	r.context = append(r.context, d.Context...)
+	if r.opts.Live != nil {
+		r.context = append(r.context, d.Context...)
+	}
 	r.reach(gateNames(d.Decided)...)
 	if pa := r.st.PendingApproval; pa != nil {
 		r.reach(pa.Gate)
