@@ -40,7 +40,20 @@ type ReplayStatus struct {
 	// sequence is this run's status.handoffSequence.
 	// +optional
 	Replayed ReplayOutcome `json:"replayed,omitempty,omitzero"`
+
+	// attempts counts the replays of the recorded run this run began: written before each
+	// begins to read, so that one the operator stopped during (a restart, a crash) is known
+	// after it. A replay is begun at most MaxReplayAttempts times.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
 }
+
+// MaxReplayAttempts is how many times a replay run begins its replay: a replay reads and calls
+// nothing, so one the operator stopped during is begun again, but not for ever, since a replay
+// that took the operator down would take it down each time (docs/design/replay.md).
+const MaxReplayAttempts = 3
 
 // ReplayOutcome is how a run ended, as a replay compares it.
 type ReplayOutcome struct {
