@@ -2,10 +2,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/baton-dev/baton/internal/operator"
@@ -86,6 +88,32 @@ func runFlags(o *operator.Options) {
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
 	flag.DurationVar(&o.StatusBatchPeriod, "status-batch-period", operator.DefaultStatusBatchPeriod,
 		"How long a run's status may wait to be written with the steps that end after it while the run goes on; 0 writes every step as it ends. The transcript has every step as it ends either way.")
+	o.ReplayMaxReadBytes = operator.DefaultReplayMaxReadBytes
+	flag.Var((*byteQuantity)(&o.ReplayMaxReadBytes), "replay-max-read-bytes",
+		"The most `bytes` of transcripts one replay (a run with spec.replay) may read, its branch runs' included, as a quantity such as 4Gi; past it the run ends ReplayBudgetExceeded.")
+	flag.IntVar(&o.MaxReplaysInFlight, "max-replays-in-flight", operator.DefaultMaxReplaysInFlight,
+		"Replays (runs with spec.replay) that may run at once across all namespaces; further replays wait for a slot.")
+	flag.IntVar(&o.MaxReplaysPerNamespace, "max-replays-per-namespace", operator.DefaultMaxReplaysPerNamespace,
+		"Replays that may run at once in one namespace; further replays of the namespace wait for a slot.")
+}
+
+// byteQuantity is a flag's number of bytes, written as a Kubernetes quantity (4Gi, 512Mi).
+type byteQuantity int64
+
+func (b *byteQuantity) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *byteQuantity) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return err
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%s: want a positive number of bytes", v)
+	}
+	*b = byteQuantity(q.Value())
+	return nil
 }
 
 // webhookFlags are the admission webhook's flags.

@@ -19,6 +19,18 @@ const DefaultMaxStepsInFlight = 1024
 // end quickly one after another is written about once a second, not once a step.
 const DefaultStatusBatchPeriod = time.Second
 
+// Defaults of the replays of runs with spec.replay (docs/design/replay.md): a replay reads each
+// step's record twice, so the budget lets a replay of a 2 GiB transcript end; a replay holds
+// what it compares, not the transcript, so a few at once take little memory.
+const (
+	// DefaultReplayMaxReadBytes is the manager's --replay-max-read-bytes default.
+	DefaultReplayMaxReadBytes = 4 << 30
+	// DefaultMaxReplaysInFlight is the manager's --max-replays-in-flight default, and
+	// DefaultMaxReplaysPerNamespace its --max-replays-per-namespace default.
+	DefaultMaxReplaysInFlight     = 4
+	DefaultMaxReplaysPerNamespace = 2
+)
+
 // Options are what the manager's flags set: which parts run, and how.
 type Options struct {
 	// MaxConcurrentReconciles is the number of reconcile workers.
@@ -29,6 +41,12 @@ type Options struct {
 	// that end after it, while the run goes on (0: every step is written when it ends). Every
 	// step is in the transcript as it ends either way.
 	StatusBatchPeriod time.Duration
+	// ReplayMaxReadBytes is the most bytes of transcripts one replay (spec.replay) reads,
+	// its branch runs' included; past it the run ends ReplayBudgetExceeded.
+	ReplayMaxReadBytes int64
+	// MaxReplaysInFlight and MaxReplaysPerNamespace bound the replays running at once, in all
+	// and per namespace; the others wait for a slot.
+	MaxReplaysInFlight, MaxReplaysPerNamespace int
 	// EnableWebhooks serves the decisions admission webhook.
 	EnableWebhooks bool
 	// DisableControllers leaves out the controllers, to serve only the webhook.

@@ -92,7 +92,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	runs := agentrun.New(agentrun.Config{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
 		Transcript: opts.Transcript, Ledger: spend, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: opts.Kueue,
+		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: opts.Kueue, Replays: replayConfig(opts),
 		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
 			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight,
 			Endpoints: resolver, Pacer: pacer, Ledger: spend,
@@ -121,6 +121,22 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	}
 	configs := &agentconfig.Reconciler{Client: mgr.GetClient(), Providers: known}
 	return configs.SetupWithManager(mgr)
+}
+
+// replayConfig is how the replays of runs with spec.replay are bounded: the options' bounds,
+// or their defaults where the options leave them out.
+func replayConfig(opts Options) agentrun.ReplayConfig {
+	c := agentrun.ReplayConfig{MaxReadBytes: opts.ReplayMaxReadBytes, InFlight: opts.MaxReplaysInFlight, PerNamespace: opts.MaxReplaysPerNamespace}
+	if c.MaxReadBytes <= 0 {
+		c.MaxReadBytes = DefaultReplayMaxReadBytes
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = DefaultMaxReplaysInFlight
+	}
+	if c.PerNamespace <= 0 {
+		c.PerNamespace = DefaultMaxReplaysPerNamespace
+	}
+	return c
 }
 
 // withDependencies fills in what the providers use that the caller left out: the Secrets, the

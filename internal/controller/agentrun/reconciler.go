@@ -34,6 +34,7 @@ import (
 	"github.com/baton-dev/baton/internal/controller/agentquota"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/replay/worker"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/webhook"
@@ -90,6 +91,8 @@ type Config struct {
 	// LocalQueue are admitted by Kueue, and the reconciler watches their Workloads. Without
 	// it, a labelled run waits Queued, saying that Kueue is not installed.
 	Kueue bool
+	// Replays bounds the replays of runs with spec.replay (replay.go).
+	Replays ReplayConfig
 }
 
 // Reconciler advances AgentRuns one agent step per reconcile.
@@ -100,12 +103,14 @@ type Reconciler struct {
 	runs       *runTable
 	revisions  *revisions
 	admissions *admissions
+	// replays runs the replays of runs with spec.replay, outside the reconcile (replay.go).
+	replays *worker.Pool[replayed]
 }
 
 // New builds the reconciler.
 func New(cfg Config) *Reconciler {
 	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme),
-		admissions: newAdmissions()}
+		admissions: newAdmissions(), replays: worker.New[replayed](worker.Limits{InFlight: cfg.Replays.InFlight, PerNamespace: cfg.Replays.PerNamespace})}
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
@@ -175,6 +180,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return r.write(ctx, w, nil, workflow.DecideAll(nil, w.Status, pending, now))
 		}
 		return r.start(ctx, w, now)
+	}
+	if w.Spec.Replay != nil {
+		// A replay run takes no steps: its replay runs outside the reconcile.
+		return r.replaying(ctx, w, now)
 	}
 	plan, err := r.pinnedPlan(ctx, w.AgentRun)
 	switch {
@@ -359,6 +368,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.runs.forget(key)
 	r.admissions.forget(key)
 	r.Steps.Forget(key)
+	r.replays.Forget(key)
 	if r.Forget != nil {
 		r.Forget(key)
 	}
@@ -416,6 +426,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.replays.Woken(), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
 		// A namespace's quotas raised or deleted bring back the runs they held.
 		Watches(&v1alpha1.AgentQuota{}, handler.EnqueueRequestsFromMapFunc(r.quotasChanged)).
