@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/baton-dev/baton/internal/operator"
 )
 
@@ -23,6 +25,9 @@ var managerDefaults = map[string]string{
 	"--max-concurrent-reconciles": "8", // main.go's flag default
 	"--max-steps-in-flight":       strconv.Itoa(operator.DefaultMaxStepsInFlight),
 	"--status-batch-period":       operator.DefaultStatusBatchPeriod.String(),
+	"--replay-max-read-bytes":     apiresource.NewQuantity(operator.DefaultReplayMaxReadBytes, apiresource.BinarySI).String(),
+	"--max-replays-in-flight":     strconv.Itoa(operator.DefaultMaxReplaysInFlight),
+	"--max-replays-per-namespace": strconv.Itoa(operator.DefaultMaxReplaysPerNamespace),
 	"--zap-log-level":             "info", // controller-runtime's zap logger outside development mode
 }
 
