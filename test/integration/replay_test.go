@@ -58,7 +58,7 @@ var _ = Describe("A run with spec.replay", func() {
 		Expect(same.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
 		Expect(same.Status.TerminationReason).To(Equal(v1alpha1.ReasonReplayed))
 		Expect(same.Status.TerminationMessage).To(HavePrefix("replayed run recorded on the config as it is now: it ran the same path, tokens and end (Completed)"))
-		Expect(same.Status.Replay).To(Equal(&v1alpha1.ReplayStatus{Run: "recorded",
+		Expect(same.Status.Replay).To(Equal(&v1alpha1.ReplayStatus{Run: "recorded", Attempts: 1,
 			Recorded: v1alpha1.ReplayOutcome{Phase: v1alpha1.PhaseSucceeded, Reason: v1alpha1.ReasonCompleted, Message: recorded.Status.TerminationMessage, Steps: 2, Tokens: 100},
 			Replayed: v1alpha1.ReplayOutcome{Phase: v1alpha1.PhaseSucceeded, Reason: v1alpha1.ReasonCompleted, Message: recorded.Status.TerminationMessage, Steps: 2, Tokens: 100}}))
 		Expect(sequence(same)).To(Equal(sequence(recorded)), "the replayed path is the run's handoff sequence")
@@ -113,6 +113,27 @@ var _ = Describe("A run with spec.replay", func() {
 		missing := replayOf(ns, "missing", gated.Name, "nowhere")
 		Expect(missing.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
 		Expect(missing.Status.TerminationMessage).To(Equal("spec.replay: run nowhere does not exist in namespace " + ns))
+	})
+
+	It("counts in maxRunningRuns like any run: it waits Queued while the namespace's runs fill it", func() {
+		recordOpen()
+		cfg := pipeline("pipeline").Obj()
+		create(cfg, quotaNamed(ns, "team-a", v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To[int32](1)}))
+		busy := MakeRun("busy", ns).Config(cfg.Name).Obj()
+		create(busy)
+		waitForGate(busy, "review", 1)
+
+		check := MakeRun("check", ns).Config(cfg.Name).Obj()
+		check.Spec.Replay = &v1alpha1.RunReplay{Run: "recorded"}
+		create(check)
+		waitQueued(check, `quota "team-a": 1 of 1 runs running`)
+		Expect(get(check).Status.Replay).To(BeNil(), "a queued replay run begins no replay")
+
+		Expect(annotate(k8sClient, busy, v1alpha1.AnnotationCancel, "make room")).To(Succeed())
+		check = waitForEnd(check)
+		Expect(check.Status.TerminationReason).To(Equal(v1alpha1.ReasonReplayed), check.Status.TerminationMessage)
+		Expect(check.Status.Replay.Attempts).To(BeEquivalentTo(1))
+		Expect(check.Status.Replay.Stopped).To(ContainSubstring("waits at gate review"))
 	})
 
 	It("is created only by someone who may get the recorded run, and under its limits and approvals", func() {
