@@ -147,7 +147,7 @@ func TestOnlyTheOperatorMakesBranchRuns(t *testing.T) {
 		"a controller reference taken away (the garbage collector's orphaning)": {old: asBranch, edit: func(r *v1alpha1.AgentRun) {
 			r.OwnerReferences = nil
 		}},
-		"another label of a branch run changed": {old: asBranch, edit: func(r *v1alpha1.AgentRun) { r.Labels["team"] = "a" }},
+		"another label of a branch run changed":  {old: asBranch, edit: func(r *v1alpha1.AgentRun) { r.Labels["team"] = "a" }},
 		"the operator's own update of the marks": {user: operatorUser, old: func(*v1alpha1.AgentRun) {}, edit: asBranch},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -33,7 +33,7 @@ import (
 	. "github.com/baton-dev/baton/test/builders"
 )
 
-var t0 = time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+var replayT0 = time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 
 // helpdesk is the config the recorded run ran and the replay checks: triage hands a ticket to
 // billing and back, and the resolver closes it.
@@ -45,14 +45,6 @@ func helpdesk() *v1alpha1.AgentConfig {
 	).Obj()
 	c.UID = "config-uid"
 	return c
-}
-
-// indexer adds the cache's indexes to a fake client, as the manager adds them to its cache.
-type indexer struct{ b *fake.ClientBuilder }
-
-func (i indexer) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, extract)
-	return nil
 }
 
 // replayEnv is a reconciler on a fake client and a real store, with a recorded run of the
@@ -81,7 +73,7 @@ func newReplayEnv(t *testing.T, cfg ReplayConfig, wrap func(transcript.Store) tr
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	rec := storedtest.NewRecorder(t, store, p.ForRun("ticket", "ns", "", ""), "ns", "ticket", "helpdesk", "helpdesk-recorded", "my invoice is wrong", t0)
+	rec := storedtest.NewRecorder(t, store, p.ForRun("ticket", "ns", "", ""), "ns", "ticket", "helpdesk", "helpdesk-recorded", "my invoice is wrong", replayT0)
 	for _, res := range storedtest.Ticket(6, 4096) {
 		rec.Step(res)
 	}
@@ -104,7 +96,7 @@ func newReplayEnv(t *testing.T, cfg ReplayConfig, wrap func(transcript.Store) tr
 	if wrap != nil {
 		s = wrap(store)
 	}
-	clk := clocktesting.NewFakeClock(t0.Add(time.Hour))
+	clk := clocktesting.NewFakeClock(replayT0.Add(time.Hour))
 	r := New(Config{Client: c, APIReader: c, Scheme: scheme, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		Providers: providers.New(agents.Dependencies{}), Transcript: s, Steps: steps.New(steps.Config{Store: s, Clock: clk}), Replays: cfg})
 	return &replayEnv{t: t, r: r, c: c, store: store, ticket: ticket, written: rec.Bytes}
@@ -184,7 +176,7 @@ func (e *replayEnv) pinned() string {
 func TestAReplayRunIsRunningWhileItReplaysAndEndsWithWhatItFound(t *testing.T) {
 	replaying := func(attempts int32) func(e *replayEnv) v1alpha1.AgentRunStatus {
 		return func(e *replayEnv) v1alpha1.AgentRunStatus {
-			st := workflow.StartReplay(v1alpha1.AgentRunStatus{}, "ticket", e.pinned(), t0.Add(time.Minute)).Status
+			st := workflow.StartReplay(v1alpha1.AgentRunStatus{}, "ticket", e.pinned(), replayT0.Add(time.Minute)).Status
 			st.Replay.Attempts = attempts
 			return st
 		}
@@ -261,7 +253,7 @@ func TestAReplayRunWaitsQueuedBehindMaxRunningRuns(t *testing.T) {
 	quota := &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: "ns"},
 		Spec: v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To[int32](1)}}
 	busy := MakeRun("busy", "ns").Config("helpdesk").Obj()
-	start := metav1.NewMicroTime(t0)
+	start := metav1.NewMicroTime(replayT0)
 	busy.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StartTime: &start, ConfigRevision: "helpdesk-recorded", CurrentAgent: "triage"}
 	e := newReplayEnv(t, ReplayConfig{}, nil, quota, busy)
 	e.create("check", "ticket", nil)
