@@ -210,9 +210,27 @@ func (p *Policy) HostAllowed(host string) bool {
 	return false
 }
 
-// Check says whether an address may be reached: nil, or a *Refused naming the rule.
+// Check says whether an address may be reached: nil, or a *Refused naming the rule. An IPv6
+// address that embeds an IPv4 address (NAT64, 6to4, Teredo, IPv4-compatible or -translated) is
+// refused if it or the IPv4 address is: allowing the IPv6 form does not open what it embeds.
 func (p *Policy) Check(addr netip.Addr) error {
-	a := embedded(addr.Unmap().WithZone(""))
+	a := addr.Unmap().WithZone("")
+	for _, r := range reaches(a) {
+		rule, refused := p.decide(r)
+		if !refused {
+			continue
+		}
+		where := r.String()
+		if r != a {
+			where += ", embedded in " + a.String()
+		}
+		return p.refused(where, rule.Why, false)
+	}
+	return nil
+}
+
+// decide is the rule that decides over address a, and whether it refuses it.
+func (p *Policy) decide(a netip.Addr) (Rule, bool) {
 	best, found := Rule{}, false
 	for _, r := range p.rules {
 		if !r.Prefix.Contains(a) {
@@ -222,22 +240,7 @@ func (p *Policy) Check(addr netip.Addr) error {
 			best, found = r, true
 		}
 	}
-	if found && !best.Allow {
-		return p.refused(a.String(), best.Why, false)
-	}
-	return nil
-}
-
-// nat64 is the well-known NAT64 prefix: its addresses reach the IPv4 address in their last 32
-// bits, so they are judged as that address.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
-
-func embedded(a netip.Addr) netip.Addr {
-	if a.Is6() && nat64.Contains(a) {
-		b := a.As16()
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-	}
-	return a
+	return best, found && !best.Allow
 }
 
 // Refused is the error of a call the policy does not allow. Its message names the policy and
