@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/baton-dev/baton/internal/a2aserver"
 	"github.com/baton-dev/baton/internal/operator"
 	batonwebhook "github.com/baton-dev/baton/internal/webhook"
 )
@@ -56,6 +57,8 @@ func parseFlags() config {
 		"Directory with the transcript API's serving certificate (tls.crt, tls.key); defaults to --webhook-cert-dir, else a self-signed one.")
 	flag.StringVar(&o.A2AURL, "a2a-url", "",
 		"The transcript API's address as A2A clients reach it (https://host[:port]), which the AgentCards of teams with spec.a2a.expose name; empty, a card names the address its request came to.")
+	flag.DurationVar(&o.A2AStreamLifetime, "a2a-stream-lifetime", a2aserver.DefaultStreamLifetime,
+		"The longest an A2A stream, subscription or send that waits follows its task; the caller subscribes again to go on. Every such call also ends when its caller may no longer follow the task.")
 	flag.BoolVar(&o.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	flag.Func("egress-allow", "Addresses the calls a config makes (models, HTTP agents, HTTP and MCP tools) may reach although the egress policy refuses them: CIDRs, IP addresses and host names (*.domain for a whole domain), comma-separated; may be repeated. The policy refuses loopback, link-local and cloud metadata addresses, after DNS resolution, and redirects to another origin.",

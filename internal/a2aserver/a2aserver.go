@@ -49,6 +49,9 @@ const (
 	DefaultMaxRequests       = 512
 	DefaultMaxNamespaceCalls = 128
 	DefaultMaxCallerCalls    = 16
+	DefaultMaxCallerStreams  = 8
+	DefaultStreamLifetime    = time.Hour
+	DefaultReauthorize       = time.Minute
 	DefaultKeepAlive         = 15 * time.Second
 	maxBody                  = 1 << 20
 	maxIDBytes               = 256
@@ -77,6 +80,17 @@ type Handler struct {
 	// answered 429 (defaults DefaultMaxRequests, DefaultMaxNamespaceCalls and
 	// DefaultMaxCallerCalls).
 	MaxRequests, MaxNamespaceCalls, MaxCallerCalls int
+	// MaxCallerStreams bounds, within MaxCallerCalls, the calls one caller holds open while a
+	// task goes on (streams, subscriptions and sends that wait), so that they leave room for
+	// the caller's short calls (default DefaultMaxCallerStreams).
+	MaxCallerStreams int
+	// StreamLifetime is the longest a stream, a subscription or a send that waits follows its
+	// task; the caller subscribes again to go on (default DefaultStreamLifetime).
+	StreamLifetime time.Duration
+	// Reauthorize is how often a call that follows a task checks again that its caller's
+	// credentials hold and that they may still follow it, and ends when not (default
+	// DefaultReauthorize).
+	Reauthorize time.Duration
 	// KeepAlive is how often a stream that has nothing new says so, so that proxies keep it
 	// open (default DefaultKeepAlive).
 	KeepAlive time.Duration
@@ -86,6 +100,7 @@ type Handler struct {
 	inFlight    int
 	byNamespace map[string]int
 	byCaller    map[string]int
+	streams     map[string]int
 }
 
 // Register adds the A2A routes to mux.
@@ -157,7 +172,7 @@ func (h *Handler) jsonrpc(serve func(*team) http.Handler) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		serve(&team{h: h, cfg: cfg, caller: u}).ServeHTTP(w, r)
+		serve(&team{h: h, cfg: cfg, caller: u, req: r}).ServeHTTP(w, r)
 	}
 }
 
@@ -226,11 +241,38 @@ func (h *Handler) release(ns, caller string) {
 	}
 }
 
-func (h *Handler) poll() time.Duration {
-	if h.Poll > 0 {
-		return h.Poll
+// holdStream takes one of the caller's places for a call that follows a task, if one is free.
+func (h *Handler) holdStream(caller string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams[caller] >= orDefault(h.MaxCallerStreams, DefaultMaxCallerStreams) {
+		return false
 	}
-	return DefaultPoll
+	if h.streams == nil {
+		h.streams = map[string]int{}
+	}
+	h.streams[caller]++
+	return true
+}
+
+func (h *Handler) releaseStream(caller string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams[caller]--; h.streams[caller] <= 0 {
+		delete(h.streams, caller)
+	}
+}
+
+func (h *Handler) poll() time.Duration {
+	return cmp.Or(h.Poll, DefaultPoll)
+}
+
+func (h *Handler) streamLifetime() time.Duration {
+	return cmp.Or(h.StreamLifetime, DefaultStreamLifetime)
+}
+
+func (h *Handler) reauthorize() time.Duration {
+	return cmp.Or(h.Reauthorize, DefaultReauthorize)
 }
 
 func (h *Handler) now() time.Time {

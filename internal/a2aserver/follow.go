@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/http"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -15,14 +16,20 @@ import (
 
 // follow yields the run each time it changes, from the first time it has taken the message in,
 // until ctx ends or the caller stops. A run deleted while it is followed (or, just created,
-// never seen in the cache within goneAfter) ends the following with TaskNotFound.
+// never seen in the cache within goneAfter) ends the following with TaskNotFound; so does the
+// stream lifetime, and the caller's losing the right to follow it (mayGoOn).
 func (t *team) follow(ctx context.Context, s started) iter.Seq2[*v1alpha1.AgentRun, error] {
 	return func(yield func(*v1alpha1.AgentRun, error) bool) {
 		version := ""
 		seen, since := !s.created, t.h.now()
+		checked := since
 		tick := time.NewTicker(t.h.poll())
 		defer tick.Stop()
 		for {
+			if err := t.mayGoOn(ctx, s.run, since, &checked); err != nil {
+				yield(nil, err)
+				return
+			}
 			run := &v1alpha1.AgentRun{}
 			err := t.h.Client.Get(ctx, client.ObjectKeyFromObject(s.run), run)
 			switch {
@@ -95,4 +102,77 @@ func sameWords(a, b a2a.TaskStatus) bool {
 		return a.Message == b.Message
 	}
 	return a.Message.ID == b.Message.ID
+}
+
+// mayGoOn says why following run, since then, must end, if it must: it has lasted the stream
+// lifetime, or, checked again every Reauthorize since checked, the caller may no longer follow
+// it (recheck).
+func (t *team) mayGoOn(ctx context.Context, run *v1alpha1.AgentRun, since time.Time, checked *time.Time) error {
+	now := t.h.now()
+	if lifetime := t.h.streamLifetime(); now.Sub(since) >= lifetime {
+		return &lifetimeEnded{task: run.Name, lifetime: lifetime}
+	}
+	if now.Sub(*checked) < t.h.reauthorize() {
+		return nil
+	}
+	*checked = now
+	return t.recheck(ctx, run)
+}
+
+// recheck says whether the caller may still follow run, as they might when they asked: the
+// credentials of their request still authenticate them, they may still get the AgentConfig, it
+// is still served, and the task is still theirs or they may still get its run. Access taken
+// away while a task waits for days ends the call that follows it.
+func (t *team) recheck(ctx context.Context, run *v1alpha1.AgentRun) error {
+	ns, name := t.cfg.Namespace, t.cfg.Name
+	u, status, msg := t.h.authorize(t.req, ns, name)
+	if status == http.StatusOK && u.GetName() != t.caller.GetName() {
+		status, msg = http.StatusUnauthorized, "the credentials now name another user"
+	}
+	if status == http.StatusOK {
+		_, status, msg = t.h.exposed(ctx, ns, name)
+	}
+	switch status {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return a2a.NewError(a2a.ErrUnauthenticated, "the credentials this call was made with no longer authenticate: "+msg)
+	case http.StatusForbidden:
+		return a2a.NewError(a2a.ErrUnauthorized, msg)
+	case http.StatusNotFound:
+		return a2a.NewError(a2a.ErrUnsupportedOperation, msg)
+	default:
+		return fmt.Errorf("checking again that %s may follow task %s: %s", t.caller.GetName(), run.Name, msg)
+	}
+	if run.Annotations[v1alpha1.AnnotationCreatedBy] == t.caller.GetName() {
+		return nil
+	}
+	if err := t.allowed(ctx, "get", run.Name); err != nil {
+		// Whoever may not read a task is not told that it exists.
+		return a2a.NewError(a2a.ErrTaskNotFound, fmt.Sprintf("task %s not found", run.Name))
+	}
+	return nil
+}
+
+// lifetimeEnded ends a call that followed its task for the stream lifetime.
+type lifetimeEnded struct {
+	task     string
+	lifetime time.Duration
+}
+
+func (e *lifetimeEnded) Error() string {
+	return fmt.Sprintf("task %s has been followed for %s, the longest a stream lasts here: subscribe to it again to go on", e.task, e.lifetime)
+}
+
+// Unwrap makes it a server error to A2A clients.
+func (e *lifetimeEnded) Unwrap() error { return a2a.ErrServerError }
+
+// hold takes one of the caller's places for a call that follows a task, and gives back what
+// releases it; past MaxCallerStreams the call is refused before anything is read or started.
+func (t *team) hold() (func(), error) {
+	caller := t.caller.GetName()
+	if !t.h.holdStream(caller) {
+		return nil, a2a.NewError(a2a.ErrServerError, fmt.Sprintf("%s follows %d tasks at once (streams, subscriptions and sends that wait), the most one caller may: "+
+			"send with returnImmediately and get the task, or try again when one has ended", caller, orDefault(t.h.MaxCallerStreams, DefaultMaxCallerStreams)))
+	}
+	return func() { t.h.releaseStream(caller) }, nil
 }

@@ -57,7 +57,7 @@ func exposedTeam() *v1alpha1.AgentConfig {
 	return cfg
 }
 
-func handlerWith(t *testing.T, auth rbac, objs ...client.Object) (*Handler, *countingClient) {
+func handlerWith(t *testing.T, auth Auth, objs ...client.Object) (*Handler, *countingClient) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {

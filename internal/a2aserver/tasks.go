@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -29,6 +30,9 @@ type team struct {
 	h      *Handler
 	cfg    *v1alpha1.AgentConfig
 	caller user.Info
+	// req is the caller's request, whose credentials are checked again while a task is
+	// followed.
+	req *http.Request
 }
 
 var _ a2asrv.RequestHandler = (*team)(nil)
@@ -66,28 +70,43 @@ func noPush(req *a2a.SendMessageRequest) error {
 	return nil
 }
 
+// SendMessage starts or replies to a task and, unless the request says returnImmediately,
+// waits until the task ends or asks for input, or for the stream lifetime: a send that waits
+// longer is answered with the task as it is then.
 func (t *team) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
 	if err := noPush(req); err != nil {
 		return nil, err
+	}
+	wait := req.Config == nil || !req.Config.ReturnImmediately
+	if wait {
+		release, err := t.hold()
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	s, err := t.send(ctx, req.Message)
 	if err != nil {
 		return nil, err
 	}
-	if req.Config != nil && req.Config.ReturnImmediately {
+	if !wait {
 		return s.first(), nil
 	}
-	last := s.run
+	last := s.first()
 	for run, err := range t.follow(ctx, s) {
+		var ended *lifetimeEnded
+		if errors.As(err, &ended) {
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
-		last = run
-		if settled(statusOf(run).State) {
+		last = TaskOf(run)
+		if settled(last.Status.State) {
 			break
 		}
 	}
-	return TaskOf(last), nil
+	return last, nil
 }
 
 func (t *team) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
@@ -96,6 +115,12 @@ func (t *team) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageReq
 			yield(nil, err)
 			return
 		}
+		release, err := t.hold()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer release()
 		s, err := t.send(ctx, req.Message)
 		if err != nil {
 			yield(nil, err)
@@ -107,6 +132,12 @@ func (t *team) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageReq
 
 func (t *team) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		release, err := t.hold()
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer release()
 		run, err := t.task(ctx, req.ID, "get")
 		if err != nil {
 			yield(nil, err)

@@ -77,6 +77,12 @@ type Options struct {
 	// the AgentCards of teams served as A2A agents name it. Empty, a card names the address
 	// its request came to.
 	A2AURL string
+	// A2AStreamLifetime is the longest an A2A stream, subscription or send that waits follows
+	// its task (default a2aserver.DefaultStreamLifetime).
+	A2AStreamLifetime time.Duration
+	// A2AReauthorize is how often such a call checks again that its caller may follow the
+	// task (default a2aserver.DefaultReauthorize).
+	A2AReauthorize time.Duration
 	// Tools hands out the clients of tool servers (Setup makes a tools.Pool when nil).
 	Tools toolbox.Clients
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.

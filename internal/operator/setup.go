@@ -189,7 +189,8 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Reauthorize: opts.TranscriptReauthorize}
 	mux := h.ServeMux()
 	// Teams served as A2A agents, beside the transcripts, with the same callers' identities.
-	teams := &a2aserver.Handler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: auth, URL: opts.A2AURL}
+	teams := &a2aserver.Handler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: auth, URL: opts.A2AURL,
+		StreamLifetime: opts.A2AStreamLifetime, Reauthorize: opts.A2AReauthorize}
 	teams.Register(mux)
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
 		Handler: mux, Log: log, Listening: opts.TranscriptListening})

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,11 @@ transcript:
     size: 20Gi
     storageClass: fast-ssd
 `, check: checkScheduling},
+	{name: "teams served as A2A agents at an address of their own, with shorter streams", values: `
+a2a:
+  url: https://baton.example.com
+  streamLifetime: 20m
+`, check: checkA2A},
 	{name: "Secrets read in two namespaces only", values: `
 secretNamespaces: [team-a, team-b]
 `, check: checkSecretNamespaces},
@@ -528,5 +534,18 @@ func TestEveryValueIsInTheOperationsGuide(t *testing.T) {
 		if !listed[v] {
 			t.Errorf("values.yaml documents %s, and docs/operations.md's table of values does not list it", v)
 		}
+	}
+}
+
+// checkA2A: the A2A values are the controllers' flags; the webhook replicas serve no A2A.
+func checkA2A(t *testing.T, objs objects) {
+	a := args(container(t, objs, "baton-controller-manager"))
+	for _, want := range []string{"--a2a-url=https://baton.example.com", "--a2a-stream-lifetime=20m"} {
+		if !slices.Contains(a, want) {
+			t.Errorf("controller args %q lack %s", a, want)
+		}
+	}
+	if a := strings.Join(args(container(t, objs, "baton-webhook")), " "); strings.Contains(a, "--a2a-") {
+		t.Errorf("webhook args %s have A2A flags", a)
 	}
 }
