@@ -57,6 +57,8 @@ func parseFlags() config {
 		"Directory with the transcript API's serving certificate (tls.crt, tls.key); defaults to --webhook-cert-dir, else a self-signed one.")
 	flag.StringVar(&o.A2AURL, "a2a-url", "",
 		"The transcript API's address as A2A clients reach it (https://host[:port]), which the AgentCards of teams with spec.a2a.expose name; empty, a card names the address its request came to.")
+	flag.StringVar(&o.A2ATokenAudience, "a2a-token-audience", a2aserver.DefaultTokenAudience,
+		"The audience A2A callers' bearer tokens must be made for (kubectl create token SERVICEACCOUNT --audience ...); tokens made for the API server are refused. Client certificates are accepted too.")
 	flag.DurationVar(&o.A2AStreamLifetime, "a2a-stream-lifetime", a2aserver.DefaultStreamLifetime,
 		"The longest an A2A stream, subscription or send that waits follows its task; the caller subscribes again to go on. Every such call also ends when its caller may no longer follow the task.")
 	flag.BoolVar(&o.TraceContent, "trace-content", false,

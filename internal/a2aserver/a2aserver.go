@@ -8,11 +8,12 @@
 //	POST /namespaces/{namespace}/agentconfigs/{name}/a2a        (JSON-RPC, A2A 1.0)
 //	POST /namespaces/{namespace}/agentconfigs/{name}/a2a/v0.3   (JSON-RPC, A2A 0.3)
 //
-// Callers authenticate as to the API server. Reading the card, and every JSON-RPC call, needs
-// get on the AgentConfig, checked before anything else is read or a place is taken; sending a
-// message that starts a task needs create on agentruns in the namespace; a task is its
-// sender's, and anyone else needs get (to read or follow it) or update (to reply to or cancel
-// it) on the run.
+// Callers authenticate as to the API server, with a client certificate or a token made for
+// Baton's audience (DefaultTokenAudience unless the operator names another). Reading the card,
+// and every JSON-RPC call, needs get on the AgentConfig, checked before anything else is read
+// or a place is taken; sending a message that starts a task needs create on agentruns in the
+// namespace; a task is its sender's, and anyone else needs get (to read or follow it) or
+// update (to reply to or cancel it) on the run.
 package a2aserver
 
 import (
@@ -61,6 +62,11 @@ const (
 	defaultCancelledReason   = "cancelled through A2A by %s"
 )
 
+// DefaultTokenAudience is the audience a caller's bearer token is made for
+// (kubectl create token SERVICEACCOUNT --audience agents.baton.dev), unless the operator
+// names another.
+const DefaultTokenAudience = "agents.baton.dev"
+
 // Handler serves the teams that are exposed as A2A agents.
 type Handler struct {
 	// Client reads AgentConfigs and AgentRuns from the manager's cache and writes AgentRuns.
@@ -69,6 +75,9 @@ type Handler struct {
 	// may not hold yet.
 	Reader client.Reader
 	Auth   Auth
+	// Audience is the audience the Auth accepts bearer tokens for, which the cards name
+	// (default DefaultTokenAudience).
+	Audience string
 	// URL is the operator's address as A2A clients reach it (https://host[:port]), which the
 	// cards name; empty, each card names the address its request came to.
 	URL string
@@ -126,7 +135,7 @@ func (h *Handler) card(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, msg)
 		return
 	}
-	card := CardOf(cfg, h.base(r, ns, name))
+	card := CardOf(cfg, h.base(r, ns, name), cmp.Or(h.Audience, DefaultTokenAudience))
 	var body []byte
 	var err error
 	if r.Header.Get("A2A-Version") == "1.0" {

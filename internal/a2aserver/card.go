@@ -21,8 +21,8 @@ const bearer = a2a.SecuritySchemeName("kubernetes")
 
 // CardOf is the AgentCard of a team served at base: the config's name, its description (or
 // its entrypoint agent's), each agent as a skill, and the JSON-RPC interfaces of A2A 1.0 and
-// 0.3. Callers authenticate as to the API server.
-func CardOf(cfg *v1alpha1.AgentConfig, base string) *a2a.AgentCard {
+// 0.3. Callers authenticate as to the API server, with a token made for audience.
+func CardOf(cfg *v1alpha1.AgentConfig, base, audience string) *a2a.AgentCard {
 	spec := &cfg.Spec
 	desc := ""
 	if spec.A2A != nil {
@@ -48,7 +48,8 @@ func CardOf(cfg *v1alpha1.AgentConfig, base string) *a2a.AgentCard {
 		DefaultInputModes:  []string{"text/plain", "application/json"},
 		DefaultOutputModes: []string{"text/plain"},
 		SecuritySchemes: a2a.NamedSecuritySchemes{bearer: a2a.HTTPAuthSecurityScheme{Scheme: "Bearer",
-			Description: "a Kubernetes bearer token (or a client certificate), as for the API server; the caller needs create on agentruns in the namespace"}},
+			Description: fmt.Sprintf("a Kubernetes bearer token made for audience %s (kubectl create token SERVICEACCOUNT --audience %s), or a client certificate; "+
+				"the caller needs get on the AgentConfig, and create on agentruns in the namespace to start a task", audience, audience)}},
 		SecurityRequirements: a2a.SecurityRequirementsOptions{{bearer: {}}},
 	}
 	for _, a := range spec.Agents {

@@ -352,7 +352,7 @@ func TestAStreamServedOverHTTPEndsWhenItsCallerMayNoLongerGetTheTeam(t *testing.
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	base := srv.URL + "/namespaces/ops/agentconfigs/support"
-	card := CardOf(exposedTeam(), base)
+	card := CardOf(exposedTeam(), base, DefaultTokenAudience)
 	card.SupportedInterfaces = card.SupportedInterfaces[:1] // A2A 1.0
 	carol := &http.Client{Transport: asUser{"carol"}}
 	a2aClient, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(carol))

@@ -78,7 +78,7 @@ func TestACardNamesTheTeamItsAgentsAndBothProtocolVersions(t *testing.T) {
 	cfg := &v1alpha1.AgentConfig{ObjectMeta: metav1.ObjectMeta{Name: "support", Namespace: "ops", Generation: 3},
 		Spec: v1alpha1.AgentConfigSpec{Entrypoint: "triage", Agents: []v1alpha1.Agent{
 			{Name: "triage", Description: "sorts tickets"}, {Name: "fixer", Description: "fixes"}}}}
-	card := CardOf(cfg, "https://baton.example/namespaces/ops/agentconfigs/support")
+	card := CardOf(cfg, "https://baton.example/namespaces/ops/agentconfigs/support", DefaultTokenAudience)
 	if card.Name != "support" || card.Description != "sorts tickets" || card.Version != "generation-3" || len(card.Skills) != 2 {
 		t.Errorf("card %+v", card)
 	}
@@ -89,8 +89,11 @@ func TestACardNamesTheTeamItsAgentsAndBothProtocolVersions(t *testing.T) {
 	if urls["1.0"] != "https://baton.example/namespaces/ops/agentconfigs/support/a2a" || urls["0.3"] != "https://baton.example/namespaces/ops/agentconfigs/support/a2a/v0.3" {
 		t.Errorf("interfaces %v", urls)
 	}
+	if d := card.SecuritySchemes[bearer].(a2a.HTTPAuthSecurityScheme).Description; !strings.Contains(d, "--audience agents.baton.dev") {
+		t.Errorf("the card does not say how to get a token: %q", d)
+	}
 	cfg.Spec.A2A = &v1alpha1.A2AServing{Expose: true, Description: "Restarts clusters"}
-	if d := CardOf(cfg, "").Description; d != "Restarts clusters" {
+	if d := CardOf(cfg, "", DefaultTokenAudience).Description; d != "Restarts clusters" {
 		t.Errorf("description %q", d)
 	}
 }

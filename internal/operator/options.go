@@ -77,6 +77,9 @@ type Options struct {
 	// the AgentCards of teams served as A2A agents name it. Empty, a card names the address
 	// its request came to.
 	A2AURL string
+	// A2ATokenAudience is the only audience the bearer tokens of A2A callers are accepted for
+	// ("": a2aserver.DefaultTokenAudience).
+	A2ATokenAudience string
 	// A2AStreamLifetime is the longest an A2A stream, subscription or send that waits follows
 	// its task (default a2aserver.DefaultStreamLifetime).
 	A2AStreamLifetime time.Duration

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -188,8 +189,10 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	h := &transcriptapi.Handler{Store: opts.Transcript, Runs: mgr.GetClient(), Auth: auth, Reauthorize: opts.TranscriptReauthorize}
 	mux := h.ServeMux()
-	// Teams served as A2A agents, beside the transcripts, with the same callers' identities.
-	teams := &a2aserver.Handler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: auth, URL: opts.A2AURL,
+	// Teams served as A2A agents, beside the transcripts, to callers whose tokens were made for
+	// Baton: a token another service was given is no key to the teams.
+	audience := cmp.Or(opts.A2ATokenAudience, a2aserver.DefaultTokenAudience)
+	teams := &a2aserver.Handler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: auth.ForAudiences(audience), Audience: audience, URL: opts.A2AURL,
 		StreamLifetime: opts.A2AStreamLifetime, Reauthorize: opts.A2AReauthorize}
 	teams.Register(mux)
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,

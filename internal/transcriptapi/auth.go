@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,19 @@ type Auth struct {
 	authn authenticator.Request
 	authz authorizer.Authorizer
 	log   logr.Logger
+	// audiences, when set, are the only audiences a bearer token is accepted for.
+	audiences authenticator.Audiences
+}
+
+// ForAudiences is the same Auth, accepting only bearer tokens issued for one of audiences: its
+// TokenReviews name them, and the API server refuses a token made for another audience (its
+// own, which kubectl's and every ServiceAccount's default token carry). A token another
+// service was given cannot then be played to this one. Client certificates are accepted as
+// before: whoever presents one proves they hold its key, to this server alone.
+func (a *Auth) ForAudiences(audiences ...string) *Auth {
+	c := *a
+	c.audiences = audiences
+	return &c
 }
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -84,13 +98,19 @@ type Access struct {
 
 // Authenticate is the caller, or the status to answer and why.
 func (a *Auth) Authenticate(r *http.Request) (user.Info, int, string) {
+	present := "present a bearer token or a client certificate, as for the API server"
+	if len(a.audiences) > 0 {
+		r = r.WithContext(authenticator.WithAudiences(r.Context(), a.audiences))
+		present = fmt.Sprintf("present a bearer token made for audience %s (kubectl create token SERVICEACCOUNT --audience %s) or a client certificate",
+			strings.Join(a.audiences, " or "), a.audiences[0])
+	}
 	res, ok, err := a.authn.AuthenticateRequest(r)
 	switch {
 	case err != nil:
 		a.log.V(4).Info("Authentication failed", "error", err.Error())
-		return nil, http.StatusUnauthorized, "Unauthorized"
+		return nil, http.StatusUnauthorized, "Unauthorized: " + present
 	case !ok:
-		return nil, http.StatusUnauthorized, "Unauthorized: present a bearer token or a client certificate, as for the API server"
+		return nil, http.StatusUnauthorized, "Unauthorized: " + present
 	}
 	return res.User, http.StatusOK, ""
 }

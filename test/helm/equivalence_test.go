@@ -31,6 +31,7 @@ var managerDefaults = map[string]string{
 	"--max-replays-in-flight":     strconv.Itoa(operator.DefaultMaxReplaysInFlight),
 	"--max-replays-per-namespace": strconv.Itoa(operator.DefaultMaxReplaysPerNamespace),
 	"--a2a-stream-lifetime":       a2aserver.DefaultStreamLifetime.String(),
+	"--a2a-token-audience":        a2aserver.DefaultTokenAudience,
 	"--zap-log-level":             "info", // controller-runtime's zap logger outside development mode
 }
 

@@ -100,9 +100,10 @@ transcript:
     size: 20Gi
     storageClass: fast-ssd
 `, check: checkScheduling},
-	{name: "teams served as A2A agents at an address of their own, with shorter streams", values: `
+	{name: "teams served as A2A agents at an address and for an audience of their own, with shorter streams", values: `
 a2a:
   url: https://baton.example.com
+  tokenAudience: baton.example.com
   streamLifetime: 20m
 `, check: checkA2A},
 	{name: "Secrets read in two namespaces only", values: `
@@ -540,7 +541,7 @@ func TestEveryValueIsInTheOperationsGuide(t *testing.T) {
 // checkA2A: the A2A values are the controllers' flags; the webhook replicas serve no A2A.
 func checkA2A(t *testing.T, objs objects) {
 	a := args(container(t, objs, "baton-controller-manager"))
-	for _, want := range []string{"--a2a-url=https://baton.example.com", "--a2a-stream-lifetime=20m"} {
+	for _, want := range []string{"--a2a-url=https://baton.example.com", "--a2a-token-audience=baton.example.com", "--a2a-stream-lifetime=20m"} {
 		if !slices.Contains(a, want) {
 			t.Errorf("controller args %q lack %s", a, want)
 		}

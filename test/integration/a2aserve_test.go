@@ -12,6 +12,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/a2aserver"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -240,5 +243,27 @@ var _ = Describe("A team served as an A2A agent", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = nobody.GetTask(ctx, &a2a.GetTaskRequest{ID: mine.ID})
 		Expect(err).To(HaveOccurred())
+	})
+
+	It("accepts a ServiceAccount's token only when it was made for Baton's audience", func() {
+		ctx := within()
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "order-clerk", Namespace: ns}}
+		Expect(k8sClient.Create(ctx, sa)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "order-clerk", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "a2a-caller"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}})).To(Succeed())
+		cardAs := func(audiences ...string) int {
+			req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences}}
+			Expect(k8sClient.SubResource("token").Create(ctx, sa, req)).To(Succeed())
+			rt, err := rest.TransportFor(&rest.Config{BearerToken: req.Status.Token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+			Expect(err).NotTo(HaveOccurred())
+			resp, err := (&http.Client{Transport: rt}).Get(base() + "/.well-known/agent-card.json")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(resp.Body.Close()).To(Succeed())
+			return resp.StatusCode
+		}
+		Expect(cardAs()).To(Equal(http.StatusUnauthorized), "a token made for the API server")
+		Expect(cardAs("https://vault.example")).To(Equal(http.StatusUnauthorized), "a token made for another service")
+		Expect(cardAs(a2aserver.DefaultTokenAudience)).To(Equal(http.StatusOK), "a token made for Baton")
 	})
 })

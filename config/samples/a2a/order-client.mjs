@@ -2,7 +2,7 @@
 // team served as an A2A agent, order-desk.yaml) as it would call any A2A agent. Each command
 // prints what came back as JSON lines: {kind, id, contextId, state, text}.
 //
-//   export A2A_TOKEN=$(kubectl create token order-clerk)          # a caller who may create agentruns
+//   export A2A_TOKEN=$(kubectl create token order-clerk --audience agents.baton.dev)   # a caller who may create agentruns
 //   export NODE_EXTRA_CA_CERTS=baton-ca.crt                         # the operator's serving CA
 //   AGENT=https://baton.example:8444/namespaces/default/agentconfigs/order-desk
 //   node order-client.mjs $AGENT send "Can order ORD-7 (3 x SKU-123) ship today?"
