@@ -131,7 +131,8 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 	}
 
 	// What the API server's authorizer lets the manager's ServiceAccount do with Secrets, as
-	// installed: everywhere by default, only in the listed namespaces with secretNamespaces.
+	// installed: everywhere by default, only in the listed namespaces and its own (where
+	// ClusterModelEndpoints' keys are) with secretNamespaces.
 	t.Run("the manager may list Secrets where secretNamespaces says", func(t *testing.T) {
 		c.kubectl(t, "", "create", "namespace", "team-c")
 		sa := "--as=system:serviceaccount:" + namespace + ":baton-controller-manager"
@@ -149,7 +150,7 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 			want   map[string]bool // by namespace; "" is every namespace at once (-A)
 		}{
 			{"", map[string]bool{"": true, "team-a": true, "team-c": true}},
-			{"secretNamespaces: [team-a, team-b]", map[string]bool{"": false, "team-a": true, "team-b": true, "team-c": false, namespace: false}},
+			{"secretNamespaces: [team-a, team-b]", map[string]bool{"": false, "team-a": true, "team-b": true, "team-c": false, namespace: true}},
 		} {
 			func() {
 				c.helm(t, "install", release, chart, "--namespace", namespace, "-f", valuesFile(t, tc.values))

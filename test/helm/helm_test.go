@@ -108,7 +108,10 @@ a2a:
 `, check: checkA2A},
 	{name: "Secrets read in two namespaces only", values: `
 secretNamespaces: [team-a, team-b]
-`, check: checkSecretNamespaces},
+`, check: checkSecretNamespaces("team-a", "team-b")},
+	{name: "Secrets read in the release namespace and one other", values: `
+secretNamespaces: [team-a, baton-system]
+`, check: checkSecretNamespaces("team-a", "baton-system")},
 	{name: "an egress policy with allowed and denied addresses", values: `
 egress:
   allow: [10.96.12.7/32, ollama.models.svc.cluster.local, "*.models.example.com"]
@@ -198,6 +201,11 @@ func key(obj map[string]any) string {
 		return str(obj, "kind") + "/" + ns + "/" + str(obj, "metadata", "name")
 	}
 	return str(obj, "kind") + "/" + str(obj, "metadata", "name")
+}
+
+// namespaced is the key of an object of kind named name in namespace ns.
+func namespaced(kind, ns, name string) string {
+	return key(map[string]any{"kind": kind, "metadata": map[string]any{"name": name, "namespace": ns}})
 }
 
 // parse reads multi-document YAML, as helm and kustomize write it.

@@ -65,8 +65,24 @@ func checkDefaults(t *testing.T, objs objects) {
 }
 
 // With secretNamespaces the ClusterRole grants nothing on Secrets, and a Role in each listed
-// namespace grants what controller-gen's rule for Secrets does, bound to the manager.
-func checkSecretNamespaces(t *testing.T, objs objects) {
+// namespace, and in the release namespace, where ClusterModelEndpoints' keys are, grants what
+// controller-gen's rule for Secrets does, bound to the manager.
+func checkSecretNamespaces(listed ...string) func(t *testing.T, objs objects) {
+	return func(t *testing.T, objs objects) {
+		checkSecretRoles(t, objs, append(slices.Clone(listed), namespace))
+		if a := args(container(t, objs, "baton-controller-manager")); !slices.Contains(a, "--secret-namespaces="+strings.Join(listed, ",")) {
+			t.Errorf("controller args %q lack --secret-namespaces=%s", a, strings.Join(listed, ","))
+		}
+		// The webhook replicas read no Secrets.
+		if a := strings.Join(args(container(t, objs, "baton-webhook")), " "); strings.Contains(a, "--secret-namespaces") {
+			t.Errorf("webhook args %s have --secret-namespaces", a)
+		}
+	}
+}
+
+// checkSecretRoles: the ClusterRole grants nothing on Secrets, and a Role in each of
+// namespaces, and nowhere else, grants what controller-gen's rule for Secrets does.
+func checkSecretRoles(t *testing.T, objs objects, namespaces []string) {
 	raw, err := os.ReadFile(filepath.Join(chart, "files", "manager-role.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +113,8 @@ func checkSecretNamespaces(t *testing.T, objs objects) {
 		t.Errorf("ClusterRole/baton-manager-role against files/manager-role.yaml without Secrets: %s", d)
 	}
 
-	for _, ns := range []string{"team-a", "team-b"} {
-		r, ok := objs["Role/"+ns+"/baton-manager-secrets"]
+	for _, ns := range namespaces {
+		r, ok := objs[namespaced("Role", ns, "baton-manager-secrets")]
 		if !ok {
 			t.Errorf("no Role baton-manager-secrets in %s", ns)
 			continue
@@ -106,7 +122,7 @@ func checkSecretNamespaces(t *testing.T, objs objects) {
 		for _, d := range differences("rules", secretRules, r["rules"]) {
 			t.Errorf("Role %s/baton-manager-secrets against files/manager-role.yaml's rule for Secrets: %s", ns, d)
 		}
-		b := objs["RoleBinding/"+ns+"/baton-manager-secrets"]
+		b := objs[namespaced("RoleBinding", ns, "baton-manager-secrets")]
 		if str(b, "roleRef", "kind") != "Role" || str(b, "roleRef", "name") != "baton-manager-secrets" {
 			t.Errorf("RoleBinding %s/baton-manager-secrets refers to %v", ns, get(b, "roleRef"))
 		}
@@ -115,17 +131,9 @@ func checkSecretNamespaces(t *testing.T, objs objects) {
 		}
 	}
 	for k, obj := range objs {
-		if ns := str(obj, "metadata", "namespace"); str(obj, "kind") == "Role" && grants(obj["rules"], "", "secrets", "list") && ns != "team-a" && ns != "team-b" {
+		if ns := str(obj, "metadata", "namespace"); str(obj, "kind") == "Role" && grants(obj["rules"], "", "secrets", "list") && !slices.Contains(namespaces, ns) {
 			t.Errorf("%s grants Secrets in a namespace secretNamespaces does not list", k)
 		}
-	}
-
-	if a := args(container(t, objs, "baton-controller-manager")); !slices.Contains(a, "--secret-namespaces=team-a,team-b") {
-		t.Errorf("controller args %q lack --secret-namespaces=team-a,team-b", a)
-	}
-	// The webhook replicas read no Secrets.
-	if a := strings.Join(args(container(t, objs, "baton-webhook")), " "); strings.Contains(a, "--secret-namespaces") {
-		t.Errorf("webhook args %s have --secret-namespaces", a)
 	}
 }
 
