@@ -135,6 +135,8 @@ func webhookFlags(c *config) {
 		"Serve only the admission webhook, without the controllers.")
 	flag.BoolVar(&o.TrustDecisionQueue, "trust-decision-queue", os.Getenv("ENABLE_WEBHOOKS") != "false",
 		"Record who decided, and who created each run, as the admission webhook stamped them, while the webhook is seen installed (the operator dry-runs a run's creation every minute). Where it is not seen, or with false, decisions are recorded unverified and no run's creator is known.")
+	flag.StringVar(&o.OperatorUser, "operator-user", "",
+		"The Kubernetes user the controllers act as, e.g. system:serviceaccount:baton-system:baton-controller-manager: the admission webhook takes only that user's writes of the decision queue and of a run's creator as the operator's. Empty: the user this manager runs as. Set it on webhook-only replicas that run as a ServiceAccount of their own.")
 	flag.StringVar(&o.WebhookProbeNamespace, "webhook-probe-namespace", "",
 		"Where the operator dry-runs a run's creation to see the admission webhook installed; defaults to the namespace it runs in, else default.")
 }

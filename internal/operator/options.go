@@ -56,6 +56,11 @@ type Options struct {
 	// alone writes both then; webhook.Trust). Without it anyone who may patch a run could write them,
 	// so every decision is recorded as unverified and no run's creator is known.
 	TrustDecisionQueue bool
+	// OperatorUser is the Kubernetes user the controllers act as, whose writes alone the
+	// admission webhook takes as the operator's (the decision queue, a run's creator): set on
+	// webhook-only replicas that run as a ServiceAccount of their own ("": the user this
+	// manager runs as).
+	OperatorUser string
 	// WebhookProbeNamespace is where the operator dry-runs a run's creation to see the webhook
 	// installed ("": the namespace it runs in, else default).
 	WebhookProbeNamespace string

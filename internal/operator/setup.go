@@ -45,17 +45,28 @@ func Setup(ctx context.Context, mgr ctrl.Manager, deps agents.Dependencies, clk 
 		}
 	}
 	if opts.EnableWebhooks {
-		// A client of its own: the webhook must answer before the manager's cache has started.
-		c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
-		if err != nil {
-			return err
-		}
-		hook, err := batonwebhook.NewDecisions(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
-		if err != nil {
-			return err
-		}
-		mgr.GetWebhookServer().Register(batonwebhook.Path, &webhook.Admission{Handler: hook})
+		return setupWebhook(ctx, mgr, clk, opts)
 	}
+	return nil
+}
+
+// setupWebhook serves the decisions admission webhook.
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, clk clock.Clock, opts Options) error {
+	// A client of its own: the webhook must answer before the manager's cache has started.
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	hook, err := batonwebhook.NewDecisions(ctx, c, admission.NewDecoder(mgr.GetScheme()), clk)
+	if err != nil {
+		return err
+	}
+	if opts.OperatorUser != "" {
+		// Replicas that serve only the webhook run as a user of their own, not as the
+		// controllers, whose writes the webhook must tell from people's.
+		hook.Self = opts.OperatorUser
+	}
+	mgr.GetWebhookServer().Register(batonwebhook.Path, &webhook.Admission{Handler: hook})
 	return nil
 }
 

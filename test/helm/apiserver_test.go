@@ -61,6 +61,19 @@ func (c cluster) helm(t *testing.T, args ...string) {
 	}
 }
 
+// canI asks the API server's authorizer whether the release namespace's ServiceAccount sa may
+// do what args say (kubectl auth can-i).
+func (c cluster) canI(t *testing.T, sa string, args ...string) bool {
+	t.Helper()
+	as := "--as=system:serviceaccount:" + namespace + ":" + sa
+	out, err := run(t, c.env, nil, "kubectl", append([]string{"auth", "can-i", as}, args...)...)
+	answer := strings.TrimSpace(out)
+	if answer != "yes" && answer != "no" {
+		t.Fatalf("kubectl auth can-i %s %s: %q, %v", as, strings.Join(args, " "), answer, err)
+	}
+	return answer == "yes"
+}
+
 // crdDir runs one of the hack/ scripts that print a directory of CRDs from a Go module.
 func crdDir(t *testing.T, script string) string {
 	t.Helper()
@@ -135,16 +148,7 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 	// ClusterModelEndpoints' keys are) with secretNamespaces.
 	t.Run("the manager may list Secrets where secretNamespaces says", func(t *testing.T) {
 		c.kubectl(t, "", "create", "namespace", "team-c")
-		sa := "--as=system:serviceaccount:" + namespace + ":baton-controller-manager"
-		canI := func(args ...string) bool {
-			t.Helper()
-			out, err := run(t, c.env, nil, "kubectl", append([]string{"auth", "can-i", sa}, args...)...)
-			answer := strings.TrimSpace(out)
-			if answer != "yes" && answer != "no" {
-				t.Fatalf("kubectl auth can-i %s: %q, %v", strings.Join(args, " "), answer, err)
-			}
-			return answer == "yes"
-		}
+		canI := func(args ...string) bool { return c.canI(t, "baton-controller-manager", args...) }
 		for _, tc := range []struct {
 			values string
 			want   map[string]bool // by namespace; "" is every namespace at once (-A)
@@ -167,6 +171,37 @@ func TestAPIServerAcceptsWhatTheChartRenders(t *testing.T) {
 					}
 				}
 			}()
+		}
+	})
+
+	// The webhook replicas' ServiceAccount may ask who it is and who may approve, and may read
+	// and write nothing; the controllers' may (so that the refusals are the webhook's own).
+	t.Run("the webhook replicas may do only what the webhook needs", func(t *testing.T) {
+		c.helm(t, "install", release, chart, "--namespace", namespace)
+		defer c.helm(t, "uninstall", release, "--namespace", namespace)
+		for _, tc := range []struct {
+			args []string
+			want bool
+		}{
+			{[]string{"create", "subjectaccessreviews.authorization.k8s.io"}, true},
+			{[]string{"create", "selfsubjectreviews.authentication.k8s.io"}, true},
+			{[]string{"list", "secrets", "-A"}, false},
+			{[]string{"list", "secrets", "-n", namespace}, false},
+			{[]string{"get", "agentruns.agents.baton.dev", "-A"}, false},
+			{[]string{"create", "agentruns.agents.baton.dev", "-n", "default"}, false},
+			{[]string{"patch", "agentruns.agents.baton.dev", "-n", "default"}, false},
+			{[]string{"get", "agentconfigs.agents.baton.dev", "-A"}, false},
+			{[]string{"create", "tokenreviews.authentication.k8s.io"}, false},
+			{[]string{"get", "leases.coordination.k8s.io", "-n", namespace}, false},
+		} {
+			if got := c.canI(t, "baton-webhook", tc.args...); got != tc.want {
+				t.Errorf("may the webhook replicas %s? %t, want %t", strings.Join(tc.args, " "), got, tc.want)
+			}
+		}
+		for _, args := range [][]string{{"patch", "agentruns.agents.baton.dev", "-n", "default"}, {"list", "secrets", "-A"}} {
+			if !c.canI(t, "baton-controller-manager", args...) {
+				t.Errorf("the controllers may not %s", strings.Join(args, " "))
+			}
 		}
 	})
 

@@ -47,6 +47,7 @@ func TestChartFilesAreCopiesOfConfig(t *testing.T) {
 	}
 	pairs := [][2]string{
 		{filepath.Join("config", "rbac", "role.yaml"), filepath.Join("files", "manager-role.yaml")},
+		{filepath.Join("config", "rbac", "webhook_role.yaml"), filepath.Join("files", "webhook-role.yaml")},
 		{filepath.Join("config", "webhook", "manifests.yaml"), filepath.Join("files", "webhook-manifests.yaml")},
 		{filepath.Join("config", "prometheus", "rules.yaml"), filepath.Join("files", "rules.yaml")},
 	}

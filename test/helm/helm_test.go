@@ -45,7 +45,10 @@ type variant struct {
 }
 
 var variants = []variant{
-	{name: "the default values", check: checkDefaults},
+	{name: "the default values", check: func(t *testing.T, objs objects) {
+		checkDefaults(t, objs)
+		checkWebhookIdentity(t, objs)
+	}},
 	{name: "a self-signed webhook certificate", values: `
 webhook:
   certificate:

@@ -52,6 +52,9 @@ var (
 	// operatorConfig is the operator's identity: a user bound to exactly the ClusterRole that
 	// config/rbac ships, so that every spec also checks that the operator needs no more.
 	operatorConfig *rest.Config
+	// webhookConfig is the webhook replicas' identity: a user bound to exactly the ClusterRole
+	// config/rbac ships for them, so that every decision also checks that they need no more.
+	webhookConfig *rest.Config
 	// k8sClient acts as a cluster admin who is not the operator.
 	k8sClient   client.Client
 	scheme      = runtime.NewScheme()
@@ -81,6 +84,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = clientFor(envtest.User{Name: "tester", Groups: []string{"system:masters"}})
 	operatorConfig = operatorIdentity()
+	webhookConfig = webhookIdentity()
 	// One store for the suite, so that a restarted manager finds what the stopped one recorded:
 	// PostgreSQL here (a real server on loopback), SQLite in the e2e suite and the quickstart, so
 	// that the operator runs on both.
@@ -105,7 +109,7 @@ var _ = BeforeSuite(func() {
 	// Kueue's CRDs are there before the operator starts, as in a cluster that runs Kueue: the
 	// operator watches the Workloads it makes. Kueue's manager runs for the specs that need it.
 	Expect(kueuetest.InstallCRDs(testEnv)).To(Succeed(), "installing Kueue's CRDs (make test-integration builds them: hack/kueue.sh)")
-	stopWebhook = startManager(operator.Options{EnableWebhooks: true, DisableControllers: true})
+	stopWebhook = startManager(operator.Options{EnableWebhooks: true, DisableControllers: true, OperatorUser: operatorUser})
 	stopManager = startManager(controllerOptions)
 })
 
@@ -183,10 +187,14 @@ var _ = AfterSuite(func() {
 // called.
 func startManager(opts operator.Options) func() {
 	w := testEnv.WebhookInstallOptions
-	served, err := operator.KueueServed(operatorConfig)
+	identity := operatorConfig
+	if opts.DisableControllers {
+		identity = webhookConfig
+	}
+	served, err := operator.KueueServed(identity)
 	Expect(err).NotTo(HaveOccurred())
 	opts.Kueue = served
-	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
+	mgr, err := ctrl.NewManager(identity, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -220,7 +228,7 @@ func operatorIdentity() *rest.Config {
 	Expect(yaml.Unmarshal(data, role)).To(Succeed())
 	role.Name = "baton-manager-under-test"
 	Expect(k8sClient.Create(context.Background(), role)).To(Succeed())
-	const user = "baton-operator"
+	const user = operatorUser
 	Expect(k8sClient.Create(context.Background(), &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
@@ -231,6 +239,29 @@ func operatorIdentity() *rest.Config {
 	Expect(k8sClient.Create(context.Background(), &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "baton-auth-reader", Namespace: "kube-system"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	})).To(Succeed())
+	au, err := testEnv.AddUser(envtest.User{Name: user}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	return au.Config()
+}
+
+// operatorUser is the user the operator's controllers act as.
+const operatorUser = "baton-operator"
+
+// webhookIdentity binds a user of its own to the webhook replicas' ClusterRole from
+// config/rbac/webhook_role.yaml and returns its credentials.
+func webhookIdentity() *rest.Config {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "webhook_role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	role.Name = "baton-webhook-under-test"
+	Expect(k8sClient.Create(context.Background(), role)).To(Succeed())
+	const user = "baton-webhook"
+	Expect(k8sClient.Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 	})).To(Succeed())
 	au, err := testEnv.AddUser(envtest.User{Name: user}, nil)

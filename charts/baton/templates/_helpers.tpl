@@ -48,6 +48,13 @@ control-plane: controller-manager
 {{ include "baton.fullname" . }}-controller-manager
 {{- end }}
 
+{{/*
+The webhook replicas' ServiceAccount: theirs alone, with only what serving the webhook needs.
+*/}}
+{{- define "baton.webhookServiceAccountName" -}}
+{{ include "baton.fullname" . }}-webhook
+{{- end }}
+
 {{- define "baton.webhookServiceName" -}}
 {{ include "baton.fullname" . }}-webhook-service
 {{- end }}
