@@ -16,7 +16,7 @@ const (
 
 // AgentQuotaSpec caps what a namespace's runs use, as a ResourceQuota caps its pods. Unset
 // fields are not capped. Every AgentQuota of a namespace applies: the lowest cap wins.
-// +kubebuilder:validation:XValidation:rule="has(self.maxRunningRuns) || has(self.maxCostPerDay) || has(self.maxCostPerMonth) || has(self.maxTokensPerDay) || has(self.maxTokensPerMonth) || has(self.runLimits) || has(self.maxTranscriptBytes) || has(self.admission) || has(self.defaultQueue) || (has(self.priorityClasses) && size(self.priorityClasses) > 0) || has(self.currency)",message="set at least one of maxRunningRuns, maxCostPerDay, maxCostPerMonth, maxTokensPerDay, maxTokensPerMonth, runLimits, maxTranscriptBytes, admission, defaultQueue, priorityClasses and currency",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="has(self.maxRunningRuns) || has(self.maxCostPerDay) || has(self.maxCostPerMonth) || has(self.maxTokensPerDay) || has(self.maxTokensPerMonth) || has(self.runLimits) || has(self.maxTranscriptBytes) || has(self.admission) || has(self.defaultQueue) || (has(self.priorityClasses) && size(self.priorityClasses) > 0)",message="set at least one of maxRunningRuns, maxCostPerDay, maxCostPerMonth, maxTokensPerDay, maxTokensPerMonth, runLimits, maxTranscriptBytes, admission, defaultQueue and priorityClasses",reason=FieldValueRequired
 type AgentQuotaSpec struct {
 	// maxRunningRuns is the most runs of the namespace past Pending and not yet ended (runs
 	// waiting for people count; Queued runs and branches do not).
@@ -25,11 +25,11 @@ type AgentQuotaSpec struct {
 	// +optional
 	MaxRunningRuns *int32 `json:"maxRunningRuns,omitempty"`
 
-	// currency is the ISO 4217 code the cost caps are in. A model call priced in another
-	// currency is refused while a cost cap applies. Unset, the caps are in the currency of the
-	// namespace's first priced call of the period.
+	// currency is the ISO 4217 code the cost caps are in: a model call priced in another
+	// currency is refused while a cost cap applies. Defaults to USD, as endpoints' prices do.
 	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
 	// +kubebuilder:validation:MaxLength=3
+	// +kubebuilder:default=USD
 	// +optional
 	Currency *string `json:"currency,omitempty"`
 
@@ -230,6 +230,7 @@ type AgentQuotaStatus struct {
 // +kubebuilder:printcolumn:name="Cost This Month",type=string,JSONPath=`.status.costThisMonth`,priority=1
 // +kubebuilder:printcolumn:name="Transcript Bytes",type=integer,JSONPath=`.status.transcriptBytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="has(self.spec)",message="spec: set at least one of maxRunningRuns, maxCostPerDay, maxCostPerMonth, maxTokensPerDay, maxTokensPerMonth, runLimits, maxTranscriptBytes, admission, defaultQueue and priorityClasses",reason=FieldValueRequired
 type AgentQuota struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the object's metadata.

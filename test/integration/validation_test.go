@@ -117,6 +117,29 @@ var _ = Describe("The API server", func() {
 			"spec.states[0].true: Invalid value: on was renamed to transitions (YAML reads a bare on key as true)"),
 	)
 
+	DescribeTable("takes an AgentQuota of any one field, and refuses one of none or a bad value",
+		func(spec v1alpha1.AgentQuotaSpec, message string) {
+			q := quotaNamed(ns, "q", spec)
+			err := k8sClient.Create(ctx, q)
+			if message == "" {
+				Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("runLimits alone", v1alpha1.AgentQuotaSpec{RunLimits: &v1alpha1.QuotaRunLimits{MaxSteps: ptr.To[int32](10)}}, ""),
+		Entry("a monthly cost alone", v1alpha1.AgentQuotaSpec{MaxCostPerMonth: ptr.To("900")}, ""),
+		Entry("Kueue admission alone", v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue}, ""),
+		Entry("a namespace transcript budget alone", v1alpha1.AgentQuotaSpec{MaxTranscriptBytes: ptr.To[int64](1 << 30)}, ""),
+		Entry("nothing (the currency is only a default)", v1alpha1.AgentQuotaSpec{},
+			"set at least one of maxRunningRuns, maxCostPerDay"),
+		Entry("a currency that is not ISO 4217", v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("1"), Currency: ptr.To("usd")}, "spec.currency"),
+		Entry("a priority class that is no name", v1alpha1.AgentQuotaSpec{PriorityClasses: []string{"Not A Name"}}, "spec.priorityClasses[0]"),
+		Entry("a run timeout of nothing", v1alpha1.AgentQuotaSpec{RunLimits: &v1alpha1.QuotaRunLimits{Timeout: ptr.To(v1alpha1.Duration("0s"))}},
+			"spec.runLimits.timeout"),
+	)
+
 	It("refuses a malformed duration, naming the field", func() {
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(valid(ns).Obj())
 		Expect(err).NotTo(HaveOccurred())

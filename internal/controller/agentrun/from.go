@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -53,6 +52,7 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 		return ctrl.Result{}, err
 	}
 	d := workflow.StartFrom(plan, replayed, run.Spec.Input, revision, from.Run, from.Step, now)
+	d.Status.Limits, d.Status.Kueue = run.Status.Limits, run.Status.Kueue
 	// The next agent's whole input, which status holds only the beginning of, is found here
 	// after a restart (findInput).
 	if _, err := r.Transcript.Append(ctx, records.DecisionBody{Input: d.Status.Input}.Record(idOf(run), &d.Status, now)); err != nil {
@@ -63,7 +63,8 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 }
 
 // pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
-// under these limits and the revision pinned. With no plan, the run waits or ends, and the
+// under these limits, bounded by the namespace's runLimits (the run's status.limits says which),
+// and the revision pinned. With no plan, the run waits or ends, and the
 // result says so. A run whose agents are called (calls) waits for the Secrets their keys are in.
 func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
 	run := w.AgentRun
@@ -76,7 +77,10 @@ func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
-	plan, errs := agentconfig.Check(cfg.Spec, limits, r.Providers)
+	plan, limits, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, limits)
+	if err != nil {
+		return nil, "", ctrl.Result{}, err
+	}
 	if len(errs) > 0 {
 		res, err := r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
@@ -92,6 +96,7 @@ func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha
 	if err != nil {
 		return nil, "", ctrl.Result{}, err
 	}
+	run.Status.Limits = bounds
 	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, limits, plan), run), revision, ctrl.Result{}, nil
 }
 

@@ -379,17 +379,18 @@ func (r *Reconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*w
 	if p := r.runs.plan(run); p != nil {
 		return p, nil
 	}
-	plan, ok := r.revisions.shared(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits)
+	limits := startedLimits(run)
+	plan, ok := r.revisions.shared(run.Namespace, run.Status.ConfigRevision, limits)
 	if !ok {
 		spec, err := r.revisions.spec(ctx, run.Namespace, run.Status.ConfigRevision)
 		if err != nil {
 			return nil, err
 		}
 		var errs field.ErrorList
-		if plan, errs = agentconfig.Check(*spec, run.Spec.Limits, r.Providers); len(errs) > 0 {
+		if plan, errs = agentconfig.Check(*spec, limits, r.Providers); len(errs) > 0 {
 			return nil, fmt.Errorf("%w: pinned config %s cannot run: %w", errPlanInvalid, run.Status.ConfigRevision, errs.ToAggregate())
 		}
-		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, run.Spec.Limits, plan)
+		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, limits, plan)
 	}
 	plan = r.forRun(ctx, plan, run)
 	r.runs.setPlan(run, plan)

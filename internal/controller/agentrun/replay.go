@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
+	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/replay"
 	"github.com/baton-dev/baton/internal/replay/stored"
 	"github.com/baton-dev/baton/internal/replay/worker"
@@ -61,7 +62,7 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 	}
 	// A replay calls no agent: it needs no Secret. It runs under the recorded run's limits and
 	// approvals, as kubectl baton replay does.
-	plan, revision, res, err := r.pinCurrent(ctx, w, recorded.Spec.Limits, now, false)
+	plan, revision, res, err := r.pinCurrent(ctx, w, startedLimits(recorded), now, false)
 	if plan == nil || err != nil {
 		return res, err
 	}
@@ -184,7 +185,7 @@ func (r *Reconciler) resumeReplay(ctx context.Context, w *working, why string, n
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	plan, errs := agentconfig.Check(*spec, recorded.Spec.Limits, r.Providers)
+	plan, errs := agentconfig.Check(*spec, quota.Overrides(startedLimits(recorded), w.Status.Limits), r.Providers)
 	if len(errs) > 0 {
 		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("pinned config %s cannot run: %v", w.Status.ConfigRevision, errs.ToAggregate()), now))

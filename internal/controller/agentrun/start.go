@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/controller/agentconfig"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -43,7 +42,10 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	plan, errs := agentconfig.Check(cfg.Spec, run.Spec.Limits, r.Providers)
+	plan, limits, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, run.Spec.Limits)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if len(errs) > 0 {
 		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
 			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
@@ -59,7 +61,8 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.begin(ctx, w, r.forRun(ctx, r.revisions.share(run.Namespace, revision, run.Spec.Limits, plan), run), revision, now)
+	run.Status.Limits = bounds
+	return r.begin(ctx, w, r.forRun(ctx, r.revisions.share(run.Namespace, revision, limits, plan), run), revision, now)
 }
 
 // begin starts a run that may start on its plan, pinned as revision, and takes it as far as
