@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,16 +88,66 @@ func WorkloadName(run *v1alpha1.AgentRun) string {
 	return workloadPrefix + name + suffix
 }
 
+// Ask is what a run's Workload asks of Kueue: its LocalQueue, its WorkloadPriorityClass (none
+// when empty) and its priority (Kueue's default when nil).
+type Ask struct {
+	Queue         string
+	PriorityClass string
+	Priority      *int32
+}
+
+// Route says whether Kueue admits the run, and in which LocalQueue: the one it remembers from
+// when its Workload was made (status.kueue), so that a label dropped later changes nothing; else
+// its label; else, when its namespace's quotas make Kueue admit every run (all), their
+// defaultQueue ("" when they set none: the run cannot be admitted until they do or it is
+// labelled).
+func Route(run *v1alpha1.AgentRun, all bool, defaultQueue string) (string, bool) {
+	if k := run.Status.Kueue; k != nil {
+		return k.Queue, true
+	}
+	if queue, labelled := QueueName(run); labelled {
+		return queue, true
+	}
+	if all {
+		return defaultQueue, true
+	}
+	return "", false
+}
+
+// Priority is the priority of the run's Workload. Where its namespace's quotas list
+// WorkloadPriorityClasses (values holds each listed class's value), it is the run's
+// spec.priority, or its class's value when it has none, clamped between the lowest and highest
+// value listed: a run's author cannot lift it past what the namespace may have. Where they list
+// none, it is the run's spec.priority, as it always was.
+func Priority(run *v1alpha1.AgentRun, class string, values map[string]int32) *int32 {
+	if len(values) == 0 {
+		if run.Spec.Priority == nil {
+			return nil
+		}
+		p := *run.Spec.Priority
+		return &p
+	}
+	lo, hi := int32(math.MaxInt32), int32(math.MinInt32)
+	for _, v := range values {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	p, ok := values[class]
+	if run.Spec.Priority != nil {
+		p, ok = *run.Spec.Priority, true
+	}
+	if !ok {
+		p = lo
+	}
+	p = min(max(p, lo), hi)
+	return &p
+}
+
 // WorkloadFor is the Workload that asks Kueue to admit the run: in the run's namespace, named by
 // WorkloadName, controlled by the run (so that it goes when the run goes), in the LocalQueue the
-// run is labelled with, with one pod set of one pod requesting one ResourceRuns (and no CPU or
-// memory).
-//
-// The run's spec.priority is the Workload's priority: both order their queue higher first, and
-// Kueue's preemption within a ClusterQueue takes the lower ones first. A run without one gets
-// Kueue's default, as a job without a priority class does.
-func WorkloadFor(run *v1alpha1.AgentRun) *kueue.Workload {
-	queue, _ := QueueName(run)
+// ask names, with one pod set of one pod requesting one ResourceRuns (and no CPU or memory), and
+// the ask's priority class and priority: both order its queue higher first, and Kueue's
+// preemption within a ClusterQueue takes the lower ones first.
+func WorkloadFor(run *v1alpha1.AgentRun, ask Ask) *kueue.Workload {
 	one, zero := resource.MustParse("1"), resource.MustParse("0")
 	controller := true
 	wl := &kueue.Workload{
@@ -117,7 +168,7 @@ func WorkloadFor(run *v1alpha1.AgentRun) *kueue.Workload {
 			}},
 		},
 		Spec: kueue.WorkloadSpec{
-			QueueName: kueue.LocalQueueName(queue),
+			QueueName: kueue.LocalQueueName(ask.Queue),
 			PodSets: []kueue.PodSet{{
 				Name:  PodSetName,
 				Count: 1,
@@ -139,8 +190,11 @@ func WorkloadFor(run *v1alpha1.AgentRun) *kueue.Workload {
 			}},
 		},
 	}
-	if run.Spec.Priority != nil {
-		p := *run.Spec.Priority
+	if ask.PriorityClass != "" {
+		wl.Spec.PriorityClassRef = kueue.NewWorkloadPriorityClassRef(ask.PriorityClass)
+	}
+	if ask.Priority != nil {
+		p := *ask.Priority
 		wl.Spec.Priority = &p
 	}
 	return wl

@@ -44,17 +44,34 @@ func TestQueueName(t *testing.T) {
 	}
 }
 
-func TestWorkloadForAsksForOneRunInTheLabelledQueueOwnedByTheRun(t *testing.T) {
+func TestWorkloadForAsksForOneRunInItsQueueOwnedByTheRun(t *testing.T) {
 	one, zero := resource.MustParse("1"), resource.MustParse("0")
 	for name, tc := range map[string]struct {
-		priority *int32
-		want     *int32
+		ask  Ask
+		want kueue.WorkloadSpec
 	}{
-		"a run without a priority gets Kueue's default": {},
-		"a run's priority is the Workload's":            {priority: ptr.To[int32](-5), want: ptr.To[int32](-5)},
+		"a run without a priority gets Kueue's default": {ask: Ask{Queue: "team-a"}, want: kueue.WorkloadSpec{QueueName: "team-a"}},
+		"a run's priority is the Workload's":            {ask: Ask{Queue: "team-a", Priority: ptr.To[int32](-5)}, want: kueue.WorkloadSpec{QueueName: "team-a", Priority: ptr.To[int32](-5)}},
+		"a priority class is named on the Workload": {ask: Ask{Queue: "agents", PriorityClass: "low", Priority: ptr.To[int32](10)},
+			want: kueue.WorkloadSpec{QueueName: "agents", Priority: ptr.To[int32](10), PriorityClassRef: kueue.NewWorkloadPriorityClassRef("low")}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := run("review-42", map[string]string{QueueLabel: "team-a", "app": "x"}, tc.priority)
+			r := run("review-42", map[string]string{QueueLabel: "team-a", "app": "x"}, nil)
+			spec := tc.want
+			spec.PodSets = []kueue.PodSet{{
+				Name:  "main",
+				Count: 1,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name: "agent-run",
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{"agents.baton.dev/runs": one, "cpu": zero, "memory": zero},
+							Limits:   corev1.ResourceList{"agents.baton.dev/runs": one},
+						},
+					}},
+				}},
+			}}
 			want := &kueue.Workload{
 				TypeMeta: metav1.TypeMeta{APIVersion: "kueue.x-k8s.io/v1beta2", Kind: "Workload"},
 				ObjectMeta: metav1.ObjectMeta{
@@ -66,37 +83,72 @@ func TestWorkloadForAsksForOneRunInTheLabelledQueueOwnedByTheRun(t *testing.T) {
 						Controller: ptr.To(true),
 					}},
 				},
-				Spec: kueue.WorkloadSpec{
-					QueueName: "team-a",
-					Priority:  tc.want,
-					PodSets: []kueue.PodSet{{
-						Name:  "main",
-						Count: 1,
-						Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-							RestartPolicy: corev1.RestartPolicyNever,
-							Containers: []corev1.Container{{
-								Name: "agent-run",
-								Resources: corev1.ResourceRequirements{
-									Requests: corev1.ResourceList{"agents.baton.dev/runs": one, "cpu": zero, "memory": zero},
-									Limits:   corev1.ResourceList{"agents.baton.dev/runs": one},
-								},
-							}},
-						}},
-					}},
-				},
+				Spec: spec,
 			}
-			got := WorkloadFor(r)
+			got := WorkloadFor(r, tc.ask)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("WorkloadFor (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(got, WorkloadFor(r)); diff != "" {
+			if diff := cmp.Diff(got, WorkloadFor(r, tc.ask)); diff != "" {
 				t.Errorf("WorkloadFor is not deterministic:\n%s", diff)
 			}
-			if tc.priority != nil {
-				*r.Spec.Priority++
-				if *got.Spec.Priority != *tc.want {
-					t.Error("the Workload shares the run's priority: a change to one changes the other")
+			if tc.ask.Priority != nil {
+				*tc.ask.Priority++
+				if *got.Spec.Priority != *tc.want.Priority {
+					t.Error("the Workload shares the ask's priority: a change to one changes the other")
 				}
+			}
+		})
+	}
+}
+
+func TestARunIsKueuesByWhatItRemembersItsLabelOrItsNamespace(t *testing.T) {
+	remembered := run("r", nil, nil)
+	remembered.Status.Kueue = &v1alpha1.KueueAdmission{Workload: "agentrun-r-1", Queue: "agents"}
+	for name, tc := range map[string]struct {
+		run          *v1alpha1.AgentRun
+		all          bool
+		defaultQueue string
+		queue        string
+		kueue        bool
+	}{
+		"a run with neither label nor quota is not Kueue's":                      {run: run("r", nil, nil)},
+		"a labelled run is Kueue's, in its label's queue":                        {run: run("r", map[string]string{QueueLabel: "q"}, nil), queue: "q", kueue: true},
+		"an unlabelled run of a namespace on Kueue goes to the default queue":    {run: run("r", nil, nil), all: true, defaultQueue: "team-a", queue: "team-a", kueue: true},
+		"a run's label wins over the default queue":                              {run: run("r", map[string]string{QueueLabel: "q"}, nil), all: true, defaultQueue: "team-a", queue: "q", kueue: true},
+		"a namespace on Kueue with no default queue still holds unlabelled runs": {run: run("r", nil, nil), all: true, kueue: true},
+		"a run whose Workload was made stays Kueue's when its label is gone":     {run: remembered, queue: "agents", kueue: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			queue, ok := Route(tc.run, tc.all, tc.defaultQueue)
+			if queue != tc.queue || ok != tc.kueue {
+				t.Fatalf("Route = %q, %t; want %q, %t", queue, ok, tc.queue, tc.kueue)
+			}
+		})
+	}
+}
+
+func TestARunsPriorityIsClampedToItsNamespacesPriorityClasses(t *testing.T) {
+	classes := map[string]int32{"low": 100, "normal": 500}
+	for name, tc := range map[string]struct {
+		priority *int32
+		class    string
+		values   map[string]int32
+		want     *int32
+	}{
+		"without listed classes, the run's priority as it was":          {priority: ptr.To[int32](1000000), want: ptr.To[int32](1000000)},
+		"without listed classes or a priority, Kueue's default":         {},
+		"a priority past the highest class is lowered to it":            {priority: ptr.To[int32](1000000), class: "low", values: classes, want: ptr.To[int32](500)},
+		"a priority below the lowest class is raised to it":             {priority: ptr.To[int32](-7), class: "low", values: classes, want: ptr.To[int32](100)},
+		"a priority between the classes stays":                          {priority: ptr.To[int32](300), class: "low", values: classes, want: ptr.To[int32](300)},
+		"without a priority, the run's class's value":                   {class: "normal", values: classes, want: ptr.To[int32](500)},
+		"without a priority or a known class, the lowest class's value": {class: "gone", values: classes, want: ptr.To[int32](100)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run("r", nil, tc.priority)
+			got := Priority(r, tc.class, tc.values)
+			if !cmp.Equal(got, tc.want) {
+				t.Fatalf("Priority = %v, want %v", ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
 			}
 		})
 	}

@@ -162,12 +162,17 @@ func (w *Decisions) attribute(ctx context.Context, req admission.Request, run, o
 	if user == w.Self {
 		return annotations, nil
 	}
-	why, err := w.mayRead(ctx, req, run)
-	switch {
-	case err != nil:
-		return refuse(admission.Errored(http.StatusInternalServerError, err))
-	case why != "":
-		return refuse(admission.Denied(why))
+	for _, check := range []func(context.Context) (string, error){
+		func(ctx context.Context) (string, error) { return w.mayRead(ctx, req, run) },
+		func(ctx context.Context) (string, error) { return w.priorityClass(ctx, run) },
+	} {
+		why, err := check(ctx)
+		switch {
+		case err != nil:
+			return refuse(admission.Errored(http.StatusInternalServerError, err))
+		case why != "":
+			return refuse(admission.Denied(why))
+		}
 	}
 	return annotations, nil
 }

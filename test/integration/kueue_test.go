@@ -2,6 +2,7 @@ package integration
 
 import (
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -122,6 +123,48 @@ var _ = Describe("Runs on a Kueue LocalQueue", Ordered, func() {
 		waitAwaitingAdmission(run, "LocalQueue agents doesn't exist")
 		kueueQueues(ns, 1)
 		waitForGate(run, "review", 1)
+	})
+
+	It("admit every run of a namespace whose quota says admission: Kueue, labelled or not, at a priority its quota allows", func() {
+		kueueQueues(ns, 1)
+		low := &kueuev1beta2.WorkloadPriorityClass{Value: 100}
+		low.Name = ns + "-low"
+		create(gated(), low, quotaNamed(ns, "kueue", v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue,
+			DefaultQueue: ptr.To("agents"), PriorityClasses: []string{low.Name}}))
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, low))).To(Succeed()) })
+
+		// An unlabelled run asking for the highest priority there is goes to the default queue,
+		// at the one class the namespace may use.
+		first := MakeRun("first", ns).Config("gated").Obj()
+		first.Spec.Priority = ptr.To[int32](1000000)
+		create(first)
+		waitForGate(first, "review", 1)
+		wl := workloadOf(first)
+		Expect(wl.Spec.QueueName).To(BeEquivalentTo("agents"))
+		Expect(wl.Spec.Priority).To(HaveValue(BeEquivalentTo(100)))
+		Expect(wl.Spec.PriorityClassRef).To(Equal(kueuev1beta2.NewWorkloadPriorityClassRef(low.Name)))
+		k := get(first).Status.Kueue
+		Expect(k).NotTo(BeNil())
+		Expect(*k).To(Equal(v1alpha1.KueueAdmission{Workload: wl.Name, Queue: "agents", PriorityClassName: low.Name, Priority: ptr.To[int32](100), Admitted: true}))
+
+		// A run that waits for Kueue keeps waiting when its label is taken away.
+		second := queued("second", 0)
+		create(second)
+		waitAwaitingAdmission(second, "insufficient unused quota for agents.baton.dev/runs")
+		Eventually(func() *v1alpha1.KueueAdmission { return get(second).Status.Kueue }, runTimeout, poll).ShouldNot(BeNil())
+		patch := client.MergeFrom(get(second))
+		unlabelled := get(second)
+		delete(unlabelled.Labels, kueue.QueueLabel)
+		Expect(k8sClient.Patch(ctx, unlabelled, patch)).To(Succeed())
+		Consistently(func() v1alpha1.RunPhase { return get(second).Status.Phase }, 3*time.Second, poll).Should(Equal(v1alpha1.PhaseQueued))
+
+		// The admitted run ends and finishes its Workload, though nothing labels it.
+		Expect(annotate(alice, first, v1alpha1.AnnotationApprove, "review")).To(Succeed())
+		Expect(waitForEnd(first).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(workloadOf(first).Status.Conditions, kueuev1beta2.WorkloadFinished)
+		}, runTimeout, poll).ShouldNot(BeNil())
+		waitForGate(second, "review", 1)
 	})
 
 	It("end a run whose queue label no LocalQueue can have, ConfigInvalid", func() {

@@ -39,7 +39,7 @@ var _ = Describe("docs/kueue.md", func() {
 				}
 			}
 		}
-		Expect(objs).To(HaveLen(5), "a ResourceFlavor, a ClusterQueue, a LocalQueue, an AgentRun and a cohort's ClusterQueue")
+		Expect(objs).To(HaveLen(6), "a ResourceFlavor, a ClusterQueue, a LocalQueue, an AgentRun, an AgentQuota and a cohort's ClusterQueue")
 
 		ns := &corev1.Namespace{}
 		ns.Name = "team-a"
@@ -54,7 +54,7 @@ var _ = Describe("docs/kueue.md", func() {
 			}
 		}
 		Expect(run).NotTo(BeNil())
-		Expect(k8sClient.Create(ctx, kueue.WorkloadFor(run))).To(Succeed())
+		Expect(k8sClient.Create(ctx, kueue.WorkloadFor(run, kueue.Ask{Queue: run.Labels[kueue.QueueLabel], Priority: run.Spec.Priority}))).To(Succeed())
 		Eventually(func() decision { return decisionOf(run) }, timeout, poll).Should(Equal(
 			decision{Admitted: true, Message: "admitted by ClusterQueue agents"}))
 	})

@@ -127,7 +127,7 @@ var _ = Describe("Runs admitted by Kueue", func() {
 		run := builders.MakeRun("r", ns).Config("team").Input("x").Obj()
 		run.Labels = map[string]string{kueue.QueueLabel: "nowhere"}
 		Expect(k8sClient.Create(ctx, run)).To(Succeed())
-		Expect(k8sClient.Create(ctx, kueue.WorkloadFor(run))).To(Succeed())
+		Expect(k8sClient.Create(ctx, kueue.WorkloadFor(run, kueue.Ask{Queue: run.Labels[kueue.QueueLabel], Priority: run.Spec.Priority}))).To(Succeed())
 		Eventually(func() decision { return decisionOf(run) }, timeout, poll).Should(Equal(decision{Message: "LocalQueue nowhere doesn't exist"}))
 	})
 })
@@ -163,7 +163,7 @@ func queuedRun(ns, name string, priority *int32) *v1alpha1.AgentRun {
 	run.Labels = map[string]string{kueue.QueueLabel: localQueue}
 	run.Spec.Priority = priority
 	ExpectWithOffset(1, k8sClient.Create(ctx, run)).To(Succeed())
-	ExpectWithOffset(1, k8sClient.Create(ctx, kueue.WorkloadFor(run))).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Create(ctx, kueue.WorkloadFor(run, kueue.Ask{Queue: run.Labels[kueue.QueueLabel], Priority: run.Spec.Priority}))).To(Succeed())
 	return run
 }
 

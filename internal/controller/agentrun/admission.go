@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +156,7 @@ func (r *Reconciler) queue(ctx context.Context, w *working, v quota.Verdict, now
 	if v.Reason != v1alpha1.ReasonQuotaExceeded {
 		// Kueue's word changes only when its Workload does, which brings the run back: it is
 		// written whenever it changes.
-		if reason == v.Reason && message == v.Message {
+		if reason == v.Reason && message == v.Message && equality.Semantic.DeepEqual(w.Status.Kueue, w.stored.Kueue) {
 			return ctrl.Result{}, nil
 		}
 		return r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
