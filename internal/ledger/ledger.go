@@ -27,7 +27,7 @@ import (
 
 // Store is where spend is booked and read back: the transcript store.
 type Store interface {
-	Spent(ctx context.Context, namespace string, periods ...string) ([]transcript.Booked, error)
+	Spent(ctx context.Context, namespace, month string) ([]transcript.Booked, error)
 	Book(ctx context.Context, namespace string, spend ...transcript.Spend) error
 }
 
@@ -107,33 +107,36 @@ func (a *account) period(name string, now time.Time) *totals {
 	return t
 }
 
-// load reads from the store what the namespace booked in the periods not loaded yet.
-func (l *Ledger) load(ctx context.Context, namespace string, a *account, periods ...string) error {
-	var missing []string
-	for _, p := range periods {
-		if !a.periods[p].loaded {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
+// load reads from the store what the namespace booked on day and in month, if either is not
+// loaded yet: the month's days, read at once.
+func (l *Ledger) load(ctx context.Context, namespace string, a *account, day, month string) error {
+	d, m := a.periods[day], a.periods[month]
+	if d.loaded && m.loaded {
 		return nil
 	}
-	booked, err := l.store.Spent(ctx, namespace, missing...)
+	booked, err := l.store.Spent(ctx, namespace, month)
 	if err != nil {
 		return fmt.Errorf("reading the namespace's spend from the ledger: %w", err)
 	}
-	for _, p := range missing {
-		t := a.periods[p]
+	for _, t := range []*totals{d, m} {
+		if t.loaded {
+			continue
+		}
 		t.spent = amounts{}
 		t.spent.add("", 0, t.unbooked.tokens)
 		for c, n := range t.unbooked.nanos {
 			t.spent.add(c, n, 0)
 		}
-		t.loaded = true
 	}
 	for _, b := range booked {
-		a.periods[b.Period].spent.add(b.Currency, b.CostNanos, b.Tokens)
+		if !m.loaded {
+			m.spent.add(b.Currency, b.CostNanos, b.Tokens)
+		}
+		if !d.loaded && b.Day == day {
+			d.spent.add(b.Currency, b.CostNanos, b.Tokens)
+		}
 	}
+	d.loaded, m.loaded = true, true
 	return nil
 }
 
@@ -222,7 +225,7 @@ func (l *Ledger) Booked(namespace string, spend []transcript.Spend) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range spend {
-		for _, p := range []string{s.Day, s.Month} {
+		for _, p := range []string{s.Day, monthOf(s.Day)} {
 			if t, ok := a.periods[p]; ok {
 				t.unbooked.sub(s.Currency, s.CostNanos, s.Tokens)
 			}
@@ -286,7 +289,7 @@ func (r *Reservation) Release() {
 // and returns the spend to book with the record that follows the call. A call that used more
 // than it reserved is counted whole: that is the only way the namespace passes a cap.
 func (r *Reservation) Settle(tokens int64, spent decimal.Decimal) transcript.Spend {
-	s := transcript.Spend{Day: r.day, Month: r.month, Currency: r.currency, CostNanos: min(cost.Nanos(spent), transcript.MaxSpend),
+	s := transcript.Spend{Day: r.day, Currency: r.currency, CostNanos: min(cost.Nanos(spent), transcript.MaxSpend),
 		Tokens: min(max(tokens, 0), MaxCallTokens)}
 	r.account.mu.Lock()
 	defer r.account.mu.Unlock()
@@ -303,3 +306,14 @@ func (r *Reservation) Settle(tokens int64, spent decimal.Decimal) transcript.Spe
 	}
 	return s
 }
+
+// monthOf is the month of a day, as the ledger names both.
+func monthOf(day string) string {
+	if len(day) < len("2006-01") {
+		return day
+	}
+	return day[:len("2006-01")]
+}
+
+// Empty reports whether a spend used nothing: it needs no booking.
+func Empty(s transcript.Spend) bool { return s.Tokens == 0 && s.CostNanos == 0 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,25 +61,21 @@ func (m *memStore) Book(_ context.Context, namespace string, spend ...transcript
 		m.booked = map[string]transcript.Booked{}
 	}
 	for _, s := range spend {
-		for _, p := range []string{s.Day, s.Month} {
-			k := namespace + "/" + p + "/" + s.Currency
-			b := m.booked[k]
-			b.Period, b.Currency, b.CostNanos, b.Tokens = p, s.Currency, b.CostNanos+s.CostNanos, b.Tokens+s.Tokens
-			m.booked[k] = b
-		}
+		k := namespace + "/" + s.Day + "/" + s.Currency
+		b := m.booked[k]
+		b.Day, b.Currency, b.CostNanos, b.Tokens = s.Day, s.Currency, b.CostNanos+s.CostNanos, b.Tokens+s.Tokens
+		m.booked[k] = b
 	}
 	return nil
 }
 
-func (m *memStore) Spent(_ context.Context, namespace string, periods ...string) ([]transcript.Booked, error) {
+func (m *memStore) Spent(_ context.Context, namespace, month string) ([]transcript.Booked, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []transcript.Booked
 	for k, b := range m.booked {
-		for _, p := range periods {
-			if k == namespace+"/"+p+"/"+b.Currency {
-				out = append(out, b)
-			}
+		if strings.HasPrefix(k, namespace+"/"+month+"-") {
+			out = append(out, b)
 		}
 	}
 	return out, nil
@@ -206,5 +203,22 @@ func TestAStepGivenUpBooksWhatItsCallsUsed(t *testing.T) {
 	spent, err := ledger.New(store).Spent(ctx, "team-a", "USD", now)
 	if err != nil || spent.DayTokens != 40 || !spent.DayCost.Equal(usd("0.15")) {
 		t.Fatalf("spent %+v (%v); want 40 tokens and 0.15", spent, err)
+	}
+}
+
+// BenchmarkACallsCheck is what the per-call check costs a step: a reservation against a
+// namespace's caps and its settling, with the period loaded.
+func BenchmarkACallsCheck(b *testing.B) {
+	ctx := context.Background()
+	l := ledger.New(&memStore{})
+	caps := capsOf(v1alpha1.AgentQuotaSpec{MaxTokensPerDay: ptr.To[int64](1 << 50), MaxCostPerDay: ptr.To("1000000")})
+	call := quota.Call{Tokens: 1000, Cost: usd("0.001"), Currency: "USD", Priced: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, v, err := l.Reserve(ctx, "team-a", caps, call, now)
+		if err != nil || v.Outcome != quota.Allowed {
+			b.Fatal(v, err)
+		}
+		res.Settle(900, usd("0.0009"))
 	}
 }

@@ -85,61 +85,83 @@ func CheckCall(c *Caps, spent Spent, call Call, now time.Time) CallVerdict {
 	if call.Free || !call.Priced {
 		worst = decimal.Zero
 	}
-	day, month := DayStart(now).Add(24*time.Hour), MonthStart(now).AddDate(0, 1, 0)
-	checks := []capCheck{
-		money(c.CostPerDay, spent.DayCost, worst, "today (UTC)", c.Currency, day),
-		money(c.CostPerMonth, spent.MonthCost, worst, "this month (UTC)", c.Currency, month),
-		tokens(c.TokensPerDay, spent.DayTokens, call.Tokens, "today (UTC)", day),
-		tokens(c.TokensPerMonth, spent.MonthTokens, call.Tokens, "this month (UTC)", month),
+	checks := [...]capCheck{
+		{money: c.CostPerDay, spentCost: spent.DayCost, period: day},
+		{money: c.CostPerMonth, spentCost: spent.MonthCost, period: month},
+		{tokens: c.TokensPerDay, spentTokens: spent.DayTokens, period: day},
+		{tokens: c.TokensPerMonth, spentTokens: spent.MonthTokens, period: month},
 	}
-	for _, k := range checks {
-		if k.set && k.alone {
-			return CallVerdict{Outcome: Exceeded, Quota: k.quota, Reason: k.reason, Message: k.aloneMessage}
+	for i := range checks {
+		if k := &checks[i]; k.alone(worst, call.Tokens) {
+			return k.verdict(Exceeded, worst, call.Tokens, c.Currency, now)
 		}
 	}
-	for _, k := range checks {
-		if k.set && k.over {
-			return CallVerdict{Outcome: Held, Quota: k.quota, Message: k.overMessage, Until: k.until}
+	for i := range checks {
+		if k := &checks[i]; k.over(worst, call.Tokens) {
+			return k.verdict(Held, worst, call.Tokens, c.Currency, now)
 		}
 	}
 	return CallVerdict{Outcome: Allowed}
 }
 
-// capCheck is one cap's word on a call.
+// The periods of the caps.
+const (
+	day = iota
+	month
+)
+
+// capCheck is one cap, cost or tokens, of a day or a month, with what was spent against it: its
+// word on a call is worked out without a message, which only the cap that decides writes.
 type capCheck struct {
-	set, alone, over          bool
-	quota                     string
-	reason                    v1alpha1.TerminationReason
-	aloneMessage, overMessage string
-	until                     time.Time
+	money       Money
+	spentCost   decimal.Decimal
+	tokens      Tokens
+	spentTokens int64
+	period      int
 }
 
-func money(m Money, spent, worst decimal.Decimal, period, currency string, until time.Time) capCheck {
-	if !m.Set {
-		return capCheck{}
+// alone reports whether the call's worst case alone is more than the cap.
+func (k *capCheck) alone(worst decimal.Decimal, tokens int64) bool {
+	if k.money.Set {
+		return worst.GreaterThan(k.money.Limit)
 	}
-	return capCheck{set: true, quota: m.Quota, reason: v1alpha1.ReasonCostBudgetExceeded, until: until,
-		alone: worst.GreaterThan(m.Limit),
-		over:  !cost.Fits(spent, worst, m.Limit),
-		aloneMessage: fmt.Sprintf("quota %q: the next model call could cost up to %s %s, more than the %s %s the namespace may spend %s",
-			m.Quota, cost.Format(worst), currency, cost.Format(m.Limit), currency, period),
-		overMessage: fmt.Sprintf("quota %q: %s of %s %s spent %s, and the next model call could cost up to %s; it waits until %s or a higher cap",
-			m.Quota, cost.Format(spent), cost.Format(m.Limit), currency, period, cost.Format(worst), until.Format(time.RFC3339)),
-	}
+	return k.tokens.Set && tokens > k.tokens.Limit
 }
 
-func tokens(t Tokens, spent, worst int64, period string, until time.Time) capCheck {
-	if !t.Set {
-		return capCheck{}
+// over reports whether the call would pass the cap with what was spent.
+func (k *capCheck) over(worst decimal.Decimal, tokens int64) bool {
+	if k.money.Set {
+		return !cost.Fits(k.spentCost, worst, k.money.Limit)
 	}
-	return capCheck{set: true, quota: t.Quota, reason: v1alpha1.ReasonTokenBudgetExceeded, until: until,
-		alone: worst > t.Limit,
-		over:  spent+worst > t.Limit,
-		aloneMessage: fmt.Sprintf("quota %q: the next model call could use up to %d tokens, more than the %d the namespace may use %s",
-			t.Quota, worst, t.Limit, period),
-		overMessage: fmt.Sprintf("quota %q: %d of %d tokens used %s, and the next model call could use up to %d; it waits until %s or a higher cap",
-			t.Quota, spent, t.Limit, period, worst, until.Format(time.RFC3339)),
+	return k.tokens.Set && k.spentTokens+tokens > k.tokens.Limit
+}
+
+// verdict is the cap's word on the call, Held or Exceeded, in words.
+func (k *capCheck) verdict(outcome CallOutcome, worst decimal.Decimal, tokens int64, currency string, now time.Time) CallVerdict {
+	name, until := "today (UTC)", DayStart(now).Add(24*time.Hour)
+	if k.period == month {
+		name, until = "this month (UTC)", MonthStart(now).AddDate(0, 1, 0)
 	}
+	v := CallVerdict{Outcome: outcome}
+	switch {
+	case k.money.Set && outcome == Exceeded:
+		v.Quota, v.Reason = k.money.Quota, v1alpha1.ReasonCostBudgetExceeded
+		v.Message = fmt.Sprintf("quota %q: the next model call could cost up to %s %s, more than the %s %s the namespace may spend %s",
+			k.money.Quota, cost.Format(worst), currency, cost.Format(k.money.Limit), currency, name)
+	case k.money.Set:
+		v.Quota, v.Until = k.money.Quota, until
+		v.Message = fmt.Sprintf("quota %q: %s of %s %s spent %s, and the next model call could cost up to %s; it waits until %s or a higher cap",
+			k.money.Quota, cost.Format(k.spentCost), cost.Format(k.money.Limit), currency, name, cost.Format(worst), until.Format(time.RFC3339))
+	case outcome == Exceeded:
+		v.Quota, v.Reason = k.tokens.Quota, v1alpha1.ReasonTokenBudgetExceeded
+		v.Message = fmt.Sprintf("quota %q: the next model call could use up to %d tokens, more than the %d the namespace may use %s",
+			k.tokens.Quota, tokens, k.tokens.Limit, name)
+	default:
+		v.Quota, v.Until = k.tokens.Quota, until
+		v.Message = fmt.Sprintf("quota %q: %d of %d tokens used %s, and the next model call could use up to %d; it waits until %s or a higher cap",
+			k.tokens.Quota, k.spentTokens, k.tokens.Limit, name, tokens, until.Format(time.RFC3339))
+	}
+	return v
 }
 
 // MonthStart is the start of now's UTC calendar month.

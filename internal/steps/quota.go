@@ -67,6 +67,9 @@ func (q *quotaMeter) settle(r *ledger.Reservation, tokens int64, spent decimal.D
 		return
 	}
 	s := r.Settle(tokens, spent)
+	if ledger.Empty(s) {
+		return
+	}
 	q.mu.Lock()
 	q.unbooked = append(q.unbooked, s)
 	q.mu.Unlock()

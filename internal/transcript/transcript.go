@@ -73,13 +73,23 @@ type Record struct {
 	Spend []Spend
 }
 
-// Spend is what one model call used, as the ledger books it: on the UTC day and month its
-// cost was reserved, in the currency it was priced in ("" when it was not priced).
+// Spend is what one model call used, as the ledger books it: on the UTC day its cost was
+// reserved (the month's is the sum of its days'), in the currency it was priced in ("" when it
+// was not priced).
 type Spend struct {
-	// Day is the UTC day, as 2006-01-02; Month the UTC month, as 2006-01.
-	Day, Month string
-	Currency   string
+	// Day is the UTC day, as 2006-01-02.
+	Day      string
+	Currency string
 	// CostNanos is the cost in billionths of the currency, rounded up.
+	CostNanos int64
+	Tokens    int64
+}
+
+// Booked is what a namespace's calls booked on one UTC day in one currency.
+type Booked struct {
+	// Day is the UTC day, as 2006-01-02.
+	Day       string
+	Currency  string
 	CostNanos int64
 	Tokens    int64
 }
@@ -87,15 +97,6 @@ type Spend struct {
 // MaxSpend is the most the ledger counts of anything, in tokens or billionths: sums stop there,
 // so that a model server that reports absurd usage cannot make them wrap around.
 const MaxSpend = 1 << 62
-
-// Booked is what a namespace's calls booked in one period and currency.
-type Booked struct {
-	// Period is a UTC day (2006-01-02) or month (2006-01).
-	Period    string
-	Currency  string
-	CostNanos int64
-	Tokens    int64
-}
 
 // Query selects records of one run.
 type Query struct {
@@ -142,8 +143,9 @@ type Store interface {
 	// Delete removes every record of the runs. What the runs' records booked in the ledger
 	// stays: spend is the namespace's, whatever becomes of its runs.
 	Delete(ctx context.Context, runUIDs ...string) error
-	// Spent is what the namespace's calls booked in the periods given, by period and currency.
-	Spent(ctx context.Context, namespace string, periods ...string) ([]Booked, error)
+	// Spent is what the namespace's calls booked on each day of a UTC month (2006-01), by day
+	// and currency.
+	Spent(ctx context.Context, namespace, month string) ([]Booked, error)
 	// Book books spend of the namespace that no record carries (its step was given up), in a
 	// transaction of its own.
 	Book(ctx context.Context, namespace string, spend ...Spend) error
@@ -188,7 +190,7 @@ func CheckRecord(r Record) error {
 		return fmt.Errorf("%w: body is not JSON", ErrBadRecord)
 	}
 	for _, sp := range r.Spend {
-		if len(sp.Day) != len(time.DateOnly) || len(sp.Month) != len("2006-01") || sp.CostNanos < 0 || sp.Tokens < 0 || len(sp.Currency) > 3 {
+		if _, err := time.Parse(time.DateOnly, sp.Day); err != nil || sp.CostNanos < 0 || sp.Tokens < 0 || len(sp.Currency) > 3 {
 			return fmt.Errorf("%w: a spend of %+v cannot be booked", ErrBadRecord, sp)
 		}
 	}

@@ -54,11 +54,11 @@ func TestAQuotasStatusReadsTheLedgerNotTheRunsThatStillExist(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	// What deleted runs spent today and earlier this month; one of their records is still there.
 	rec := transcript.Record{Key: transcript.Key{Kind: transcript.KindStep, Step: 1}, RunUID: "gone", Namespace: "team-a", Run: "gone",
-		Time: now, Body: []byte(`{"output":"0123456789"}`), Spend: []transcript.Spend{{Day: "2026-11-28", Month: "2026-11", Currency: "USD", CostNanos: 1_500_000_000, Tokens: 700}}}
+		Time: now, Body: []byte(`{"output":"0123456789"}`), Spend: []transcript.Spend{{Day: "2026-11-28", Currency: "USD", CostNanos: 1_500_000_000, Tokens: 700}}}
 	if _, err := store.Append(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Book(ctx, "team-a", transcript.Spend{Day: "2026-11-02", Month: "2026-11", Currency: "USD", CostNanos: 3_000_000_000, Tokens: 300}); err != nil {
+	if err := store.Book(ctx, "team-a", transcript.Spend{Day: "2026-11-02", Currency: "USD", CostNanos: 3_000_000_000, Tokens: 300}); err != nil {
 		t.Fatal(err)
 	}
 	money := &v1alpha1.AgentQuota{Spec: v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("10"), DefaultQueue: ptr.To("team-a")}}
@@ -92,5 +92,34 @@ func TestAQuotasStatusReadsTheLedgerNotTheRunsThatStillExist(t *testing.T) {
 	c2 := meta.FindStatusCondition(st.Conditions, "Ready")
 	if c2 == nil || c2.Status != metav1.ConditionFalse || c2.Reason != v1alpha1.ReasonQuotaConflict {
 		t.Fatalf("Ready %+v; want False, QuotaConflict (the quotas name different default queues)", c2)
+	}
+}
+
+func TestTheCapsOfANamespaceAreWorkedOutAgainOnlyWhenItsQuotasChange(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	q := &v1alpha1.AgentQuota{Spec: v1alpha1.AgentQuotaSpec{MaxTokensPerDay: ptr.To[int64](100)}}
+	q.Name, q.Namespace = "q", "team-a"
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(q).Build()
+	cache := &CapsCache{}
+	if caps, err := cache.Caps(ctx, c, "elsewhere"); err != nil || caps != nil {
+		t.Fatalf("a namespace without quotas: %+v %v; want no caps", caps, err)
+	}
+	first, err := cache.Caps(ctx, c, "team-a")
+	if err != nil || first.TokensPerDay.Limit != 100 {
+		t.Fatalf("caps %+v %v", first, err)
+	}
+	if again, _ := cache.Caps(ctx, c, "team-a"); again != first {
+		t.Fatal("the caps were worked out again though no quota changed")
+	}
+	q.Spec.MaxTokensPerDay = ptr.To[int64](50)
+	if err := c.Update(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if changed, _ := cache.Caps(ctx, c, "team-a"); changed.TokensPerDay.Limit != 50 {
+		t.Fatalf("after the quota changed: %+v; want the new cap of 50", changed.TokensPerDay)
 	}
 }

@@ -3,6 +3,8 @@ package agentquota
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,13 +122,46 @@ func Held(ctx context.Context, c client.Reader, namespace string) ([]v1alpha1.Ag
 // Caps are what the namespace's AgentQuotas allow together, read from the cache; nil when the
 // namespace has none.
 func Caps(ctx context.Context, c client.Reader, namespace string) (*quota.Caps, error) {
+	return (&CapsCache{}).Caps(ctx, c, namespace)
+}
+
+// CapsCache keeps what each namespace's AgentQuotas allow together, and works it out again only
+// when one of them changed: every model call and every start asks, and the quotas change
+// seldom. It is safe for concurrent use; the caps it hands out are shared and read only.
+type CapsCache struct {
+	mu sync.Mutex
+	m  map[string]cachedCaps
+}
+
+type cachedCaps struct {
+	// key names the quotas the caps were worked out from: their UIDs and resource versions.
+	key  string
+	caps *quota.Caps
+}
+
+// Caps are the namespace's caps, as Caps reads them.
+func (cc *CapsCache) Caps(ctx context.Context, c client.Reader, namespace string) (*quota.Caps, error) {
 	quotas := &v1alpha1.AgentQuotaList{}
-	if err := c.List(ctx, quotas, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, quotas, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("reading the namespace's AgentQuotas: %w", err)
 	}
 	if len(quotas.Items) == 0 {
 		return nil, nil
 	}
+	var key strings.Builder
+	for i := range quotas.Items {
+		q := &quotas.Items[i]
+		fmt.Fprintf(&key, "%s/%s/%s;", q.Name, q.UID, q.ResourceVersion)
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if got, ok := cc.m[namespace]; ok && got.key == key.String() {
+		return got.caps, nil
+	}
 	caps := quota.CapsOf(quotas.Items)
+	if cc.m == nil {
+		cc.m = map[string]cachedCaps{}
+	}
+	cc.m[namespace] = cachedCaps{key: key.String(), caps: &caps}
 	return &caps, nil
 }

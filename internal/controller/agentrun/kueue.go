@@ -14,7 +14,6 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/controller/agentquota"
 	"github.com/baton-dev/baton/internal/kueue"
 	"github.com/baton-dev/baton/internal/quota"
 )
@@ -38,7 +37,7 @@ import (
 // is admitted; one that is waits for its Workload, made here the first time, to be admitted. A
 // queue no LocalQueue can have is an error the run ends for.
 func (r *Reconciler) kueueAdmit(ctx context.Context, run *v1alpha1.AgentRun) (quota.Verdict, error) {
-	caps, err := agentquota.Caps(ctx, r.Client, run.Namespace)
+	caps, err := r.caps.Caps(ctx, r.Client, run.Namespace)
 	if err != nil {
 		return quota.Verdict{}, err
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/controller/agentconfig"
-	"github.com/baton-dev/baton/internal/controller/agentquota"
 	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -26,7 +25,7 @@ func (r *Reconciler) boundPlan(ctx context.Context, namespace string, spec v1alp
 	if len(errs) > 0 {
 		return plan, overrides, nil, errs, nil
 	}
-	caps, err := agentquota.Caps(ctx, r.Client, namespace)
+	caps, err := r.caps.Caps(ctx, r.Client, namespace)
 	if err != nil || caps == nil {
 		return plan, overrides, nil, nil, err
 	}

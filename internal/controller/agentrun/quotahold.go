@@ -37,7 +37,7 @@ func (r *Reconciler) roomForHeld(ctx context.Context, w *working, now time.Time)
 		// there is no room for it.
 		call = quota.Call{Tokens: 1, Free: true}
 	}
-	caps, err := agentquota.Caps(ctx, r.Client, w.Namespace)
+	caps, err := r.caps.Caps(ctx, r.Client, w.Namespace)
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}

@@ -105,12 +105,15 @@ type Reconciler struct {
 	admissions *admissions
 	// replays runs the replays of runs with spec.replay, outside the reconcile (replay.go).
 	replays *worker.Pool[replayed]
+	// caps are the namespaces' quotas' caps, worked out once per change of them.
+	caps *agentquota.CapsCache
 }
 
 // New builds the reconciler.
 func New(cfg Config) *Reconciler {
 	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme),
-		admissions: newAdmissions(), replays: worker.New[replayed](worker.Limits{InFlight: cfg.Replays.InFlight, PerNamespace: cfg.Replays.PerNamespace})}
+		admissions: newAdmissions(), replays: worker.New[replayed](worker.Limits{InFlight: cfg.Replays.InFlight, PerNamespace: cfg.Replays.PerNamespace}),
+		caps: &agentquota.CapsCache{}}
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch

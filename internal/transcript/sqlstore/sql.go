@@ -73,9 +73,9 @@ func migrations(t columnTypes) []string {
 		INSERT INTO runs (run_uid, namespace, run, last_ns)
 			SELECT run_uid, namespace, run, MAX(time_ns) FROM records GROUP BY run_uid, namespace, run;
 		CREATE INDEX runs_namespace ON runs (namespace, run);`,
-		// The ledger: what each namespace's model calls used, by UTC day and month, booked with
-		// the records they precede and kept when runs are deleted; and what each run's records
-		// take, for the namespace's transcript budget.
+		// The ledger: what each namespace's model calls used, by UTC day (a month is the sum of
+		// its days), booked with the records they precede and kept when runs are deleted; and
+		// what each run's records take, for the namespace's transcript budget.
 		`CREATE TABLE spend (
 			namespace TEXT NOT NULL,
 			period TEXT NOT NULL,
@@ -183,8 +183,8 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 	return out, tx.Commit()
 }
 
-// book adds spend to the namespace's ledger, on its day and its month, in the transaction of
-// the record it goes with.
+// book adds spend to the namespace's ledger, on its day, in the transaction of the record it goes
+// with.
 func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend []transcript.Spend) error {
 	if len(spend) == 0 {
 		return nil
@@ -196,10 +196,8 @@ func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend
 			tokens = CASE WHEN spend.tokens > %[6]d - excluded.tokens THEN %[6]d ELSE spend.tokens + excluded.tokens END`,
 		p(1), p(2), p(3), p(4), p(5), transcript.MaxSpend)
 	for _, sp := range spend {
-		for _, period := range []string{sp.Day, sp.Month} {
-			if _, err := tx.ExecContext(ctx, upsert, namespace, period, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
-				return fmt.Errorf("booking spend in the ledger: %w", err)
-			}
+		if _, err := tx.ExecContext(ctx, upsert, namespace, sp.Day, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
+			return fmt.Errorf("booking spend in the ledger: %w", err)
 		}
 	}
 	return nil
@@ -220,19 +218,11 @@ func (s *sqlStore) Book(ctx context.Context, namespace string, spend ...transcri
 	return tx.Commit()
 }
 
-func (s *sqlStore) Spent(ctx context.Context, namespace string, periods ...string) ([]transcript.Booked, error) {
-	if len(periods) == 0 {
-		return nil, nil
-	}
+func (s *sqlStore) Spent(ctx context.Context, namespace, month string) ([]transcript.Booked, error) {
 	p := s.d.placeholder
-	args := []any{namespace}
-	marks := make([]string, len(periods))
-	for i, period := range periods {
-		args = append(args, period)
-		marks[i] = p(len(args))
-	}
+	// A day's period is ten characters, 2006-01-02: the pattern takes the month's days alone.
 	rows, err := s.rdb.QueryContext(ctx, fmt.Sprintf(`SELECT period, currency, cost_nanos, tokens FROM spend
-		WHERE namespace = %s AND period IN (%s) ORDER BY period, currency`, p(1), strings.Join(marks, ", ")), args...)
+		WHERE namespace = %s AND period LIKE %s ORDER BY period, currency`, p(1), p(2)), namespace, month+"-__")
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +230,7 @@ func (s *sqlStore) Spent(ctx context.Context, namespace string, periods ...strin
 	var out []transcript.Booked
 	for rows.Next() {
 		var b transcript.Booked
-		if err := rows.Scan(&b.Period, &b.Currency, &b.CostNanos, &b.Tokens); err != nil {
+		if err := rows.Scan(&b.Day, &b.Currency, &b.CostNanos, &b.Tokens); err != nil {
 			return nil, err
 		}
 		out = append(out, b)

@@ -11,14 +11,13 @@ import (
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
-// spendBookedOnce checks that a record's spend is booked on its day and month when the record is
-// stored, not again when the key is appended again, and stays when the run is deleted; and that
+// spendBookedOnce checks that a record's spend is booked on its day when the record is stored, not again when the key is appended again, and stays when the run is deleted; and that
 // spend booked without a record counts the same.
 func spendBookedOnce(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s := open(t, "spend")
-	usd := transcript.Spend{Day: "2026-11-22", Month: "2026-11", Currency: "USD", CostNanos: 1_500_000_000, Tokens: 1200}
-	tokensOnly := transcript.Spend{Day: "2026-11-22", Month: "2026-11", Tokens: 300}
+	usd := transcript.Spend{Day: "2026-11-22", Currency: "USD", CostNanos: 1_500_000_000, Tokens: 1200}
+	tokensOnly := transcript.Spend{Day: "2026-11-22", Tokens: 300}
 	r := step("u1", 1, `{}`)
 	r.Spend = []transcript.Spend{usd, tokensOnly}
 	if _, err := s.Append(ctx, r); err != nil {
@@ -27,7 +26,7 @@ func spendBookedOnce(t *testing.T, open Opener) {
 	again := step("u1", 1, `{"again":true}`)
 	again.Spend = []transcript.Spend{usd}
 	yesterday := step("u2", 1, `{}`)
-	yesterday.Spend = []transcript.Spend{{Day: "2026-11-21", Month: "2026-11", Currency: "USD", CostNanos: 250_000_000, Tokens: 50}}
+	yesterday.Spend = []transcript.Spend{{Day: "2026-11-21", Currency: "USD", CostNanos: 250_000_000, Tokens: 50}}
 	other := step("u3", 1, `{}`)
 	other.Namespace = "elsewhere"
 	other.Spend = []transcript.Spend{usd}
@@ -38,24 +37,26 @@ func spendBookedOnce(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	// A step given up books what its calls used without a record.
-	if err := s.Book(ctx, "ns", transcript.Spend{Day: "2026-11-22", Month: "2026-11", Currency: "USD", CostNanos: 1, Tokens: 2}); err != nil {
+	if err := s.Book(ctx, "ns", transcript.Spend{Day: "2026-11-22", Currency: "USD", CostNanos: 1, Tokens: 2}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Spent(ctx, "ns", "2026-11-22", "2026-11")
+	got, err := s.Spent(ctx, "ns", "2026-11")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []transcript.Booked{
-		{Period: "2026-11", Currency: "", Tokens: 300},
-		{Period: "2026-11", Currency: "USD", CostNanos: 1_750_000_001, Tokens: 1252},
-		{Period: "2026-11-22", Currency: "", Tokens: 300},
-		{Period: "2026-11-22", Currency: "USD", CostNanos: 1_500_000_001, Tokens: 1202},
+		{Day: "2026-11-21", Currency: "USD", CostNanos: 250_000_000, Tokens: 50},
+		{Day: "2026-11-22", Currency: "", Tokens: 300},
+		{Day: "2026-11-22", Currency: "USD", CostNanos: 1_500_000_001, Tokens: 1202},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("booked (-want +got):\n%s", d)
 	}
+	if other, err := s.Spent(ctx, "ns", "2026-10"); err != nil || len(other) != 0 {
+		t.Fatalf("another month: %+v %v", other, err)
+	}
 	bad := step("u4", 1, `{}`)
-	bad.Spend = []transcript.Spend{{Day: "today", Month: "2026-11", Tokens: 1}}
+	bad.Spend = []transcript.Spend{{Day: "today", Tokens: 1}}
 	if _, err := s.Append(ctx, bad); err == nil {
 		t.Fatal("a spend with no day was booked")
 	}
@@ -71,7 +72,7 @@ func racingSpend(t *testing.T, open Opener) {
 		wg.Go(func() {
 			for i := range each {
 				r := step(fmt.Sprintf("w%d", w), int32(i+1), `{}`)
-				r.Spend = []transcript.Spend{{Day: "2026-11-22", Month: "2026-11", Currency: "USD", CostNanos: 7, Tokens: 3}}
+				r.Spend = []transcript.Spend{{Day: "2026-11-22", Currency: "USD", CostNanos: 7, Tokens: 3}}
 				if _, err := s.Append(ctx, r); err != nil {
 					t.Error(err)
 					return
@@ -80,11 +81,11 @@ func racingSpend(t *testing.T, open Opener) {
 		})
 	}
 	wg.Wait()
-	got, err := s.Spent(ctx, "ns", "2026-11-22")
+	got, err := s.Spent(ctx, "ns", "2026-11")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []transcript.Booked{{Period: "2026-11-22", Currency: "USD", CostNanos: 7 * writers * each, Tokens: 3 * writers * each}}
+	want := []transcript.Booked{{Day: "2026-11-22", Currency: "USD", CostNanos: 7 * writers * each, Tokens: 3 * writers * each}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("booked (-want +got):\n%s", d)
 	}
