@@ -96,7 +96,7 @@ test-image: ## The container image without a container engine: build the manager
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, and replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default).
-	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
+	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" BENCH_QUOTA="$(BENCH_QUOTA)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript/sqlstore -run '^$$' -bench AppendStep -benchtime 4000x
 	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 20x

@@ -221,6 +221,28 @@ func BenchmarkBudget(b *testing.B) {
 	b.ReportMetric(f.worst.InexactFloat64(), "max-cost/maxCost")
 }
 
+// BenchmarkQuotaRace has Baton run many runs of one namespace racing on one day's cost cap, and
+// reports how far past the cap the namespace spent (quota.go).
+func BenchmarkQuotaRace(b *testing.B) {
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants("quota") {
+		b.Skip("BENCH_ONLY leaves out quota")
+	}
+	f, err := sharedEnv(b).measureQuotaRace(context.Background(), max(quotaRaceRuns/s.scale, 10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Print(quotaReport(f))
+	if f.held == 0 {
+		b.Error("no run was held at the cap: the race did not reach it")
+	}
+	_, share := f.over()
+	b.ReportMetric(share.InexactFloat64(), "over/cap")
+}
+
 // BenchmarkFanOut has Baton run parents that fan out to branch runs and join them, and reports
 // the wall time against the ideal, the mutating requests per step and the join's latency
 // (branches.go). It is Baton's alone: the baseline has no branches.

@@ -12,8 +12,9 @@
 // runs that wait on slow agents, running many runs from many namespaces on one model endpoint
 // whose fake server allows fewer calls than they want (overload.go: goodput, 429s, fairness
 // among the namespaces, memory, drain time), and spending within budgets in money on a priced
-// endpoint (budget.go). Run with 'make bench'; BENCH_REPS (default 3), BENCH_SCALE (default 1;
-// 10 divides the run counts, the long run's steps and the overload's server limit by 10) and
-// BENCH_ONLY (say "W1,long,live,overload,budget") shape the run. Figures are recorded in
-// docs/benchmarks.md.
+// endpoint (budget.go) and within a namespace's cost cap (quota.go). Run with 'make bench';
+// BENCH_REPS (default 3), BENCH_SCALE (default 1; 10 divides the run counts, the long run's steps
+// and the overload's server limit by 10) and BENCH_ONLY (say "W1,long,live,overload,budget,quota")
+// shape the run; BENCH_QUOTA puts an AgentQuota in the workloads' namespace, so that every call
+// is checked against its caps. Figures are recorded in docs/benchmarks.md.
 package benchmark

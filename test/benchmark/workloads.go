@@ -3,6 +3,7 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -138,7 +139,21 @@ func (b baton) prepare(ctx context.Context, c client.Client, ns string, w worklo
 	if err := c.Create(ctx, cfg); err != nil {
 		return err
 	}
+	if os.Getenv("BENCH_QUOTA") != "" {
+		if err := c.Create(ctx, benchQuota(ns)); err != nil {
+			return err
+		}
+	}
 	return waitObserved(ctx, c, cfg)
+}
+
+// benchQuota is the AgentQuota BENCH_QUOTA puts in Baton's namespace: caps of the day's tokens
+// and of running runs far above what a workload uses, so that every model call is checked
+// against the namespace's caps and every run is admitted by them, and none is held.
+func benchQuota(ns string) *v1alpha1.AgentQuota {
+	q := &v1alpha1.AgentQuota{Spec: v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To[int32](100000), MaxTokensPerDay: ptr.To[int64](100_000_000_000_000)}}
+	q.Name, q.Namespace = "bench", ns
+	return q
 }
 
 // waitObserved waits until Baton has written the config's status for its generation: that
@@ -230,7 +245,7 @@ func (baton) verify(ctx context.Context, c client.Client, ns string, w workload)
 }
 
 func (baton) garbage() []client.Object {
-	return []client.Object{&v1alpha1.AgentRun{}, &v1alpha1.AgentConfig{}, &appsv1.ControllerRevision{}, &corev1.Event{}}
+	return []client.Object{&v1alpha1.AgentRun{}, &v1alpha1.AgentConfig{}, &v1alpha1.AgentQuota{}, &appsv1.ControllerRevision{}, &corev1.Event{}}
 }
 
 // createRuns creates the workload's runs as a user would, a few at a time.
