@@ -113,7 +113,8 @@ const (
 	// ReasonReplayed ends a run that replayed a recorded one (spec.replay) Succeeded.
 	ReasonReplayed TerminationReason = "Replayed"
 	// ReasonReplayBudgetExceeded ends a replay (spec.replay) whose recorded run holds more than
-	// a replay may read: the operator's replay byte budget, or the export's bounds.
+	// a replay may read (the operator's replay byte budget, or the export's bounds), or whose
+	// replay was begun three times and never ended.
 	ReasonReplayBudgetExceeded TerminationReason = "ReplayBudgetExceeded"
 )
 
