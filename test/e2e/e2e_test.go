@@ -27,10 +27,14 @@ var _ = Describe("A user with kubectl", Ordered, func() {
 		// Every binding grants its role to the ServiceAccount the Deployments run as.
 		Expect(rendered).To(ContainSubstring("serviceAccountName: baton-controller-manager"))
 		subjects := regexp.MustCompile(`(?m)^subjects:\n- kind: ServiceAccount\n  name: (\S+)\n  namespace: (\S+)$`).FindAllStringSubmatch(rendered, -1)
-		Expect(subjects).To(HaveLen(3), "the manager, leader election and metrics auth bindings")
+		var accounts []string
 		for _, s := range subjects {
-			Expect(s[1:]).To(Equal([]string{"baton-controller-manager", "baton-system"}))
+			Expect(s[2]).To(Equal("baton-system"))
+			accounts = append(accounts, s[1])
 		}
+		sort.Strings(accounts)
+		Expect(accounts).To(Equal([]string{"baton-controller-manager", "baton-controller-manager", "baton-controller-manager", "baton-webhook"}),
+			"the manager, leader election and metrics auth bindings, and the webhook's own narrow role")
 		out, err := kubectlStdin(rendered, "apply", "--dry-run=server", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("deployment.apps/baton-controller-manager created (server dry run)"))

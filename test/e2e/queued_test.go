@@ -83,7 +83,7 @@ spec:
 		By("reading the quota's use with kubectl get agentquotas")
 		Eventually(use, time.Minute, 200*time.Millisecond).Should(Equal("running 1, queued 1, Ready QuotaExceeded"))
 		Expect(kubectl("get", "agentquotas", "-n", ns)).To(SatisfyAll(
-			MatchRegexp(`(?m)^NAME\s+RUNNING\s+MAX RUNNING\s+QUEUED\s+COST TODAY\s+MAX COST\s+TOKENS TODAY\s+AGE$`),
+			MatchRegexp(`(?m)^NAME\s+RUNNING\s+MAX RUNNING\s+QUEUED\s+HELD\s+COST TODAY\s+MAX COST\s+TOKENS TODAY\s+AGE$`),
 			MatchRegexp(`(?m)^team-a\s+1\s+1\s+1\s`)))
 
 		By("finding the Queued Event in kubectl get events and kubectl describe")
