@@ -23,7 +23,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRDs and RBAC under config/, the PrometheusRule from config/prometheus/rules.yaml, and the Helm chart's copies of them.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./internal/...}" output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="{./api/...,./controllers/...,./internal/...}" output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/promrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
 	hack/chart-sync.sh
 
@@ -41,7 +41,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
-	@out=$$(gofmt -l api cmd hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l agents api cmd controllers hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# The pure core imports no client, SDK or database.
 	@out=$$($(GO) list -deps ./internal/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
@@ -66,12 +66,12 @@ FUZZTIME ?= 20s
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the A2A samples on the A2A JavaScript SDK, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./internal/... ./cmd/... ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
+	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./internal/... ./cmd/... ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core, the providers' answers and replays of transcript files for FUZZTIME each (the seed corpora also run in test-unit).
 	$(GO) test ./internal/workflow -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agents -run '^$$' -fuzz '^FuzzProviderAnswers$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/replay -run '^$$' -fuzz '^FuzzReplayExport$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets

@@ -21,7 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/telemetry"

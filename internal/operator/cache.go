@@ -17,7 +17,7 @@ import (
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/controller/agentrun"
+	"github.com/baton-dev/baton/controllers/agentrun"
 	batonkueue "github.com/baton-dev/baton/internal/kueue"
 )
 

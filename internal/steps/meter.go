@@ -9,8 +9,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/pacing"

@@ -9,8 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/workflow"

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
-	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/workflow"
 	. "github.com/baton-dev/baton/test/builders"
 )

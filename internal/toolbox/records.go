@@ -8,8 +8,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"

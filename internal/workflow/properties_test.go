@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
-	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/decisions"
 	"github.com/baton-dev/baton/internal/workflow"
 )

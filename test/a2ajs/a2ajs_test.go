@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
-	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/test/a2ajs"
 )
 

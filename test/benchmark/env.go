@@ -30,8 +30,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/operator"
 	"github.com/baton-dev/baton/internal/transcript"

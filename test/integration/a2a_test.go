@@ -7,8 +7,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/baton-dev/baton/agents/a2aagent"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents/a2aagent"
 	batonrecords "github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/test/a2aagents"

@@ -6,8 +6,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/baton-dev/baton/agents/httpagent"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents/httpagent"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 )

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
+	"github.com/baton-dev/baton/agents/httpagent"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents/httpagent"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 )

@@ -16,9 +16,9 @@ import (
 	"github.com/shopspring/decimal"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/agents"
-	"github.com/baton-dev/baton/internal/agents/providers"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/endpoints"

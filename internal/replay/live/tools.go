@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/baton-dev/baton/internal/agents"
+	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/internal/replay"
 	"github.com/baton-dev/baton/internal/workflow"
 )

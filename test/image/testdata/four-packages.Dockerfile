@@ -10,8 +10,8 @@ RUN go mod download
 
 COPY cmd/manager/ cmd/manager/
 COPY api/ api/
-COPY internal/agents/ internal/agents/
-COPY internal/controller/ internal/controller/
+COPY agents/ agents/
+COPY controllers/ controllers/
 
 # A static binary: no libc in the final image.
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager

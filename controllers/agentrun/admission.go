@@ -1,0 +1,219 @@
+package agentrun
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/agentquota"
+	"github.com/baton-dev/baton/internal/quota"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A run starts only when its namespace's AgentQuotas leave room (internal/quota decides). The
+// decision reads the namespace's runs from the cache; a run this operator let start is counted
+// from then on even before its status says so (a start is written with the first step), so
+// that two runs admitted at once never share one place. A run held waits Queued and comes back
+// by itself, sooner the nearer it is to the head of the line, and at once when a run of its
+// namespace ends.
+
+// queuedRewrite is how often a Queued run's new place in line is written: its place moves
+// with every run that starts, and a write per move per queued run would be many.
+const queuedRewrite = 30 * time.Second
+
+// admissions is what this operator admitted and wrote of its namespaces' lines.
+type admissions struct {
+	mu sync.Mutex
+	// admitted are the runs let start whose status may not say so yet, by namespace and name.
+	admitted map[string]map[string]struct{}
+	// written is when each Queued run's place was last written.
+	written map[types.NamespacedName]time.Time
+}
+
+func newAdmissions() *admissions {
+	return &admissions{admitted: map[string]map[string]struct{}{}, written: map[types.NamespacedName]time.Time{}}
+}
+
+func (a *admissions) forget(key types.NamespacedName) {
+	a.mu.Lock()
+	delete(a.admitted[key.Namespace], key.Name)
+	if len(a.admitted[key.Namespace]) == 0 {
+		delete(a.admitted, key.Namespace)
+	}
+	delete(a.written, key)
+	a.mu.Unlock()
+}
+
+// release takes back the admission of a run that its quotas let start and Kueue holds: it
+// counts as waiting again, not running.
+func (a *admissions) release(key types.NamespacedName) {
+	a.mu.Lock()
+	delete(a.admitted[key.Namespace], key.Name)
+	if len(a.admitted[key.Namespace]) == 0 {
+		delete(a.admitted, key.Namespace)
+	}
+	a.mu.Unlock()
+}
+
+// admitOrQueue admits the run, or keeps it Queued (or ends it, for a queue label no LocalQueue
+// can have) and says what the reconcile returns. Every way a run starts goes through it.
+func (r *Reconciler) admitOrQueue(ctx context.Context, w *working, now time.Time) (ctrl.Result, bool, error) {
+	v, err := r.admitted(ctx, w.AgentRun, now)
+	var invalid errQueueInvalid
+	switch {
+	case errors.As(err, &invalid):
+		res, err := r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, invalid.Error(), now))
+		return res, false, err
+	case err != nil:
+		return ctrl.Result{}, false, err
+	case !v.Admit:
+		res, err := r.queue(ctx, w, v, now)
+		return res, false, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// admitted decides whether the run may start: its namespace's quotas first, then, for a run
+// labelled with a LocalQueue, Kueue (kueue.go). A run Kueue holds gives its place back.
+func (r *Reconciler) admitted(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (quota.Verdict, error) {
+	v, err := r.admit(ctx, run, now)
+	if err != nil || !v.Admit {
+		return v, err
+	}
+	v, err = r.kueueAdmit(ctx, run)
+	if err != nil || !v.Admit {
+		r.admissions.release(client.ObjectKeyFromObject(run))
+	}
+	return v, err
+}
+
+// admit decides whether the run may start under its namespace's quotas. A run let start is
+// counted as running from now on.
+func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time.Time) (quota.Verdict, error) {
+	quotas := &v1alpha1.AgentQuotaList{}
+	if err := r.List(ctx, quotas, client.InNamespace(run.Namespace)); err != nil {
+		return quota.Verdict{}, err
+	}
+	if len(quotas.Items) == 0 {
+		return quota.Verdict{Admit: true}, nil
+	}
+	a := r.admissions
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := client.ObjectKeyFromObject(run)
+	inNamespace := a.admitted[run.Namespace]
+	if _, ok := inNamespace[run.Name]; ok {
+		return quota.Verdict{Admit: true}, nil
+	}
+	admitted := func(name string) bool {
+		_, ok := inNamespace[name]
+		return ok
+	}
+	use, runs, line, err := r.usage().Of(ctx, run.Namespace, quotas.Items, admitted, false, now)
+	if err != nil {
+		return quota.Verdict{}, err
+	}
+	line = slices.DeleteFunc(line, func(w quota.Waiting) bool { return admitted(w.Name) }) // at work, as far as quotas go
+	if len(inNamespace) > 0 {
+		seen := make(map[string]bool, len(runs))
+		for i := range runs {
+			seen[runs[i].Name] = true
+		}
+		for name := range inNamespace {
+			if !seen[name] {
+				use.Running++ // admitted, and in no list yet
+			}
+		}
+	}
+	v := quota.Decide(quotas.Items, use, line, quota.WaitingOf(run), now)
+	if v.Admit {
+		if inNamespace == nil {
+			inNamespace = map[string]struct{}{}
+			a.admitted[run.Namespace] = inNamespace
+		}
+		inNamespace[run.Name] = struct{}{}
+		delete(a.written, key)
+	}
+	return v, nil
+}
+
+// queue keeps a run its quotas or Kueue hold Queued, writing its place at most every
+// queuedRewrite. A run the quotas hold comes back sooner the nearer it is to the head of the
+// line; one Kueue holds comes back when its Workload changes.
+func (r *Reconciler) queue(ctx context.Context, w *working, v quota.Verdict, now time.Time) (ctrl.Result, error) {
+	reason, message := workflow.QueuedFor(&w.Status)
+	if v.Reason != v1alpha1.ReasonQuotaExceeded {
+		// Kueue's word changes only when its Workload does, which brings the run back: it is
+		// written whenever it changes.
+		if reason == v.Reason && message == v.Message && equality.Semantic.DeepEqual(w.Status.Kueue, w.stored.Kueue) {
+			return ctrl.Result{}, nil
+		}
+		return r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
+	}
+	key := client.ObjectKeyFromObject(w.AgentRun)
+	a := r.admissions
+	a.mu.Lock()
+	last, wrote := a.written[key]
+	fresh := wrote && reason == v.Reason && now.Sub(last) < queuedRewrite
+	if !fresh {
+		a.written[key] = now
+	}
+	a.mu.Unlock()
+	back := ctrl.Result{RequeueAfter: time.Second + time.Duration(min(v.Place, 300))*100*time.Millisecond}
+	if fresh {
+		return back, nil
+	}
+	_, err := r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
+	return back, err
+}
+
+// queuedBehind maps a run that ended to the head of its namespace's line, which may start now.
+func (r *Reconciler) queuedBehind(ctx context.Context, o client.Object) []reconcile.Request {
+	run, ok := o.(*v1alpha1.AgentRun)
+	if !ok {
+		return nil
+	}
+	line, err := agentquota.Line(ctx, r.Client, run.Namespace)
+	if err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, w := range line[:min(len(line), headOfLine)] {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: w.Name}})
+	}
+	return reqs
+}
+
+// headOfLine is how many runs at the head of a line a run's end wakes.
+const headOfLine = 4
+
+// endedPredicate passes the updates that end a run, and deletions: a place in its namespace's
+// line may be free.
+func endedPredicate() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*v1alpha1.AgentRun)
+			cur, ok2 := e.ObjectNew.(*v1alpha1.AgentRun)
+			return ok1 && ok2 && !old.Status.Phase.Terminal() && cur.Status.Phase.Terminal()
+		},
+	}
+}
+
+// usage reads what a namespace uses against its quotas.
+func (r *Reconciler) usage() *agentquota.Usage {
+	return &agentquota.Usage{Reader: r.Client, Ledger: r.Ledger, Bytes: r.Transcript}
+}

@@ -1,0 +1,85 @@
+package agentrun
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/agentquota"
+	"github.com/baton-dev/baton/internal/ledger"
+	"github.com/baton-dev/baton/internal/quota"
+	"github.com/baton-dev/baton/internal/steps"
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/transcript/sqlstore"
+)
+
+// operator is the AgentRun reconciler on a fake API server (cluster), with its step runner, the
+// Scripted provider, a SQLite transcript and the ledger: what the manager runs, without a
+// manager. drive reconciles a run as its watches would, until a condition holds.
+type operator struct {
+	*cluster
+	r      *Reconciler
+	store  transcript.Store
+	ledger *ledger.Ledger
+}
+
+// newOperator is an operator over the objects given.
+func newOperator(t *testing.T, objs ...client.Object) *operator {
+	t.Helper()
+	c := newCluster(t, objs...)
+	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "transcript.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	spend := ledger.New(store)
+	clk := clock.RealClock{}
+	known := providers.New(agents.Dependencies{Clock: clk})
+	runner := steps.New(steps.Config{Store: store, Providers: known, Clock: clk, Log: logr.Discard(), MaxInFlight: 8, Ledger: spend,
+		Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {
+			return agentquota.Caps(ctx, c, namespace)
+		}})
+	r := New(Config{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000), Clock: clk,
+		Providers: known, Transcript: store, Ledger: spend, Steps: runner})
+	return &operator{cluster: c, r: r, store: store, ledger: spend}
+}
+
+// drive reconciles the named run, and again whenever its step ends or a requeue comes due,
+// until done says the run is as the test wants it; it fails the test after a while.
+func (o *operator) drive(t *testing.T, name string, done func(*v1alpha1.AgentRun) bool) *v1alpha1.AgentRun {
+	t.Helper()
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}
+	deadline := time.After(20 * time.Second)
+	for {
+		res, err := o.r.Reconcile(context.Background(), req)
+		if err != nil {
+			t.Fatalf("reconciling %s: %v", name, err)
+		}
+		if run := o.run(t, name); done(run) {
+			return run
+		}
+		wait := res.RequeueAfter
+		if wait <= 0 || wait > 200*time.Millisecond {
+			wait = 200 * time.Millisecond
+		}
+		select {
+		case <-o.r.Steps.Woken():
+		case <-time.After(wait):
+		case <-deadline:
+			t.Fatalf("run %s is not as wanted after 20s: %+v", name, o.run(t, name).Status)
+		}
+	}
+}
+
+// ended reports whether a run ended.
+func ended(run *v1alpha1.AgentRun) bool { return run.Status.Phase.Terminal() }
