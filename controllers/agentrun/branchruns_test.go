@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -54,7 +56,7 @@ func TestAFanOutListsTheUIDsOfTheBranchRunsItMade(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := r.whileBranching(ctx, w, p, t0.Add(at)); err != nil {
+				if _, err := branching(ctx, r, w, p, t0.Add(at)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -132,7 +134,7 @@ func TestAFanOutOverATakenNameFailsRatherThanAdopt(t *testing.T) {
 			parent, whole := fanOut(t, p)
 			c := newCluster(t, append(tc.held(parent, whole), parent)...)
 			r := reconciler(t, c, parent, tc.trusted, 0)
-			if _, err := r.whileBranching(context.Background(), workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
+			if _, err := branching(context.Background(), r, workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			got := c.run(t, "r")
@@ -174,7 +176,7 @@ func TestOnlyTheRunOfTheListedUIDIsJoinedOrCancelled(t *testing.T) {
 	critic.Status.Phase = v1alpha1.PhaseRunning
 	c := newCluster(t, parent, impostor, critic)
 	r := reconciler(t, c, parent, true, 0)
-	if _, err := r.whileBranching(context.Background(), workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
+	if _, err := branching(context.Background(), r, workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	got := c.run(t, "r").Status
@@ -198,7 +200,7 @@ func TestABranchWhoseRunIsGoneFailsItsParent(t *testing.T) {
 	parent.Status.Branches = whole.Branches
 	c := newCluster(t, parent, branchRunOf(parent, whole, 2, "u2", operatorUser))
 	r := reconciler(t, c, parent, true, 0)
-	if _, err := r.whileBranching(context.Background(), workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
+	if _, err := branching(context.Background(), r, workingOn(t, c, whole), p, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	got := c.run(t, "r").Status
@@ -284,4 +286,15 @@ func TestAParentVouchesOnlyForItsOwnBranchRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// branching is the reconcile of a run that waits for its branches, at now, on plan p.
+func branching(ctx context.Context, r *Reconciler, w *working, p *workflow.Plan, now time.Time) (ctrl.Result, error) {
+	r.Clock.(*clocktesting.FakeClock).SetTime(now)
+	f, err := r.gather(ctx, w, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	f.Plan = p
+	return r.driveFrom(ctx, w, f)
 }

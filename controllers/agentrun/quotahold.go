@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -18,18 +17,15 @@ import (
 // A started run whose next model call would pass a cost or token cap of its namespace is held
 // (workflow.HoldAtQuota, one status write): its step stopped before the call, and goes on from
 // its transcript once the namespace has room for that call. The run comes back at the cap's
-// reset, whenever its namespace's AgentQuotas change, and every heldRetry (calls in flight may
+// reset, whenever its namespace's AgentQuotas change, and every workflow.HeldRetry (calls in flight may
 // settle for less than they reserved). Its status stays held until its step gets past the call:
 // a run that finds room and loses it again to another run costs no write.
 
-// heldRetry is how often a run held at a cap looks for room by itself.
-const heldRetry = 15 * time.Second
-
 // roomForHeld says whether a run held at its namespace's cap may take its step again, and, if
-// not, when to look again.
-func (r *Reconciler) roomForHeld(ctx context.Context, w *working, now time.Time) (bool, ctrl.Result, error) {
+// not, when to look again. A run that finds room remembers when (released).
+func (r *Reconciler) roomForHeld(ctx context.Context, w *working, now time.Time) (workflow.Room, error) {
 	if r.Ledger == nil {
-		return true, ctrl.Result{}, nil
+		return workflow.Room{Free: true}, nil
 	}
 	call, known := r.Steps.HeldCall(w.AgentRun)
 	if !known {
@@ -39,40 +35,18 @@ func (r *Reconciler) roomForHeld(ctx context.Context, w *working, now time.Time)
 	}
 	caps, err := r.caps.Caps(ctx, r.Client, w.Namespace)
 	if err != nil {
-		return false, ctrl.Result{}, err
+		return workflow.Room{}, err
 	}
 	v, err := r.Ledger.Room(ctx, w.Namespace, caps, call, now)
 	if err != nil {
-		return false, ctrl.Result{}, err
+		return workflow.Room{}, err
 	}
 	if v.Outcome == quota.Held {
-		return false, ctrl.Result{RequeueAfter: heldWait(v.Until, now)}, nil
+		return workflow.Room{Until: v.Until}, nil
 	}
 	log.FromContext(ctx).V(2).Info("A run held at its namespace's cap goes on", "agentRun", client.ObjectKeyFromObject(w))
 	r.runs.release(w.AgentRun, now)
-	return true, ctrl.Result{}, nil
-}
-
-// heldWait is how long a held run waits before it looks for room again: until its cap's
-// period resets, or heldRetry, whichever is sooner.
-func heldWait(until, now time.Time) time.Duration {
-	if until.IsZero() {
-		return heldRetry
-	}
-	return min(max(until.Sub(now), 0)+time.Millisecond, heldRetry)
-}
-
-// released is the status a run held at its namespace's cap goes on with, once its step got
-// past the call it was held at: the time held, until it found room, counts as waiting.
-func (r *Reconciler) released(w *working, res workflow.StepResult, now time.Time) v1alpha1.AgentRunStatus {
-	if w.Status.QuotaHold == nil || res.QuotaHold != nil {
-		return w.Status
-	}
-	at, ok := r.runs.takeRelease(w.AgentRun)
-	if !ok {
-		at = now
-	}
-	return workflow.ReleaseQuota(w.Status, at).Status
+	return workflow.Room{Free: true}, nil
 }
 
 // quotasChanged maps a namespace's AgentQuota that changed (a cap raised, a quota deleted) to

@@ -135,7 +135,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	// Order: the end of the run, then a cancel, then people's decisions, then the work.
 	cached := &v1alpha1.AgentRun{}
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -148,182 +147,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if w.Status.Phase.Terminal() {
-		// A terminal run never changes again, whatever is annotated or edited later; it only
-		// goes away once its time to live has passed. What is kept of it goes once its branches
-		// are cancelled: the ones this process made are known by it.
-		defer r.forget(req.NamespacedName)
-		if err := r.finishWorkload(ctx, w.AgentRun, r.Clock.Now()); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.cancelBranches(ctx, w.AgentRun, workflow.BranchesToCancel(&w.Status), "its parent run ended"); err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.expire(ctx, w.AgentRun)
-	}
-	now := r.Clock.Now()
-	if why, ok := w.Annotations[v1alpha1.AnnotationCancel]; ok {
-		return r.write(ctx, w, nil, workflow.Cancel(w.Status, why, now))
-	}
-	if w.Status.Phase.Started() {
-		why, evicted, err := r.evicted(ctx, w.AgentRun)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if evicted {
-			return r.write(ctx, w, nil, workflow.Evict(w.Status, why, now))
-		}
-	}
-	if annotations, d, ok := rawDecision(w.AgentRun, now); ok {
-		return r.intake(ctx, w.AgentRun, annotations, d)
-	}
-	pending := pendingDecisions(ctx, w.AgentRun, r.Trust.Trusted(ctx))
-	if !w.Status.Phase.Started() {
-		if len(pending) > 0 {
-			return r.write(ctx, w, nil, workflow.DecideAll(nil, w.Status, pending, now))
-		}
-		return r.start(ctx, w, now)
-	}
-	if w.Spec.Replay != nil {
-		// A replay run takes no steps: its replay runs outside the reconcile.
-		return r.replaying(ctx, w, now)
-	}
-	plan, err := r.pinnedPlan(ctx, w.AgentRun)
-	switch {
-	case errors.Is(err, errRevisionGone):
-		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("the pinned config %s no longer exists (the AgentConfig was deleted)", w.Status.ConfigRevision), now))
-	case errors.Is(err, errPlanInvalid):
-		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
-	case err != nil:
-		return ctrl.Result{}, err
-	}
-	if len(pending) > 0 {
-		return r.write(ctx, w, plan, workflow.DecideAll(plan, w.Status, pending, now))
-	}
-	switch w.Status.Phase {
-	case v1alpha1.PhaseAwaitingApproval:
-		if d, expired := workflow.CheckWaiting(plan, w.Status, now); expired {
-			return r.write(ctx, w, plan, d)
-		}
-		return r.requeueAtDeadline(plan, w.AgentRun, now), nil
-	case v1alpha1.PhaseAwaitingInput:
-		return ctrl.Result{}, nil
-	}
-	return r.advance(ctx, w, plan, now)
-}
-
-// advance takes the run as far as it goes now: the guards before each step, then the step's
-// start, or the step that just ended applied and, while the run goes on, the next step's start.
-// A step whose run goes on is held to be written with the steps after it (mayHold).
-func (r *Reconciler) advance(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
-	for {
-		if workflow.Branching(&w.Status) {
-			return r.whileBranching(ctx, w, plan, now)
-		}
-		if d, tripped := workflow.Check(plan, w.Status, now); tripped {
-			return r.write(ctx, w, plan, d)
-		}
-		step := workflow.Next(plan, &w.Status)
-		state, res, err := r.Steps.Next(ctx, w.AgentRun, step)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		switch state {
-		case steps.Running:
-			return r.whileRunning(ctx, w, plan, now, false)
-		case steps.Waiting:
-			return r.whileWaiting(ctx, w, plan, now)
-		case steps.NotStarted:
-			if w.Status.QuotaHold != nil {
-				if goOn, result, err := r.roomForHeld(ctx, w, now); !goOn || err != nil {
-					return result, err
-				}
-			}
-			log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(w), "step", step.Number, "agent", step.Agent)
-			r.Steps.Start(w.AgentRun, plan, step)
-			result, err := r.whileRunning(ctx, w, plan, now, true)
-			if _, _, waiting := r.Steps.WaitingFor(w.AgentRun); waiting && err == nil {
-				result.RequeueAfter = soonest(result.RequeueAfter, rateLimitedAfter)
-			}
-			return result, err
-		}
-		d := workflow.Apply(plan, r.released(w, res, now), res, now)
-		d.Context = nil // the step's record holds it
-		if mayHold(d, r.StatusBatchPeriod) {
-			// The run goes on at once: its next step starts before this one's status is
-			// written, then the status is written if it is due (the batch period has passed),
-			// else with the steps that end soon after. The transcript has the step already.
-			r.runs.hold(w, d.Status, now)
-			r.Steps.Consumed(w.AgentRun, step.Number)
-			w.Status, now = d.Status, r.Clock.Now()
-			continue
-		}
-		before := w.ResourceVersion
-		result, written, err := r.store(ctx, w, plan, d)
-		if written {
-			r.Steps.Consumed(w.AgentRun, step.Number)
-		}
-		if h := w.Status.QuotaHold; h != nil && err == nil && w.Status.Phase == v1alpha1.PhaseRunning {
-			var until time.Time
-			if h.Until != nil {
-				until = h.Until.Time
-			}
-			result.RequeueAfter = soonest(result.RequeueAfter, heldWait(until, now))
-			return result, nil
-		}
-		if err != nil || w.ResourceVersion == before || w.Status.Phase != v1alpha1.PhaseRunning || w.Status.StepCount != step.Number {
-			return result, err
-		}
-		// The run goes on: its next step starts now, from the status just written, not once
-		// the write's watch event has come back (that reconcile finds the step running).
-		now = r.Clock.Now()
-	}
-}
-
-// whileRunning is what a run whose step runs waits for: its timeout, and, when what it did
-// before the step is held, the write of it once it is due.
-func (r *Reconciler) whileRunning(ctx context.Context, w *working, plan *workflow.Plan, now time.Time, started bool) (ctrl.Result, error) {
-	result := r.requeueAtDeadline(plan, w.AgentRun, now)
-	due, held := r.runs.heldDue(w.AgentRun, r.StatusBatchPeriod)
-	if !held {
-		return result, nil
-	}
-	wait := due.Sub(now)
-	switch {
-	case wait <= 0 && started && r.runs.deferWrite(w.AgentRun):
-		// This reconcile started a step: the write comes back at low priority, after the runs
-		// whose steps ended meanwhile have started their next ones, so that a burst of writes
-		// does not stand between runs and their next steps.
-		result.RequeueAfter, result.Priority = time.Millisecond, ptr.To(handler.LowPriority)
-	case wait <= 0:
-		return r.write(ctx, w, plan, workflow.Update{Status: w.Status})
-	default:
-		result.RequeueAfter = soonest(result.RequeueAfter, wait)
-	}
-	return result, nil
-}
-
-// rateLimitedAfter is how long a step waits for its endpoint's capacity before its run says so:
-// a short wait costs no status write.
-const rateLimitedAfter = 2 * time.Second
-
-// whileWaiting is whileRunning for a run whose step waits for its endpoint's capacity: once it
-// has waited rateLimitedAfter, the run says so in its Progressing condition (one write). The
-// condition stays while the run's next steps wait in their turn (stillWaiting), so a run paced
-// step after step costs no write beyond its steps'.
-func (r *Reconciler) whileWaiting(ctx context.Context, w *working, plan *workflow.Plan, now time.Time) (ctrl.Result, error) {
-	_, since, waiting := r.Steps.WaitingFor(w.AgentRun)
-	if !waiting || workflow.IsRateLimited(&w.Status) {
-		return r.whileRunning(ctx, w, plan, now, false)
-	}
-	if left := since.Add(rateLimitedAfter).Sub(now); left > 0 {
-		result, err := r.whileRunning(ctx, w, plan, now, false)
-		result.RequeueAfter = soonest(result.RequeueAfter, left)
-		return result, err
-	}
-	what, _ := r.waitingFor(w.AgentRun, now)
-	return r.write(ctx, w, plan, workflow.RateLimited(w.Status, what, now))
+	return r.drive(ctx, w)
 }
 
 // waitingFor says what the run's step waits for, and for how long, if it waits for capacity.
@@ -347,23 +171,6 @@ func (r *Reconciler) stillWaiting(w *working, st v1alpha1.AgentRunStatus, now ti
 		return st
 	}
 	return workflow.RateLimited(st, what, now).Status
-}
-
-// soonest is the sooner of two requeue delays, 0 meaning none.
-func soonest(a, b time.Duration) time.Duration {
-	if a == 0 || b < a {
-		return b
-	}
-	return a
-}
-
-// mayHold reports whether a step's update may be held while the run's next step starts: steps
-// are batched (batch > 0), the run goes on, and it says nothing in Events (they follow the write
-// that they explain). A held update is written once the batch period since the oldest change
-// held has passed, after the next step has started, so the write is not in the way of the
-// run's work.
-func mayHold(d workflow.Update, batch time.Duration) bool {
-	return batch > 0 && d.Status.Phase == v1alpha1.PhaseRunning && len(d.Events) == 0 && !workflow.Branching(&d.Status)
 }
 
 // forget drops what the reconciler holds for a run that ended or is gone.

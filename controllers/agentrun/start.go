@@ -79,7 +79,8 @@ func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan,
 	r.runs.hold(w, d.Status, now)
 	run.Status = d.Status
 	r.runs.setPlan(run, plan)
-	return r.advance(ctx, w, plan, now)
+	w.begun = true
+	return ctrl.Result{}, nil
 }
 
 // secretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.

@@ -42,6 +42,8 @@ type working struct {
 	// stored is the run's status as the API server holds it: what the next write is computed
 	// against. The run's own Status is whole.
 	stored v1alpha1.AgentRunStatus
+	// begun is set when a start is held to be written with the run's first step (begin).
+	begun bool
 }
 
 // runTable holds what the reconciler keeps of every run it works on, and forget drops all of a
@@ -222,29 +224,27 @@ func (t *runTable) heldStatus(w *working) (v1alpha1.AgentRunStatus, bool) {
 	return status, held
 }
 
-// heldDue reports when the run's held status must be written, if one is held.
-func (t *runTable) heldDue(run *v1alpha1.AgentRun, batch time.Duration) (time.Time, bool) {
-	var due time.Time
-	held := false
+// heldWrite is when the run's held status must be written, if one is held and due at all, and
+// whether its write was put off once already.
+func (t *runTable) heldWrite(run *v1alpha1.AgentRun, batch time.Duration) workflow.HeldWrite {
+	var h workflow.HeldWrite
 	t.with(run, func(s *runState) {
 		if s.held != nil && !s.held.lazy {
-			due, held = s.held.due(batch), true
+			h = workflow.HeldWrite{Due: s.held.due(batch), Deferred: s.held.deferred}
 		}
 	})
-	return due, held
+	return h
 }
 
-// deferWrite reports whether the run's held status, due, may be written a little later, after
-// other runs' steps have started: once per held status, so that a run whose steps keep ending
-// at once is still written about once a batch period.
-func (t *runTable) deferWrite(run *v1alpha1.AgentRun) bool {
-	deferred := false
+// deferWrite notes that the run's held status, due, is written a little later, after other
+// runs' steps have started: once per held status, so that a run whose steps keep ending at once
+// is still written about once a batch period.
+func (t *runTable) deferWrite(run *v1alpha1.AgentRun) {
 	t.with(run, func(s *runState) {
-		if s.held != nil && !s.held.deferred {
-			s.held.deferred, deferred = true, true
+		if s.held != nil {
+			s.held.deferred = true
 		}
 	})
-	return deferred
 }
 
 // wholeParts is what is remembered of the whole input and history of the status last written,
@@ -302,9 +302,14 @@ func (t *runTable) release(run *v1alpha1.AgentRun, now time.Time) {
 	t.with(run, func(s *runState) { s.released = now })
 }
 
-// takeRelease is when the run found room, if it did since it was held.
-func (t *runTable) takeRelease(run *v1alpha1.AgentRun) (time.Time, bool) {
+// peekRelease is when the run found room, if it did since it was held.
+func (t *runTable) peekRelease(run *v1alpha1.AgentRun) (time.Time, bool) {
 	var at time.Time
-	t.with(run, func(s *runState) { at, s.released = s.released, time.Time{} })
+	t.with(run, func(s *runState) { at = s.released })
 	return at, !at.IsZero()
+}
+
+// takeRelease forgets when the run found room: its step got past the call it was held at.
+func (t *runTable) takeRelease(run *v1alpha1.AgentRun) {
+	t.with(run, func(s *runState) { s.released = time.Time{} })
 }

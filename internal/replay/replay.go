@@ -187,38 +187,52 @@ func (r *runner) run() {
 	}
 }
 
-// step takes the run's next step with its agent's next recorded turn, after the guards.
+// step is the run's next move, as the operator's reconcile would decide it
+// (workflow.NextAction): its branches joined, a guard that trips, or its next step taken with
+// its agent's next recorded turn.
 func (r *runner) step() {
-	if workflow.Branching(&r.st) {
+	f := workflow.Facts{Now: r.now, Status: r.st, Plan: r.p}
+	a := workflow.NextAction(f)
+	switch {
+	case a.Kind == workflow.Look && a.Need == workflow.NeedBranches:
 		r.join()
-		return
+	case a.Kind == workflow.Look && a.Need == workflow.NeedStep:
+		res, ok := r.take(a.Step)
+		if !ok {
+			return
+		}
+		f.Now, f.Step = r.now, &workflow.StepFacts{Number: a.Step.Number, State: workflow.StepEnded, Result: res}
+		r.applyStep(res, workflow.NextAction(f).Update)
+	case a.Kind == workflow.Write:
+		r.apply(a.Update)
+	default:
+		r.stop("after step %d the run cannot go on", r.st.StepCount)
 	}
-	if d, tripped := workflow.Check(r.p, r.st, r.now); tripped {
-		r.apply(d)
-		return
-	}
-	next := workflow.Next(r.p, &r.st)
+}
+
+// take answers step next with its agent's next recorded turn, or live. ok is false when the
+// recording cannot say, and the replay stopped.
+func (r *runner) take(next workflow.Step) (workflow.StepResult, bool) {
 	queue := r.turns[next.Agent]
 	if len(queue) == 0 {
-		r.answerLive(next)
-		return
+		return r.answerLive(next)
 	}
 	turn, ok := r.turn(queue[0])
 	r.turns[next.Agent] = queue[1:]
 	if !ok {
-		return
+		return workflow.StepResult{}, false
 	}
 	if turn.Time.After(r.now) {
 		r.now = turn.Time
 	}
 	res, ok := r.recorded(next, turn)
 	if !ok {
-		return
+		return workflow.StepResult{}, false
 	}
 	res.Input = next.Input
 	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
 	res.Held = nil
-	r.applyStep(res)
+	return res, true
 }
 
 // turn is recorded step i, whole: read back (Recording.Load) when the recording keeps only
@@ -280,15 +294,15 @@ func (r *runner) reach(gates ...string) {
 
 // answerLive answers a step the recording holds no turn for: live, when the replay may, else it
 // stops there.
-func (r *runner) answerLive(next workflow.Step) {
+func (r *runner) answerLive(next workflow.Step) (workflow.StepResult, bool) {
 	switch {
 	case r.opts.Live == nil:
 		r.exhausted = true
 		r.stop("step %d is %s's, and the recording holds no more turns of %s", next.Number, next.Agent, next.Agent)
-		return
+		return workflow.StepResult{}, false
 	case len(r.live) >= r.opts.MaxLive:
 		r.stop("step %d is %s's, and the replay answered %d turns live, as many as it may", next.Number, next.Agent, len(r.live))
-		return
+		return workflow.StepResult{}, false
 	}
 	turn := LiveTurn{Step: next, From: r.st.DeepCopy(), Now: r.now, Context: slices.Clone(r.context), Uses: &r.uses}
 	if next.Continues || next.Repairs {
@@ -297,18 +311,18 @@ func (r *runner) answerLive(next workflow.Step) {
 	res, err := r.opts.Live(turn)
 	if err != nil {
 		r.stop("step %d is %s's, answered live: %v", next.Number, next.Agent, err)
-		return
+		return workflow.StepResult{}, false
 	}
 	r.live = append(r.live, next.Number)
 	res.Agent, res.Input = next.Agent, next.Input
 	res.CountedTokens, res.CountedInputTokens, res.CountedCost, res.CountedToolCalls = 0, 0, "", 0
 	res.Held = nil
-	r.applyStep(res)
+	return res, true
 }
 
-// applyStep applies a step's answer, keeping what it adds to later agents' context.
-func (r *runner) applyStep(res workflow.StepResult) {
-	d := workflow.Apply(r.p, r.st, res, r.now)
+// applyStep applies d, the update of a step's answer res, keeping what it adds to later agents'
+// context.
+func (r *runner) applyStep(res workflow.StepResult, d workflow.Update) {
 	if r.opts.Live != nil {
 		r.last, r.errors = res.Output, ""
 		for _, c := range d.Context {
@@ -334,8 +348,8 @@ func (r *runner) decide() {
 			r.now = d.Time.Time
 		}
 		if d.By == v1alpha1.ByTimeout {
-			if u, expired := workflow.CheckWaiting(r.p, r.st, r.now); expired {
-				r.apply(u)
+			if a := workflow.NextAction(workflow.Facts{Now: r.now, Status: r.st, Plan: r.p}); a.Kind == workflow.Write {
+				r.apply(a.Update) // the gate's timeout, as the operator applies it
 			}
 		} else {
 			r.seq++
