@@ -5,6 +5,7 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 GO ?= go
+SHELL := /bin/bash
 # Ginkgo suites report every spec; CI logs get no colour codes.
 GINKGO_FLAGS ?= -ginkgo.v $(if $(CI),-ginkgo.no-color,)
 # Where the local control plane used by the quickstart keeps its state.
@@ -43,6 +44,9 @@ vet: ## Run go vet.
 lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
 	@out=$$(gofmt -l agents api cmd controllers hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
+	@# Every package's unit tests run, with the race detector or without (RACE_PKGS, PURE_PKGS).
+	@out=$$(comm -23 <($(GO) list ./agents/... ./api/... ./cmd/... ./controllers/... ./internal/... | sort) <($(GO) list $(RACE_PKGS) $(PURE_PKGS) | sort)); \
+		if [ -n "$$out" ]; then echo "packages in neither RACE_PKGS nor PURE_PKGS (Makefile):"; echo "$$out"; exit 1; fi
 	@# The pure core imports no client, SDK or database.
 	@out=$$($(GO) list -deps ./internal/workflow | grep -E 'openai-go|modelcontextprotocol|controller-runtime/pkg/(client|cache|manager)|k8s.io/client-go|jackc/pgx|modernc.org/sqlite|go.opentelemetry.io|prometheus/client_golang'); \
 		if [ -n "$$out" ]; then echo "internal/workflow must stay pure; it depends on:"; echo "$$out"; exit 1; fi
@@ -57,16 +61,34 @@ verify: manifests generate ## Fail if generated files or go.mod are stale.
 ##@ Tests
 
 .PHONY: test
-test: manifests generate lint test-unit fuzz test-integration test-e2e test-helm test-image ## Run every suite: unit, fuzz, integration (envtest), e2e, the Helm chart's and the image build's.
+test: manifests generate lint test-unit test-integration test-e2e test-helm test-image ## Run every suite: unit (with the fuzz seed corpora), integration (envtest), e2e, the Helm chart's and the image build's.
 
 # Property tests: cases per property.
 RAPID_CHECKS ?= 500
 # Fuzzing time per target.
 FUZZTIME ?= 20s
 
+# One build mode for the binaries and every suite that runs without the race detector: the
+# image's (static, paths trimmed). The e2e suite runs the manager as the image builds it, and
+# the image check finds every package compiled already. The race detector needs cgo: the
+# packages it runs on are built once more, in its mode.
+STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
+# Unit tests under the race detector: the packages that start goroutines or share state between
+# them. The rest decide from values (the core, the record format, the replays, money, quotas)
+# and run in the static mode. `make lint` checks that every package is in one list or the other.
+RACE_PKGS := ./agents/... ./controllers/... ./cmd/... ./internal/a2aserver/... ./internal/console/... \
+	./internal/endpoints/... ./internal/ledger/... ./internal/metrics/... ./internal/operator/... \
+	./internal/pacing/... ./internal/replay/live/... ./internal/replay/worker/... ./internal/steps/... \
+	./internal/toolbox/... ./internal/tools/... ./internal/transcript/... ./internal/transcriptapi/... \
+	./internal/webhook/...
+PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... \
+	./internal/kueue/... ./internal/quota/... ./internal/records/... ./internal/replay \
+	./internal/replay/stored/... ./internal/telemetry/... ./internal/textbound/... ./internal/workflow/...
+
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the A2A samples on the A2A JavaScript SDK, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.
-	PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -race -count=1 ./api/... ./agents/... ./controllers/... ./internal/... ./cmd/... ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
+	$(STATIC) PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -count=1 $(PURE_PKGS) ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
+	PG_BIN="$$(hack/postgres.sh)" $(GO) test -race -count=1 $(RACE_PKGS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core, the providers' answers and replays of transcript files for FUZZTIME each (the seed corpora also run in test-unit).
@@ -80,19 +102,19 @@ envtest-assets: ## Make kube-apiserver and etcd available (download, else build 
 
 .PHONY: test-integration
 test-integration: ## The envtest suites: the operator against a real API server and etcd, its transcript in a real PostgreSQL; runs' Workloads against a real Kueue.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" KUEUE_BIN="$$(hack/kueue.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... ./test/kueuetest/... $(GINKGO_FLAGS)
+	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" KUEUE_BIN="$$(hack/kueue.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... ./test/kueuetest/... $(GINKGO_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary, the real kubectl and a headless Chromium against a local control plane.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" CHROMIUM_BIN="$$(hack/chromium.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" CHROMIUM_BIN="$$(hack/chromium.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: test-helm
 test-helm: ## The Helm chart: helm lint, equivalence with config/default, a server-side dry run against a real API server.
-	HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 ./test/helm/...
+	$(STATIC) HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 ./test/helm/...
 
 .PHONY: test-image
 test-image: ## The container image without a container engine: build the manager from exactly the files the Dockerfile copies (after .dockerignore), with its build command.
-	$(GO) test -v -count=1 ./test/image/...
+	$(STATIC) $(GO) test -v -count=1 ./test/image/...
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, and replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default).
@@ -119,9 +141,9 @@ run: manifests generate ## Run the manager against the current kubeconfig (trans
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager and the kubectl plugin (kubectl-baton) into bin/.
-	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
-	$(GO) build -o $(LOCALBIN)/kubectl-baton ./cmd/kubectl-baton
+build: ## Build the manager and the kubectl plugin (kubectl-baton) into bin/, static, as the image builds the manager.
+	$(STATIC) $(GO) build -o $(LOCALBIN)/manager ./cmd/manager
+	$(STATIC) $(GO) build -o $(LOCALBIN)/kubectl-baton ./cmd/kubectl-baton
 
 .PHONY: install-plugin
 install-plugin: ## Install the kubectl plugin (kubectl baton) into $GOBIN, on the PATH.
