@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -81,7 +80,7 @@ func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflo
 		if i >= len(branches) || branches[i].Agent != b.Agent || workflow.InputDigest(branches[i].Input) != b.InputDigest {
 			return fmt.Errorf("the record of step %d does not hold branch %s as the run's status names it", step, b.Name)
 		}
-		child := branchRun(w.AgentRun, b, branches[i].Input, shares[i], step, int32(i+1), depthOf(w.AgentRun)+1)
+		child := branchRun(w.AgentRun, b, branches[i].Input, shares[i], step, int32(i+1), workflow.Depth(w.AgentRun)+1)
 		err := r.Create(ctx, child)
 		switch {
 		case apierrors.IsAlreadyExists(err):
@@ -146,7 +145,7 @@ func branchRun(parent *v1alpha1.AgentRun, b v1alpha1.BranchStatus, input string,
 }
 
 // startBranch starts a branch run, once its parent vouches for it: the parent controls it and
-// its status lists it, with the run's agent, input and share (checkBranch). It runs on the
+// its status lists it, with the run's agent, input and share (workflow.CheckBranch). It runs on the
 // config its parent pinned, from its agent, admitted with its parent.
 func (r *Reconciler) startBranch(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
 	run := w.AgentRun
@@ -193,7 +192,7 @@ func (r *Reconciler) vouch(ctx context.Context, run, parent *v1alpha1.AgentRun) 
 		}
 		return "", err
 	}
-	return checkBranch(run, parent, parentPlan), nil
+	return workflow.CheckBranch(run, parent, parentPlan), nil
 }
 
 // withRevision is the run as it will be once it pinned the revision: what pinnedPlan reads.
@@ -201,44 +200,6 @@ func withRevision(run *v1alpha1.AgentRun, revision string) *v1alpha1.AgentRun {
 	pinned := *run
 	pinned.Status.ConfigRevision = revision
 	return &pinned
-}
-
-// checkBranch says why the parent does not vouch for the run as its branch, if it does not:
-// the parent controls it, its status lists it with the run's agent and input, the run's limits
-// are its share, its approvals and depth are the parent's.
-func checkBranch(run, parent *v1alpha1.AgentRun, parentPlan *workflow.Plan) string {
-	b := run.Spec.Branch
-	if !workflow.ControlledBy(run, parent) {
-		return fmt.Sprintf("the run is not controlled by its parent %s", parent.Name)
-	}
-	index, listed := workflow.ListedBranch(&parent.Status, run.Name)
-	switch {
-	case !listed:
-		return fmt.Sprintf("the parent %s does not list the run among its branches", parent.Name)
-	case parent.Status.Branches[index].UID != "" && parent.Status.Branches[index].UID != string(run.UID):
-		return fmt.Sprintf("the parent %s lists another run (uid %s) as its branch %d", parent.Name, parent.Status.Branches[index].UID, index+1)
-	case int32(index+1) != b.Index || parent.Status.Branches[index].Agent != b.Agent:
-		return fmt.Sprintf("the parent %s lists branch %d to another agent", parent.Name, index+1)
-	case parent.Status.Branches[index].InputDigest != workflow.InputDigest(run.Spec.Input):
-		return fmt.Sprintf("the run's input is not the one the parent %s gave branch %d", parent.Name, index+1)
-	case parent.Spec.Approvals != run.Spec.Approvals:
-		return fmt.Sprintf("the run's approvals are not its parent's (%s)", parent.Spec.Approvals)
-	case b.Depth != depthOf(parent)+1:
-		return fmt.Sprintf("the run's depth is not its parent's plus one (%d)", depthOf(parent)+1)
-	}
-	shares := workflow.Shares(parentPlan, &parent.Status)
-	if index >= len(shares) || run.Spec.Limits == nil || !equality.Semantic.DeepEqual(shares[index], *run.Spec.Limits) {
-		return fmt.Sprintf("the run's limits are not its share of its parent %s's", parent.Name)
-	}
-	return ""
-}
-
-// depthOf is how deep a run is nested as a branch: 0 for a run that is no branch.
-func depthOf(run *v1alpha1.AgentRun) int32 {
-	if run.Spec.Branch == nil {
-		return 0
-	}
-	return run.Spec.Branch.Depth
 }
 
 // branchPhaseChanged passes the updates of a branch run that change its phase: the ones its

@@ -281,8 +281,8 @@ func TestAParentVouchesOnlyForItsOwnBranchRun(t *testing.T) {
 			run := branchRunOf(parent, whole, 1, "uid-1", operatorUser)
 			run.Spec.Limits = &shares[0]
 			tc.edit(par, run)
-			if got := checkBranch(run, par, p); got != tc.want {
-				t.Errorf("checkBranch = %q; want %q", got, tc.want)
+			if got := workflow.CheckBranch(run, par, p); got != tc.want {
+				t.Errorf("CheckBranch = %q; want %q", got, tc.want)
 			}
 		})
 	}

@@ -214,8 +214,8 @@ func endReplay(st v1alpha1.AgentRunStatus, found replayed, err error, budget int
 		return workflow.Update{}, false
 	}
 	report := found.report
-	d := workflow.Fail(st, v1alpha1.ReasonReplayed, replayMessage(recorded, report), now)
-	d.Status.Replay = replayStatus(recorded, report)
+	d := workflow.Fail(st, v1alpha1.ReasonReplayed, report.Message(recorded), now)
+	d.Status.Replay = report.Status(recorded)
 	d.Status.Replay.Attempts = st.Replay.Attempts
 	d.Status.HandoffSequence = report.Replayed.Path[max(0, len(report.Replayed.Path)-workflow.HistoryLength):]
 	return d, true

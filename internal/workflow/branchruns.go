@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,4 +101,42 @@ func NotBranch(run, parent *v1alpha1.AgentRun, i int, made types.UID, operator s
 		return fmt.Sprintf("%s holds its name, and was created by someone other than Baton", in)
 	}
 	return ""
+}
+
+// CheckBranch says why the parent does not vouch for the run as its branch, if it does not:
+// the parent controls it, its status lists it with the run's agent and input, the run's limits
+// are its share, its approvals and depth are the parent's.
+func CheckBranch(run, parent *v1alpha1.AgentRun, parentPlan *Plan) string {
+	b := run.Spec.Branch
+	if !ControlledBy(run, parent) {
+		return fmt.Sprintf("the run is not controlled by its parent %s", parent.Name)
+	}
+	index, listed := ListedBranch(&parent.Status, run.Name)
+	switch {
+	case !listed:
+		return fmt.Sprintf("the parent %s does not list the run among its branches", parent.Name)
+	case parent.Status.Branches[index].UID != "" && parent.Status.Branches[index].UID != string(run.UID):
+		return fmt.Sprintf("the parent %s lists another run (uid %s) as its branch %d", parent.Name, parent.Status.Branches[index].UID, index+1)
+	case int32(index+1) != b.Index || parent.Status.Branches[index].Agent != b.Agent:
+		return fmt.Sprintf("the parent %s lists branch %d to another agent", parent.Name, index+1)
+	case parent.Status.Branches[index].InputDigest != InputDigest(run.Spec.Input):
+		return fmt.Sprintf("the run's input is not the one the parent %s gave branch %d", parent.Name, index+1)
+	case parent.Spec.Approvals != run.Spec.Approvals:
+		return fmt.Sprintf("the run's approvals are not its parent's (%s)", parent.Spec.Approvals)
+	case b.Depth != Depth(parent)+1:
+		return fmt.Sprintf("the run's depth is not its parent's plus one (%d)", Depth(parent)+1)
+	}
+	shares := Shares(parentPlan, &parent.Status)
+	if index >= len(shares) || run.Spec.Limits == nil || !equality.Semantic.DeepEqual(shares[index], *run.Spec.Limits) {
+		return fmt.Sprintf("the run's limits are not its share of its parent %s's", parent.Name)
+	}
+	return ""
+}
+
+// Depth is how deep a run is nested as a branch: 0 for a run that is no branch.
+func Depth(run *v1alpha1.AgentRun) int32 {
+	if run.Spec.Branch == nil {
+		return 0
+	}
+	return run.Spec.Branch.Depth
 }

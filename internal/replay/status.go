@@ -1,17 +1,16 @@
-package agentrun
+package replay
 
 import (
 	"fmt"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/replay"
 	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // What a replay run's status says of what its replay found.
 
-// replayMessage says in a line what the replay found.
-func replayMessage(run string, rep replay.Report) string {
+// Message says in a line what the replay of the recorded run found.
+func (rep Report) Message(run string) string {
 	switch {
 	case rep.Same():
 		return fmt.Sprintf("replayed run %s on the config as it is now: it ran the same path, tokens and end (%s)", run, rep.Replayed.Reason)
@@ -25,16 +24,16 @@ func replayMessage(run string, rep replay.Report) string {
 		run, rep.Diverged, orPhase(rep.Replayed), orPhase(rep.Recorded))
 }
 
-func orPhase(s replay.Summary) string {
+func orPhase(s Summary) string {
 	if s.Reason != "" {
 		return string(s.Reason)
 	}
 	return string(s.Phase)
 }
 
-// replayStatus is status.replay of what the replay found.
-func replayStatus(run string, rep replay.Report) *v1alpha1.ReplayStatus {
-	outcome := func(s replay.Summary) v1alpha1.ReplayOutcome {
+// Status is a replay run's status.replay: what the replay of the recorded run found.
+func (rep Report) Status(run string) *v1alpha1.ReplayStatus {
+	outcome := func(s Summary) v1alpha1.ReplayOutcome {
 		return v1alpha1.ReplayOutcome{Phase: s.Phase, Reason: s.Reason, Message: textbound.Status(s.Message, 1024),
 			Steps: s.Steps, Tokens: s.Tokens, Cost: s.Cost}
 	}
