@@ -52,58 +52,81 @@ func FuzzProviderAnswers(f *testing.F) {
 		mu.Lock()
 		answer = body
 		mu.Unlock()
-		spec := MakeConfig("fuzz", "ns").Mode(v1alpha1.ModeSupervisor).Agents(
-			MakeAgent("a").Provider(v1alpha1.ProviderOpenAI).HandsOffTo("b"),
-			MakeAgent("b").Provider(v1alpha1.ProviderHTTP).HandsOffTo("a")).Obj().Spec
-		spec.Agents[0].Model.Name, spec.Agents[0].Model.Endpoint = "m", server.URL
-		spec.Agents[1].Model.Endpoint = server.URL
-		spec.Routing = &v1alpha1.Routing{Supervisor: "a"}
-		for i := range spec.Agents {
-			spec.Agents[i].Model.APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "llm", Key: "apiKey"}
-		}
-		plan, errs := workflow.NewPlan(spec, nil)
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
+		plan := fuzzPlan(t, server.URL)
 		now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 		st := workflow.Start(plan, v1alpha1.AgentRunStatus{}, "task", "rev", now).Status
 		for range 3 {
 			if st.Phase != v1alpha1.PhaseRunning {
 				break
 			}
-			step := workflow.Next(plan, &st)
-			a, err := providers.For(plan.Agent(step.Agent).Model.Provider)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
-			answer, err := a.Step(ctx, &agents.Request{Namespace: "ns", Run: "r", RunUID: "u", Step: step.Number,
-				Agent: *plan.Agent(step.Agent), Input: step.Input, Children: []agents.Peer{{Name: "b"}}})
-			cancel()
-			if answer != nil {
-				res.Result = *answer
-			}
-			if err != nil {
-				res.Error = err.Error()
-			}
+			res := takeFuzzStep(t, providers, plan, &st)
 			before := st.TokensUsed
 			st = workflow.Apply(plan, st, res, now).Status
 			workflow.FitStatus(&st)
-			data, _ := json.Marshal(st)
-			switch {
-			case st.TokensUsed < before:
-				t.Fatalf("tokens went down from %d to %d", before, st.TokensUsed)
-			case strings.Contains(string(data), key):
-				t.Fatalf("the key is in the status: %s", data)
-			case len(data) > workflow.StatusBudget:
-				t.Fatalf("the status takes %d bytes", len(data))
-			}
-			for _, r := range st.HandoffSequence {
-				if c := r.Confidence; c != nil && (*c < 0 || *c > 1) {
-					t.Fatalf("confidence %v in the handoff sequence", *c)
-				}
-			}
+			checkFuzzStatus(t, st, before)
 		}
 	})
+}
+
+// fuzzPlan is a supervisor over an OpenAI agent and an HTTP agent, both answered by the server
+// at url, both given the key.
+func fuzzPlan(t *testing.T, url string) *workflow.Plan {
+	t.Helper()
+	spec := MakeConfig("fuzz", "ns").Mode(v1alpha1.ModeSupervisor).Agents(
+		MakeAgent("a").Provider(v1alpha1.ProviderOpenAI).HandsOffTo("b"),
+		MakeAgent("b").Provider(v1alpha1.ProviderHTTP).HandsOffTo("a")).Obj().Spec
+	spec.Agents[0].Model.Name, spec.Agents[0].Model.Endpoint = "m", url
+	spec.Agents[1].Model.Endpoint = url
+	spec.Routing = &v1alpha1.Routing{Supervisor: "a"}
+	for i := range spec.Agents {
+		spec.Agents[i].Model.APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "llm", Key: "apiKey"}
+	}
+	plan, errs := workflow.NewPlan(spec, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return plan
+}
+
+// takeFuzzStep asks the provider of the run's next agent for its step, and returns what it
+// answered or the error it failed with.
+func takeFuzzStep(t *testing.T, ps *agents.Providers, plan *workflow.Plan, st *v1alpha1.AgentRunStatus) workflow.StepResult {
+	t.Helper()
+	step := workflow.Next(plan, st)
+	a, err := ps.For(plan.Agent(step.Agent).Model.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
+	answer, err := a.Step(ctx, &agents.Request{Namespace: "ns", Run: "r", RunUID: "u", Step: step.Number,
+		Agent: *plan.Agent(step.Agent), Input: step.Input, Children: []agents.Peer{{Name: "b"}}})
+	if answer != nil {
+		res.Result = *answer
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+// checkFuzzStatus fails the test when the status breaks what the API requires, whatever the
+// servers answered.
+func checkFuzzStatus(t *testing.T, st v1alpha1.AgentRunStatus, tokensBefore int64) {
+	t.Helper()
+	data, _ := json.Marshal(st)
+	switch {
+	case st.TokensUsed < tokensBefore:
+		t.Fatalf("tokens went down from %d to %d", tokensBefore, st.TokensUsed)
+	case strings.Contains(string(data), key):
+		t.Fatalf("the key is in the status: %s", data)
+	case len(data) > workflow.StatusBudget:
+		t.Fatalf("the status takes %d bytes", len(data))
+	}
+	for _, r := range st.HandoffSequence {
+		if c := r.Confidence; c != nil && (*c < 0 || *c > 1) {
+			t.Fatalf("confidence %v in the handoff sequence", *c)
+		}
+	}
 }

@@ -328,6 +328,9 @@ func TestACallersStreamsAreBounded(t *testing.T) {
 	}
 	bobs := subscribe(ctx, "bob")
 	bobs.wait(t)
+	if n, m := h.streamsOf("bob"), h.streamsOf("alice"); n != 1 || m != 2 {
+		t.Errorf("bob holds %d places and alice %d, want 1 and 2: each caller's places are counted apart", n, m)
+	}
 
 	stop()
 	if err := held[0].result(t); !errors.Is(err, context.Canceled) {

@@ -66,17 +66,35 @@ type amounts struct {
 	nanos  map[string]int64
 }
 
+// add adds a call's or a booked row's amounts. Every sum saturates at transcript.MaxSpend, as
+// the store's do, so that calls whose servers report absurd usage cannot make it wrap around
+// to less than was spent.
 func (a *amounts) add(currency string, nanos, tokens int64) {
-	a.tokens += tokens
+	a.tokens = saturated(a.tokens, tokens)
 	if nanos != 0 {
 		if a.nanos == nil {
 			a.nanos = map[string]int64{}
 		}
-		a.nanos[currency] += nanos
+		a.nanos[currency] = saturated(a.nanos[currency], nanos)
 	}
 }
 
 func (a *amounts) sub(currency string, nanos, tokens int64) { a.add(currency, -nanos, -tokens) }
+
+// saturated is a + b, held within ±transcript.MaxSpend.
+func saturated(a, b int64) int64 {
+	a, b = bounded(a), bounded(b)
+	switch {
+	case b > 0 && a > transcript.MaxSpend-b:
+		return transcript.MaxSpend
+	case b < 0 && a < -transcript.MaxSpend-b:
+		return -transcript.MaxSpend
+	}
+	return a + b
+}
+
+// bounded is n held within ±transcript.MaxSpend.
+func bounded(n int64) int64 { return min(max(n, -transcript.MaxSpend), transcript.MaxSpend) }
 
 func (l *Ledger) account(namespace string) *account {
 	l.mu.Lock()
@@ -147,8 +165,8 @@ func (a *account) spent(day, month, currency string, reserved bool) quota.Spent 
 	s := quota.Spent{DayTokens: d.spent.tokens, MonthTokens: m.spent.tokens,
 		DayCost: cost.FromNanos(d.spent.nanos[currency]), MonthCost: cost.FromNanos(m.spent.nanos[currency])}
 	if reserved {
-		s.DayTokens += d.reserved.tokens
-		s.MonthTokens += m.reserved.tokens
+		s.DayTokens = saturated(s.DayTokens, d.reserved.tokens)
+		s.MonthTokens = saturated(s.MonthTokens, m.reserved.tokens)
 		s.DayCost = s.DayCost.Add(cost.FromNanos(d.reserved.nanos[currency]))
 		s.MonthCost = s.MonthCost.Add(cost.FromNanos(m.reserved.nanos[currency]))
 	}
@@ -188,9 +206,9 @@ func (l *Ledger) Reserve(ctx context.Context, namespace string, caps *quota.Caps
 			return nil, v, nil
 		}
 	}
-	r := &Reservation{l: l, account: a, namespace: namespace, day: day, month: month, currency: call.Currency, tokens: max(call.Tokens, 0)}
+	r := &Reservation{l: l, account: a, namespace: namespace, day: day, month: month, currency: call.Currency, tokens: bounded(max(call.Tokens, 0))}
 	if call.Priced && !call.Free {
-		r.nanos = cost.Nanos(call.Cost)
+		r.nanos = bounded(cost.Nanos(call.Cost))
 	}
 	for _, t := range []*totals{d, m} {
 		t.reserved.add(r.currency, r.nanos, r.tokens)

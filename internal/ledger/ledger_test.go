@@ -206,6 +206,58 @@ func TestAStepGivenUpBooksWhatItsCallsUsed(t *testing.T) {
 	}
 }
 
+// A model server can report any usage. What the ledger counts of it saturates, in memory as in
+// the store, so that no sum wraps around to less than was spent and lifts a cap.
+func TestCallsThatReportAbsurdUsageCannotLiftACap(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	call := quota.Call{Tokens: 100, Cost: usd("0.01"), Currency: "USD", Priced: true}
+	most := cost.FromNanos(transcript.MaxSpend)
+
+	t.Run("calls in flight that settle at once", func(t *testing.T) {
+		l := ledger.New(store)
+		caps := capsOf(v1alpha1.AgentQuotaSpec{MaxCostPerDay: ptr.To("10")})
+		var inFlight []*ledger.Reservation
+		for range 2 {
+			res, v, err := l.Reserve(ctx, "team-a", caps, call, now)
+			if err != nil || v.Outcome != quota.Allowed {
+				t.Fatalf("a call in flight: %+v %v", v, err)
+			}
+			inFlight = append(inFlight, res)
+		}
+		for _, res := range inFlight {
+			res.Settle(1<<62, usd("9000000000000000000000"))
+		}
+		if _, v, err := l.Reserve(ctx, "team-a", caps, call, now); err != nil || v.Outcome != quota.Held {
+			t.Errorf("the next call: %+v %v; want held", v, err)
+		}
+		if spent, err := l.Spent(ctx, "team-a", "USD", now); err != nil || !spent.DayCost.Equal(most) {
+			t.Errorf("spent %+v (%v); want the day's cost at the most the ledger counts, %s", spent, err, cost.Format(most))
+		}
+	})
+
+	t.Run("days booked at the most, read by a fresh operator", func(t *testing.T) {
+		for i, day := range []string{"2026-11-26", "2026-11-27"} {
+			spend := transcript.Spend{Day: day, Currency: "USD", CostNanos: transcript.MaxSpend, Tokens: transcript.MaxSpend}
+			if _, err := store.Append(ctx, record("absurd", int32(i+1), spend)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		caps := capsOf(v1alpha1.AgentQuotaSpec{MaxCostPerMonth: ptr.To("100"), MaxTokensPerMonth: ptr.To[int64](1_000_000)})
+		l := ledger.New(store)
+		if _, v, err := l.Reserve(ctx, "other", caps, call, now); err != nil || v.Outcome != quota.Allowed {
+			t.Errorf("another namespace's call: %+v %v; want allowed", v, err)
+		}
+		if _, v, err := l.Reserve(ctx, "team-a", caps, call, now); err != nil || v.Outcome != quota.Held {
+			t.Errorf("the next call: %+v %v; want held", v, err)
+		}
+		spent, err := l.Spent(ctx, "team-a", "USD", now)
+		if err != nil || !spent.MonthCost.Equal(most) || spent.MonthTokens != transcript.MaxSpend {
+			t.Errorf("spent %+v (%v); want the month's cost and tokens at the most the ledger counts", spent, err)
+		}
+	})
+}
+
 // BenchmarkACallsCheck is what the per-call check costs a step: a reservation against a
 // namespace's caps and its settling, with the period loaded.
 func BenchmarkACallsCheck(b *testing.B) {

@@ -25,22 +25,7 @@ func TestEverything(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"echo", "get-sum", "get-structured-content", "get-tiny-image", "get-resource-links"} {
-			if !slices.Contains(names(listed), want) {
-				t.Fatalf("%s is not among the tools listed: %v", want, names(listed))
-			}
-		}
-		echo := listed[slices.Index(names(listed), "echo")]
-		var schema struct {
-			Type       string                     `json:"type"`
-			Properties map[string]json.RawMessage `json:"properties"`
-		}
-		if err := json.Unmarshal(echo.InputSchema, &schema); err != nil || schema.Type != "object" || schema.Properties["message"] == nil {
-			t.Fatalf("echo's input schema: %s (%v)", echo.InputSchema, err)
-		}
-		if echo.Server != "everything" || echo.Description == "" {
-			t.Fatalf("echo: %+v", echo)
-		}
+		checkEverythingsTools(t, listed)
 	})
 
 	t.Run("echo", func(t *testing.T) {
@@ -86,6 +71,28 @@ func TestEverything(t *testing.T) {
 			t.Fatalf("result: %+v", got)
 		}
 	})
+}
+
+// checkEverythingsTools checks that server-everything's tools are listed, and that its echo
+// tool comes with its server, its description and the input schema it declares.
+func checkEverythingsTools(t *testing.T, listed []tools.Tool) {
+	t.Helper()
+	for _, want := range []string{"echo", "get-sum", "get-structured-content", "get-tiny-image", "get-resource-links"} {
+		if !slices.Contains(names(listed), want) {
+			t.Fatalf("%s is not among the tools listed: %v", want, names(listed))
+		}
+	}
+	echo := listed[slices.Index(names(listed), "echo")]
+	var schema struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(echo.InputSchema, &schema); err != nil || schema.Type != "object" || schema.Properties["message"] == nil {
+		t.Fatalf("echo's input schema: %s (%v)", echo.InputSchema, err)
+	}
+	if echo.Server != "everything" || echo.Description == "" {
+		t.Fatalf("echo: %+v", echo)
+	}
 }
 
 // A server that restarts forgets its sessions: the next call opens a new one, and is made.

@@ -13,10 +13,9 @@ import (
 var baselineGV = schema.GroupVersion{Group: "bench.baton.dev", Version: "v1"}
 
 // addBaselineToScheme registers BaselineRun and its list.
-func addBaselineToScheme(s *runtime.Scheme) error {
+func addBaselineToScheme(s *runtime.Scheme) {
 	s.AddKnownTypes(baselineGV, &BaselineRun{}, &BaselineRunList{})
 	metav1.AddToGroupVersion(s, baselineGV)
-	return nil
 }
 
 // Baseline phases.

@@ -114,7 +114,7 @@ func (e *env) measureFanOut(ctx context.Context, f fanOut) (fanOutFigures, error
 		return out, fmt.Errorf("%s: %w", f.name, err)
 	}
 	out.wall = end.Sub(began)
-	e.baton.writes.settle(ctx, time.Second, 15*time.Second)
+	e.baton.writes.settle(ctx)
 	after, err := e.after(ctx)
 	if err != nil {
 		return out, err

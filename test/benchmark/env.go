@@ -78,7 +78,7 @@ func startEnv(dir string) (*env, error) {
 	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(operator.AddToScheme(scheme))
-	utilruntime.Must(addBaselineToScheme(scheme))
+	addBaselineToScheme(scheme)
 	te := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases"), "testdata"},
 		ErrorIfCRDPathMissing: true,
@@ -242,12 +242,19 @@ func (w *writeCounter) total() int64 {
 	return w.sent
 }
 
-// settle waits until the client has sent no write for quiet (at most limit): Events are sent
-// after the status write that they follow.
-func (w *writeCounter) settle(ctx context.Context, quiet, limit time.Duration) {
-	deadline := time.Now().Add(limit)
+// How long the client must send no write for its writes to count as settled, and the longest
+// settle waits for that.
+const (
+	settleQuiet = time.Second
+	settleLimit = 15 * time.Second
+)
+
+// settle waits until the client has sent no write for settleQuiet (at most settleLimit): Events
+// are sent after the status write that they follow.
+func (w *writeCounter) settle(ctx context.Context) {
+	deadline := time.Now().Add(settleLimit)
 	last, since := w.total(), time.Now()
-	for time.Now().Before(deadline) && time.Since(since) < quiet {
+	for time.Now().Before(deadline) && time.Since(since) < settleQuiet {
 		select {
 		case <-ctx.Done():
 			return

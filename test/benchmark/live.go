@@ -45,7 +45,7 @@ func (e *env) measureLive(ctx context.Context, n int, wait time.Duration) (liveF
 		return f, err
 	}
 	e.baton.tracker.follow(ns)
-	e.baton.writes.settle(ctx, time.Second, 15*time.Second)
+	e.baton.writes.settle(ctx)
 	before, err := e.before(ctx)
 	if err != nil {
 		return f, err

@@ -114,7 +114,7 @@ func (e *env) measure(ctx context.Context, s subject, w workload, profile string
 	}
 	sd := s.side()
 	sd.tracker.follow(ns)
-	sd.writes.settle(ctx, time.Second, 15*time.Second)
+	sd.writes.settle(ctx)
 	before, err := e.before(ctx)
 	if err != nil {
 		return m, err
@@ -138,7 +138,7 @@ func (e *env) measure(ctx context.Context, s subject, w workload, profile string
 		return m, fmt.Errorf("%s on %s: %w", s.name(), w.name, err)
 	}
 	m.wall = end.Sub(began)
-	sd.writes.settle(ctx, time.Second, 15*time.Second)
+	sd.writes.settle(ctx)
 	after, err := e.after(ctx)
 	if err != nil {
 		return m, err

@@ -137,7 +137,7 @@ func (e *env) measureOverload(ctx context.Context, o overload) (overloadFigures,
 		return f, err
 	}
 	e.baton.tracker.follow(nss...)
-	e.baton.writes.settle(ctx, time.Second, 15*time.Second)
+	e.baton.writes.settle(ctx)
 	before, err := e.before(ctx)
 	if err != nil {
 		return f, err

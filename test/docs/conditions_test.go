@@ -33,29 +33,36 @@ func definedConditions(t *testing.T) map[string]string {
 			if !ok || gen.Tok != token.CONST {
 				continue
 			}
-			for _, spec := range gen.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Condition") || i >= len(vs.Values) {
-						continue
-					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						continue
-					}
-					value, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatalf("constant %s: %v", name.Name, err)
-					}
-					out[value] = name.Name
-				}
-			}
+			addConditions(t, gen, out)
 		}
 	}
 	if len(out) == 0 {
 		t.Fatal("api/v1alpha1 defines no Condition constants: has the package moved?")
 	}
 	return out
+}
+
+// addConditions adds to out the string constants named Condition... of one const declaration,
+// keyed by their value.
+func addConditions(t *testing.T, gen *ast.GenDecl, out map[string]string) {
+	t.Helper()
+	for _, spec := range gen.Specs {
+		vs := spec.(*ast.ValueSpec)
+		for i, name := range vs.Names {
+			if !strings.HasPrefix(name.Name, "Condition") || i >= len(vs.Values) {
+				continue
+			}
+			lit, ok := vs.Values[i].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				continue
+			}
+			value, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				t.Fatalf("constant %s: %v", name.Name, err)
+			}
+			out[value] = name.Name
+		}
+	}
 }
 
 // apiFiles parses api/v1alpha1's Go files, with their comments, leaving out tests.

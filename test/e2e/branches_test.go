@@ -40,7 +40,7 @@ var _ = Describe("Parallel branches with kubectl", func() {
 		Expect(jsonpath("agentrun", "report", ns, `{range .status.branches[*]}{.name} {.agent} {.phase} {.reason} {.tokensUsed}{"\n"}{end}`)).
 			To(Equal("report-b1-1 researcher Succeeded Completed 30\nreport-b1-2 critic Succeeded Completed 20\n"))
 		Expect(outcomes(ns, "report")).To(Equal("FanOut researcher,critic; Joined writer; Final ; "))
-		Expect(stepInput(ns, "report", 2)).To(Equal("writer: " +
+		Expect(joinedInput(ns, "report")).To(Equal("writer: " +
 			"## Branch 1: researcher (Completed)\n\nthree sources\n\n## Branch 2: critic (Completed)\n\ntwo weak points"))
 		Expect(jsonpath("agentrun", "report", ns, "{.status.tokensUsed} {.status.stepCount} {.status.branchSteps}")).
 			To(Equal("550 2 2"), "the lead's 100, the branches' 30 and 20, the writer's 400; two steps of its own, one in each branch")
@@ -64,7 +64,7 @@ var _ = Describe("Parallel branches with kubectl", func() {
 			To(Equal("cancelled by annotation agents.baton.dev/cancel: the run joined without it"))
 		Expect(jsonpath("agentrun", "survey", ns, `{.status.handoffSequence[?(@.outcome=="Joined")].reason}`)).
 			To(Equal("joined 2 of 3 branches (Quorum)"))
-		Expect(stepInput(ns, "survey", 2)).To(Equal("writer: ## Branch 1: researcher (Completed)\n\nthree surveys\n\n" +
+		Expect(joinedInput(ns, "survey")).To(Equal("writer: ## Branch 1: researcher (Completed)\n\nthree surveys\n\n" +
 			"## Branch 2: researcher (Completed)\n\ntwo vendors\n\n## Branch 3: critic (cancelled: not needed for the join)\n\nNo output."))
 	})
 
@@ -85,7 +85,7 @@ var _ = Describe("Parallel branches with kubectl", func() {
 			"quick-b1-1 Cancelled Cancelled researcher\nquick-b1-2 Cancelled Cancelled researcher\nquick-b1-3 Succeeded Completed critic\n"))
 		Expect(jsonpath("agentrun", "quick", ns, `{.status.handoffSequence[?(@.outcome=="Joined")].reason}`)).
 			To(Equal("joined 1 of 3 branches (First)"))
-		Expect(stepInput(ns, "quick", 2)).To(HaveSuffix("## Branch 3: critic (Completed)\n\ntwo weak points"))
+		Expect(joinedInput(ns, "quick")).To(HaveSuffix("## Branch 3: critic (Completed)\n\ntwo weak points"))
 		Expect(jsonpath("agentrun", "quick", ns, "{.status.output} {.status.tokensUsed}")).To(Equal("the report 520"),
 			"the cancelled branches used nothing")
 	})
@@ -124,7 +124,7 @@ var _ = Describe("Parallel branches with kubectl", func() {
 		waitFor(ns, "figures", "{.status.phase}", "Succeeded")
 
 		Expect(jsonpath("agentrun", "figures-b1-1", ns, "{.spec.limits.maxSteps} {.status.terminationReason}")).To(Equal("4 MaxStepsExceeded"))
-		Expect(stepInput(ns, "figures", 2)).To(Equal("writer: ## Branch 1: ping (MaxStepsExceeded)\n\n" +
+		Expect(joinedInput(ns, "figures")).To(Equal("writer: ## Branch 1: ping (MaxStepsExceeded)\n\n" +
 			"No output: step limit: 4 of 4 steps taken; ping was not started\n\n## Branch 2: critic (Completed)\n\ntwo weak points"))
 		Expect(jsonpath("agentrun", "figures", ns, "{.status.output} {.status.stepCount} {.status.branchSteps}")).To(Equal("the report 2 5"))
 	})
@@ -191,7 +191,7 @@ var _ = Describe("Parallel branches with kubectl", func() {
 			To(Equal("Approved sources bob\n"))
 		Expect(jsonpath("agentrun", "report", ns, "{.status.output} {.status.approvals}")).To(Equal("the report "),
 			"the gate was the branch's, decided on the branch")
-		Expect(stepInput(ns, "report", 2)).To(HavePrefix("writer: ## Branch 1: researcher (Completed)\n\nthree sources"))
+		Expect(joinedInput(ns, "report")).To(HavePrefix("writer: ## Branch 1: researcher (Completed)\n\nthree sources"))
 	})
 
 	It("cancels every running branch with the run cancelled by kubectl annotate", func() {
@@ -294,7 +294,7 @@ spec:
 			"the same counts as a run that was not killed")
 		Expect(outcomes(ns, "report")).To(Equal("FanOut researcher,critic; Joined writer; Final ; "))
 		Expect(branchRows(ns, "report")).To(Equal("report-b1-1 Succeeded Completed researcher\nreport-b1-2 Succeeded Completed critic\n"))
-		Expect(stepInput(ns, "report", 2)).To(Equal("writer: " +
+		Expect(joinedInput(ns, "report")).To(Equal("writer: " +
 			"## Branch 1: researcher (Completed)\n\nthree sources\n\n## Branch 2: critic (Completed)\n\ntwo weak points"))
 	})
 })
@@ -428,9 +428,10 @@ func watchedBranches(w *watcher) []string {
 	return out
 }
 
-// stepInput is the agent and the whole input of a run's step, as kubectl baton transcript prints
-// them.
-func stepInput(ns, run string, step int) string {
+// joinedInput is the agent and the whole input of the step a run's branches were joined into,
+// as kubectl baton transcript prints them: its second, after its lead's fan-out.
+func joinedInput(ns, run string) string {
+	const step = 2
 	out := kubectl("baton", "-n", ns, "transcript", run, "--step", itoa(step), "-o", "json")
 	var page struct {
 		Records []struct {

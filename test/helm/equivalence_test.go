@@ -310,18 +310,24 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 			if str(obj, "kind") != "Deployment" {
 				continue
 			}
-			for _, a := range args(container(t, objects{k: obj}, str(obj, "metadata", "name"))) {
-				if _, value, ok := strings.Cut(a, "="); ok {
-					if u, err := url.Parse(value); err == nil && u.User != nil {
-						if _, set := u.User.Password(); set {
-							t.Errorf("%s, %s: an arg has a password: %s", v.name, k, a)
-						}
-					}
-				}
-				if strings.Contains(strings.ToLower(a), "password") {
-					t.Errorf("%s, %s: an arg mentions a password: %s", v.name, k, a)
+			checkNoPassword(t, v.name+", "+k, args(container(t, objects{k: obj}, str(obj, "metadata", "name"))))
+		}
+	}
+}
+
+// checkNoPassword checks that no arg of a container holds a password in a URL or names one.
+func checkNoPassword(t *testing.T, where string, argv []string) {
+	t.Helper()
+	for _, a := range argv {
+		if _, value, ok := strings.Cut(a, "="); ok {
+			if u, err := url.Parse(value); err == nil && u.User != nil {
+				if _, set := u.User.Password(); set {
+					t.Errorf("%s: an arg has a password: %s", where, a)
 				}
 			}
+		}
+		if strings.Contains(strings.ToLower(a), "password") {
+			t.Errorf("%s: an arg mentions a password: %s", where, a)
 		}
 	}
 }

@@ -158,43 +158,60 @@ func checkEgressFlags(t *testing.T, objs objects) {
 func checkClientCA(kind, name, key string) func(t *testing.T, objs objects) {
 	return func(t *testing.T, objs objects) {
 		for _, d := range []string{"baton-controller-manager", "baton-webhook"} {
-			c := container(t, objs, d)
-			flags := map[string]string{}
-			for _, a := range args(c) {
-				k, v, _ := strings.Cut(a, "=")
-				flags[k] = v
-			}
-			file := flags["--webhook-client-ca-name"]
-			if file == "" || strings.Contains(file, "/") || slices.Contains([]string{"tls.crt", "tls.key", "ca.crt"}, file) {
-				t.Errorf("Deployment %s: --webhook-client-ca-name is %q, not a file name of its own in the certificate directory", d, file)
-			}
-			var mountPath string
-			for _, m := range get(c, "volumeMounts").([]any) {
-				if str(m, "name") == "cert" {
-					mountPath = str(m, "mountPath")
-				}
-			}
-			if mountPath == "" || mountPath != flags["--webhook-cert-dir"] {
-				t.Errorf("Deployment %s: the cert volume is mounted at %q, --webhook-cert-dir is %q", d, mountPath, flags["--webhook-cert-dir"])
-			}
-			var volume any
-			for _, v := range get(objs["Deployment/"+d], "spec", "template", "spec", "volumes").([]any) {
-				if str(v, "name") == "cert" {
-					volume = v
-				}
-			}
-			sources, _ := get(volume, "projected", "sources").([]any)
-			if len(sources) != 2 {
-				t.Fatalf("Deployment %s: the cert volume is not the serving certificate and the CA projected together: %v", d, volume)
-			}
-			if str(sources[0], "secret", "name") != "webhook-server-cert" || get(sources[0], "secret", "items") != nil {
-				t.Errorf("Deployment %s: the serving certificate's Secret is not projected whole: %v", d, sources[0])
-			}
-			if str(sources[1], kind, "name") != name || str(sources[1], kind, "items", 0, "key") != key || str(sources[1], kind, "items", 0, "path") != file {
-				t.Errorf("Deployment %s: want %s %s's key %s at %s, got %v", d, kind, name, key, file, sources[1])
-			}
+			checkClientCAOf(t, objs, d, kind, name, key)
 		}
 	}
+}
+
+// checkClientCAOf checks that Deployment d mounts, where --webhook-cert-dir says, the serving
+// certificate's Secret whole and key of the CA's kind/name at the file --webhook-client-ca-name
+// names.
+func checkClientCAOf(t *testing.T, objs objects, d, kind, name, key string) {
+	t.Helper()
+	c := container(t, objs, d)
+	flags := flagValues(c)
+	file := flags["--webhook-client-ca-name"]
+	if file == "" || strings.Contains(file, "/") || slices.Contains([]string{"tls.crt", "tls.key", "ca.crt"}, file) {
+		t.Errorf("Deployment %s: --webhook-client-ca-name is %q, not a file name of its own in the certificate directory", d, file)
+	}
+	mountPath := str(named(get(c, "volumeMounts"), "cert"), "mountPath")
+	if mountPath == "" || mountPath != flags["--webhook-cert-dir"] {
+		t.Errorf("Deployment %s: the cert volume is mounted at %q, --webhook-cert-dir is %q", d, mountPath, flags["--webhook-cert-dir"])
+	}
+	volume := named(get(objs["Deployment/"+d], "spec", "template", "spec", "volumes"), "cert")
+	sources, _ := get(volume, "projected", "sources").([]any)
+	if len(sources) != 2 {
+		t.Fatalf("Deployment %s: the cert volume is not the serving certificate and the CA projected together: %v", d, volume)
+	}
+	if str(sources[0], "secret", "name") != "webhook-server-cert" || get(sources[0], "secret", "items") != nil {
+		t.Errorf("Deployment %s: the serving certificate's Secret is not projected whole: %v", d, sources[0])
+	}
+	if str(sources[1], kind, "name") != name || str(sources[1], kind, "items", 0, "key") != key || str(sources[1], kind, "items", 0, "path") != file {
+		t.Errorf("Deployment %s: want %s %s's key %s at %s, got %v", d, kind, name, key, file, sources[1])
+	}
+}
+
+// flagValues are a container's args as flag and value (--flag=value).
+func flagValues(c map[string]any) map[string]string {
+	flags := map[string]string{}
+	for _, a := range args(c) {
+		k, v, _ := strings.Cut(a, "=")
+		flags[k] = v
+	}
+	return flags
+}
+
+// named is the item called name of a list of named objects (a pod's volumes, a container's
+// mounts), the last if several are, or nil.
+func named(list any, name string) any {
+	var found any
+	l, _ := list.([]any)
+	for _, item := range l {
+		if str(item, "name") == name {
+			found = item
+		}
+	}
+	return found
 }
 
 // checkNetworkPolicyDefaults: the policy covers both Deployments' pods, lets in the ports they

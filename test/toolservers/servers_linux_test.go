@@ -35,21 +35,28 @@ func TestServersStartAndStop(t *testing.T) {
 				t.Fatal("the bridge runs no child")
 			}
 			s.Stop()
-			if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Fatalf("the process group lives on after Stop: %v", err)
-			}
-			for _, child := range children {
-				if alive(child) {
-					t.Fatalf("process %d, started by the server, lives on after Stop", child)
-				}
-			}
-			if err := initialize(ctx, s.URL); err == nil {
-				t.Fatal("the server answers after Stop")
-			}
-			if _, err := os.Stat(s.Log); err != nil {
-				t.Fatalf("log: %v", err)
-			}
+			checkStopped(ctx, t, s, pid, children)
 		})
+	}
+}
+
+// checkStopped checks that a stopped server's process group and the children it started are
+// gone, that it answers no more, and that its log is kept.
+func checkStopped(ctx context.Context, t *testing.T, s *Server, pid int, children []int) {
+	t.Helper()
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the process group lives on after Stop: %v", err)
+	}
+	for _, child := range children {
+		if alive(child) {
+			t.Fatalf("process %d, started by the server, lives on after Stop", child)
+		}
+	}
+	if err := initialize(ctx, s.URL); err == nil {
+		t.Fatal("the server answers after Stop")
+	}
+	if _, err := os.Stat(s.Log); err != nil {
+		t.Fatalf("log: %v", err)
 	}
 }
 
