@@ -104,7 +104,7 @@ func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 	run, recs := longRun(12)
 	var out bytes.Buffer
-	handoffs(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	handoffs(&out, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
 	if got := stepLines(out.String()); strings.Join(got, ",") != strings.Join(numbers(1, 12), ",") {
 		t.Errorf("steps %v:\n%s", got, out.String())
 	}
@@ -114,7 +114,7 @@ func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 		}
 	}
 	out.Reset()
-	handoffs(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, 3)
+	handoffs(&out, runStory{entries: records.BuildTimeline(run, recs)}, 3)
 	if !strings.HasPrefix(out.String(), "  ... (9 earlier steps not shown: --tail 0 shows them)\n  10. ") {
 		t.Errorf("--tail 3:\n%s", out.String())
 	}

@@ -99,7 +99,7 @@ func (o *options) handoffsCmd() *cobra.Command {
 				return err
 			}
 			st := o.story(cmd.Context(), run)
-			handoffs(o.streams.Out, run, st, tail)
+			handoffs(o.streams.Out, st, tail)
 			return nil
 		},
 	}
@@ -108,7 +108,7 @@ func (o *options) handoffsCmd() *cobra.Command {
 }
 
 // handoffs prints one line a step: N. from -> to: reason.
-func handoffs(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
+func handoffs(out io.Writer, st runStory, tail int) {
 	shown, left := records.Latest(st.entries, tail)
 	steps, decisions := left.Steps, left.Decisions
 	if note := earlier(shown, steps, decisions, st.unread); note != "" {

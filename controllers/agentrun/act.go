@@ -223,8 +223,7 @@ func (r *Reconciler) beginAction(ctx context.Context, w *working, f *workflow.Fa
 // takeDecision moves a decision annotation the webhook did not take into the run's queue.
 func (r *Reconciler) takeDecision(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
 	annotations, d, _ := rawDecision(w.AgentRun, f.Now)
-	res, err := r.intake(ctx, w.AgentRun, annotations, d)
-	return res, false, err
+	return ctrl.Result{}, false, r.intake(ctx, w.AgentRun, annotations, d)
 }
 
 // replayingAction looks after a replay run's replay.

@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -30,7 +29,7 @@ func rawDecision(run *v1alpha1.AgentRun, now time.Time) (map[string]string, deci
 // intake moves a decision annotation into the run's queue of decisions, as the webhook would
 // have: one update, guarded by the resourceVersion it was read at. Its watch event brings the
 // run back to apply the decision.
-func (r *Reconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d decisions.Queued) (ctrl.Result, error) {
+func (r *Reconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotations map[string]string, d decisions.Queued) error {
 	// A full queue drops the decision, with an Event; its annotations go either way.
 	queued, err := decisions.Add(annotations, d, run.Status.LastDecision)
 	if err != nil {
@@ -39,10 +38,10 @@ func (r *Reconciler) intake(ctx context.Context, run *v1alpha1.AgentRun, annotat
 	orig := run.DeepCopy()
 	run.Annotations = queued
 	if err := r.Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	metrics.APIWrites.WithLabelValues("intake").Inc()
-	return ctrl.Result{}, nil
+	return nil
 }
 
 // pendingDecisions are the queued decisions the run has not taken yet, oldest first. When the

@@ -42,23 +42,29 @@ const (
 	teamMarginY = 8.0
 )
 
-// team draws the run's team from its config (nil when unreadable) and the steps it took.
-func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.Entry) Team {
-	var names []string
-	allowed := map[[2]string]bool{}
-	entry := ""
-	if cfg != nil {
-		entry = cfg.Spec.Entrypoint
-		for _, a := range cfg.Spec.Agents {
-			names = append(names, a.Name)
-			for _, h := range a.Handoffs {
-				allowed[[2]string{a.Name, h}] = true
-			}
-		}
-		if r := cfg.Spec.Routing; r != nil && r.Supervisor != "" {
-			entry = r.Supervisor
+// configured is the team as its config (nil when unreadable) says: its agents in order, the
+// handoffs it allows, and the agent that starts.
+func configured(cfg *v1alpha1.AgentConfig) (names []string, allowed map[[2]string]bool, entry string) {
+	allowed = map[[2]string]bool{}
+	if cfg == nil {
+		return nil, allowed, ""
+	}
+	entry = cfg.Spec.Entrypoint
+	for _, a := range cfg.Spec.Agents {
+		names = append(names, a.Name)
+		for _, h := range a.Handoffs {
+			allowed[[2]string{a.Name, h}] = true
 		}
 	}
+	if r := cfg.Spec.Routing; r != nil && r.Supervisor != "" {
+		entry = r.Supervisor
+	}
+	return names, allowed, entry
+}
+
+// team draws the run's team from its config (nil when unreadable) and the steps it took.
+func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.Entry) Team {
+	names, allowed, entry := configured(cfg)
 	steps := map[string]int{}
 	taken := map[[2]string]int{}
 	for _, e := range entries {

@@ -10,18 +10,18 @@ import (
 // What a replay run's status says of what its replay found.
 
 // Message says in a line what the replay of the recorded run found.
-func (rep Report) Message(run string) string {
+func (r Report) Message(run string) string {
 	switch {
-	case rep.Same():
-		return fmt.Sprintf("replayed run %s on the config as it is now: it ran the same path, tokens and end (%s)", run, rep.Replayed.Reason)
-	case rep.Stopped != "":
-		return fmt.Sprintf("replayed run %s on the config as it is now: the replay stopped: %s", run, rep.Stopped)
-	case rep.Diverged == 0:
+	case r.Same():
+		return fmt.Sprintf("replayed run %s on the config as it is now: it ran the same path, tokens and end (%s)", run, r.Replayed.Reason)
+	case r.Stopped != "":
+		return fmt.Sprintf("replayed run %s on the config as it is now: the replay stopped: %s", run, r.Stopped)
+	case r.Diverged == 0:
 		return fmt.Sprintf("replayed run %s on the config as it is now: the same path, which ends %s (recorded: %s) with %d tokens (recorded: %d)",
-			run, orPhase(rep.Replayed), orPhase(rep.Recorded), rep.Replayed.Tokens, rep.Recorded.Tokens)
+			run, orPhase(r.Replayed), orPhase(r.Recorded), r.Replayed.Tokens, r.Recorded.Tokens)
 	}
 	return fmt.Sprintf("replayed run %s on the config as it is now: the paths part at handoff %d; it ends %s (recorded: %s)",
-		run, rep.Diverged, orPhase(rep.Replayed), orPhase(rep.Recorded))
+		run, r.Diverged, orPhase(r.Replayed), orPhase(r.Recorded))
 }
 
 func orPhase(s Summary) string {
@@ -32,11 +32,11 @@ func orPhase(s Summary) string {
 }
 
 // Status is a replay run's status.replay: what the replay of the recorded run found.
-func (rep Report) Status(run string) *v1alpha1.ReplayStatus {
+func (r Report) Status(run string) *v1alpha1.ReplayStatus {
 	outcome := func(s Summary) v1alpha1.ReplayOutcome {
 		return v1alpha1.ReplayOutcome{Phase: s.Phase, Reason: s.Reason, Message: textbound.Status(s.Message, 1024),
 			Steps: s.Steps, Tokens: s.Tokens, Cost: s.Cost}
 	}
-	return &v1alpha1.ReplayStatus{Run: run, Diverged: int32(rep.Diverged), Stopped: textbound.Status(rep.Stopped, 1024),
-		Recorded: outcome(rep.Recorded), Replayed: outcome(rep.Replayed)}
+	return &v1alpha1.ReplayStatus{Run: run, Diverged: int32(r.Diverged), Stopped: textbound.Status(r.Stopped, 1024),
+		Recorded: outcome(r.Recorded), Replayed: outcome(r.Replayed)}
 }

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/transcript"

@@ -313,15 +313,12 @@ func (s *Runner) with(run *v1alpha1.AgentRun, f func(*runSteps)) {
 
 // existing runs f on the run's state only if it is still kept for this run: a step's goroutine
 // that outlived its run must not bring the run's state back.
-func (s *Runner) existing(key types.NamespacedName, uid types.UID, f func(*runSteps)) bool {
+func (s *Runner) existing(key types.NamespacedName, uid types.UID, f func(*runSteps)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[key]
-	if !ok || r.uid != uid {
-		return false
+	if r, ok := s.runs[key]; ok && r.uid == uid {
+		f(r)
 	}
-	f(r)
-	return true
 }
 
 // Forget drops what the runner keeps of a run, giving up its step in flight.
