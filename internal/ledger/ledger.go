@@ -81,6 +81,20 @@ func (a *amounts) add(currency string, nanos, tokens int64) {
 
 func (a *amounts) sub(currency string, nanos, tokens int64) { a.add(currency, -nanos, -tokens) }
 
+// none reports whether the amounts are nothing: no tokens, and no money in any currency (a
+// currency whose calls all settled stays, at zero).
+func (a amounts) none() bool {
+	if a.tokens != 0 {
+		return false
+	}
+	for _, n := range a.nanos {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // saturated is a + b, held within ±transcript.MaxSpend.
 func saturated(a, b int64) int64 {
 	a, b = bounded(a), bounded(b)
@@ -118,7 +132,7 @@ func (a *account) period(name string, now time.Time) *totals {
 	a.periods[name] = t
 	day, month := quota.Periods(now)
 	for p, old := range a.periods {
-		if p != day && p != month && old.reserved.tokens == 0 && len(old.reserved.nanos) == 0 && old.unbooked.tokens == 0 && len(old.unbooked.nanos) == 0 {
+		if p != day && p != month && old.reserved.none() && old.unbooked.none() {
 			delete(a.periods, p)
 		}
 	}
