@@ -21,7 +21,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 // branchRun is a branch of parent as the operator makes one: controlled by it, with spec.branch.
@@ -193,11 +193,11 @@ func TestOnlyTheRunOfABranchsUIDIsShownOrExportedAsTheBranch(t *testing.T) {
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(forged, &papers).Build()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(transcriptapi.Page{Namespace: "default", Records: []records.Record{}})
+		_ = json.NewEncoder(w).Encode(transcriptclient.Page{Namespace: "default", Records: []records.Record{}})
 	}))
 	defer api.Close()
 	o := &options{streams: genericclioptions.IOStreams{Out: &out, ErrOut: &out}}
-	c := &operatorClient{Client: &transcriptapi.Client{Base: api.URL, HTTP: api.Client()}}
+	c := &operatorClient{Client: &transcriptclient.Client{Base: api.URL, HTTP: api.Client()}}
 	exports, err := o.branchExports(context.Background(), c, kube, run, 1, &records.ExportBudget{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 // defaultTail is how many of a run's latest steps describe and handoffs show unless told:
@@ -46,7 +46,7 @@ func (o *options) story(ctx context.Context, run *v1alpha1.AgentRun) runStory {
 	var held *records.Record
 	pending := run.Status.PendingApproval
 	t := records.NewTimeline(run)
-	err = op.Pages(ctx, run.Namespace, run.Name, 0, func(page transcriptapi.Page) error {
+	err = op.Pages(ctx, run.Namespace, run.Name, 0, func(page transcriptclient.Page) error {
 		if page.UID != "" && page.UID != string(run.UID) {
 			return errEarlierRun
 		}

@@ -21,25 +21,25 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	"github.com/baton-dev/baton/test/builders"
 )
 
 // transcripts are transcripts kept in memory, as the transcript API would give it.
 type transcripts map[string][]records.Record
 
-func (r transcripts) Records(_ context.Context, namespace, name string, step int32) (transcriptapi.Page, error) {
+func (r transcripts) Records(_ context.Context, namespace, name string, step int32) (transcriptclient.Page, error) {
 	var out []records.Record
 	for _, rec := range r[namespace+"/"+name] {
 		if step == 0 || rec.Step == step {
 			out = append(out, rec)
 		}
 	}
-	return transcriptapi.Page{Namespace: namespace, Run: name, Records: out}, nil
+	return transcriptclient.Page{Namespace: namespace, Run: name, Records: out}, nil
 }
 
 // Pages gives the records two at a time, as pages of a long run's transcript would come.
-func (r transcripts) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error {
+func (r transcripts) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptclient.Page) error) error {
 	all, _ := r.Records(ctx, namespace, name, step)
 	for i := 0; i < len(all.Records) || i == 0; i += 2 {
 		page := all

@@ -6,7 +6,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 // runTranscript is what a run's pages keep of its transcript. It is read a page at a time and
@@ -35,7 +35,7 @@ func (s *Server) transcriptOf(r *http.Request, run *v1alpha1.AgentRun, step int3
 	}
 	var out runTranscript
 	t := records.NewTimeline(run)
-	err := s.opts.Transcripts.Pages(r.Context(), run.Namespace, run.Name, step, func(page transcriptapi.Page) error {
+	err := s.opts.Transcripts.Pages(r.Context(), run.Namespace, run.Name, step, func(page transcriptclient.Page) error {
 		if page.UID != "" && page.UID != string(run.UID) {
 			return errEarlierRun
 		}
