@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -197,7 +197,7 @@ func TestOnlyTheRunOfABranchsUIDIsShownOrExportedAsTheBranch(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(transcriptclient.Page{Namespace: "default", Records: []records.Record{}})
 	}))
 	defer api.Close()
-	o := &options{streams: genericclioptions.IOStreams{Out: &out, ErrOut: &out}}
+	o := &options{streams: genericiooptions.IOStreams{Out: &out, ErrOut: &out}}
 	c := &operatorClient{Client: &transcriptclient.Client{Base: api.URL, HTTP: api.Client()}}
 	exports, err := o.branchExports(context.Background(), c, kube, run, 1, &records.ExportBudget{})
 	if err != nil {

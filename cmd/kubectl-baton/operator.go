@@ -36,7 +36,7 @@ type operatorClient struct {
 // names; or through a port-forward, by way of the API server, to a pod behind the Service. The
 // user's credentials go with every request, so the API answers as their RBAC allows.
 func (o *options) operator(ctx context.Context) (*operatorClient, error) {
-	cfg, err := o.config.ToRESTConfig()
+	cfg, err := o.config.restConfig()
 	if err != nil {
 		return nil, err
 	}

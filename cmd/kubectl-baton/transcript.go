@@ -318,6 +318,5 @@ func (o *options) connect(ctx context.Context) (string, *operatorClient, error) 
 
 // namespace is the namespace the kubeconfig flags say.
 func (o *options) namespace() (string, error) {
-	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
-	return ns, err
+	return o.config.namespace()
 }
