@@ -28,7 +28,7 @@ var forbidden = []struct {
 	{regexp.MustCompile(`^sigs\.k8s\.io/kueue(/|$)`), "Kueue's Workloads are the operator's"},
 	{regexp.MustCompile(`^(github\.com/jackc/pgx|modernc\.org/sqlite)(/|$)`), "the transcript stores are the operator's"},
 	{regexp.MustCompile(`^(k8s\.io/cli-runtime/pkg/(genericclioptions|resource)|sigs\.k8s\.io/kustomize/.*|plugin)$`),
-		"kubectl's resource builder and kustomize bring Go's plugin package, which keeps every exported method and symbol in the binary"},
+		"kubectl's resource builder and kustomize bring Go's plugin package, which keeps every method of every type in the binary and exports every symbol"},
 }
 
 // allowed are exceptions to forbidden: what api/v1alpha1's types import, and the interfaces
