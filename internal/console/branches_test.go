@@ -181,7 +181,6 @@ func TestABranchIsShownOnlyAsTheRunOfItsUID(t *testing.T) {
 	}
 }
 
-
 // A branch's creator is its root run's; with its parent not found, or another run under its
 // parent's name, it is not known (the operator holds the branch's gates to nobody then), never
 // the operator that created the branch run.
