@@ -80,10 +80,11 @@ RACE_PKGS := ./agents/... ./controllers/... ./cmd/... ./internal/a2aserver/... .
 	./internal/endpoints/... ./internal/ledger/... ./internal/metrics/... ./internal/operator/... \
 	./internal/pacing/... ./internal/replay/live/... ./internal/replay/worker/... ./internal/steps/... \
 	./internal/toolbox/... ./internal/tools/... ./internal/transcript/... ./internal/transcriptapi/... \
+	./internal/transcriptclient/... \
 	./internal/webhook/...
 PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... \
 	./internal/kueue/... ./internal/quota/... ./internal/records/... ./internal/replay \
-	./internal/replay/stored/... ./internal/telemetry/... ./internal/textbound/... ./internal/workflow/...
+	./internal/replay/stored/... ./internal/runview/... ./internal/telemetry/... ./internal/textbound/... ./internal/workflow/...
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the A2A samples on the A2A JavaScript SDK, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/baton-dev/baton/internal/console"
+	"github.com/baton-dev/baton/internal/runview"
 )
 
 // treeMark ends the line that holds a branch tree's place in the timeline's table, followed by
@@ -18,7 +18,7 @@ const treeMark = "\x00branches:"
 
 // withTrees writes the timeline's table with the tree of a step's branches in place of the
 // line that holds its place: under the step, from the column of the step's agent.
-func withTrees(out io.Writer, table string, branches map[int][]console.Branch) {
+func withTrees(out io.Writer, table string, branches map[int][]runview.Branch) {
 	lines := strings.SplitAfter(table, "\n")
 	indent := 0
 	if len(lines) > 0 {
@@ -41,11 +41,11 @@ func withTrees(out io.Writer, table string, branches map[int][]console.Branch) {
 // describeBranches prints branches as a tree, a line each, indented: the branch's run (which
 // kubectl baton describe tells in full), its agent, phase and reason, tokens and cost, and its
 // own branches below it.
-func describeBranches(out io.Writer, indent string, branches []console.Branch) {
+func describeBranches(out io.Writer, indent string, branches []runview.Branch) {
 	var buf bytes.Buffer
 	w := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
-	var add func(prefix string, bs []console.Branch)
-	add = func(prefix string, bs []console.Branch) {
+	var add func(prefix string, bs []runview.Branch)
+	add = func(prefix string, bs []runview.Branch) {
 		for i, b := range bs {
 			mark, under := "├─ ", "│  "
 			if i == len(bs)-1 {
@@ -66,7 +66,7 @@ func describeBranches(out io.Writer, indent string, branches []console.Branch) {
 }
 
 // cost is what a branch spent, in its currency; blank when it spent nothing on a priced model.
-func cost(b console.Branch) string {
+func cost(b runview.Branch) string {
 	if b.Cost == "" {
 		return ""
 	}

@@ -14,14 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/runview"
+	"github.com/baton-dev/baton/internal/transcriptclient"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // branchRun is a branch of parent as the operator makes one: controlled by it, with spec.branch.
@@ -31,7 +32,7 @@ func branchRun(name string, parent *v1alpha1.AgentRun, step, index int32, agent 
 		depth = parent.Spec.Branch.Depth + 1
 	}
 	return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: parent.Namespace, UID: types.UID("u-" + name),
-		Labels: map[string]string{v1alpha1.LabelParent: console.ParentLabel(parent.Name)},
+		Labels: map[string]string{v1alpha1.LabelParent: workflow.ParentLabel(parent.Name)},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentRun", Name: parent.Name,
 			UID: parent.UID, Controller: ptr.To(true)}}},
 		Spec: v1alpha1.AgentRunSpec{ConfigRef: parent.Spec.ConfigRef,
@@ -76,7 +77,7 @@ func TestDescribeShowsTheBranchesUnderTheStepThatFannedOut(t *testing.T) {
 		not   []string
 	}{
 		"every branch, and theirs, read from their runs": {
-			st: runStory{branches: console.BranchTree(run, children)},
+			st: runStory{branches: runview.BranchTree(run, children)},
 			lines: []string{
 				`  2     lead        web,papers  FanOut   20                        fan-out to 2 branches`,
 				`        ├─ survey-7-b2-1          web     Succeeded  Completed     300 tokens  0.0003 USD`,
@@ -89,7 +90,7 @@ func TestDescribeShowsTheBranchesUnderTheStepThatFannedOut(t *testing.T) {
 			not: []string{"branches' runs not read"},
 		},
 		"the branches' runs not read: what the run's status says": {
-			st: runStory{branches: console.BranchTree(run, nil), branchesUnread: `agentruns.agents.baton.dev is forbidden: User "bob" cannot list resource "agentruns"`},
+			st: runStory{branches: runview.BranchTree(run, nil), branchesUnread: `agentruns.agents.baton.dev is forbidden: User "bob" cannot list resource "agentruns"`},
 			lines: []string{
 				`        ├─ survey-7-b2-1  web     Succeeded  Completed     300 tokens  0.0003 USD`,
 				`        └─ survey-7-b2-2  papers  Failed     LoopDetected  50 tokens`,
@@ -98,13 +99,13 @@ func TestDescribeShowsTheBranchesUnderTheStepThatFannedOut(t *testing.T) {
 			not: []string{"survey-7-b2-1-b1-1"},
 		},
 		"the step that fanned out not shown, nor its branches": {
-			st: runStory{branches: console.BranchTree(run, children)}, tail: 1,
+			st: runStory{branches: runview.BranchTree(run, children)}, tail: 1,
 			lines: []string{`  3     lead   (end)  Final    20                        final answer`},
 			not:   []string{"survey-7-b2-"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c.st.entries = records.BuildTimeline(run, nil)
+			c.st.entries = runview.BuildTimeline(run, nil)
 			var out bytes.Buffer
 			describe(&out, run, c.st, c.tail)
 			lines := strings.Split(out.String(), "\n")
@@ -138,7 +139,7 @@ func TestDescribeSaysWhatARunIsABranchOf(t *testing.T) {
 	run, children := joinedRun()
 	web := &children[2]
 	var out bytes.Buffer
-	describe(&out, web, runStory{entries: records.BuildTimeline(web, nil), branches: console.BranchTree(web, children)}, defaultTail)
+	describe(&out, web, runStory{entries: runview.BuildTimeline(web, nil), branches: runview.BranchTree(web, children)}, runview.DefaultTail)
 	if !strings.Contains(out.String(), "Name:         survey-7-b2-1\nNamespace:    default\nBranch of:    survey-7 (step 2, branch 1, depth 1)\nConfig:") {
 		t.Errorf("describe does not say what the run is a branch of:\n%s", out.String())
 	}
@@ -147,13 +148,13 @@ func TestDescribeSaysWhatARunIsABranchOf(t *testing.T) {
 	claims := web.DeepCopy()
 	claims.OwnerReferences = nil
 	out.Reset()
-	describe(&out, claims, runStory{entries: records.BuildTimeline(claims, nil)}, defaultTail)
+	describe(&out, claims, runStory{entries: runview.BuildTimeline(claims, nil)}, runview.DefaultTail)
 	if strings.Contains(out.String(), "Branch of:") {
 		t.Errorf("a run its named parent does not control is described as its branch:\n%s", out.String())
 	}
 
 	out.Reset()
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil)}, runview.DefaultTail)
 	if strings.Contains(out.String(), "Branch of:") || !regexp.MustCompile(`(?m)^Branches:     3 started, 5 steps in branches that joined$`).MatchString(out.String()) {
 		t.Errorf("the run that fanned out:\n%s", out.String())
 	}
@@ -164,7 +165,7 @@ func TestDescribeShowsNoStepInProgressWhileTheRunWaitsForItsBranches(t *testing.
 	run.Status.Phase, run.Status.CurrentAgent, run.Status.StepCount = v1alpha1.PhaseRunning, "web,papers", 2
 	run.Status.HandoffSequence = run.Status.HandoffSequence[:2]
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), branches: console.BranchTree(run, children)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil), branches: runview.BranchTree(run, children)}, runview.DefaultTail)
 	if strings.Contains(out.String(), "(working)") || !strings.Contains(out.String(), "        └─ survey-7-b2-2") {
 		t.Errorf("a run that waits for its branches:\n%s", out.String())
 	}
@@ -182,7 +183,7 @@ func TestOnlyTheRunOfABranchsUIDIsShownOrExportedAsTheBranch(t *testing.T) {
 	papers := children[0]
 
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), branches: console.BranchTree(run, []v1alpha1.AgentRun{*forged, papers})}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil), branches: runview.BranchTree(run, []v1alpha1.AgentRun{*forged, papers})}, runview.DefaultTail)
 	if strings.Contains(out.String(), "9999") || !strings.Contains(out.String(), "├─ survey-7-b2-1  web     Succeeded  Completed     300 tokens") {
 		t.Errorf("describe shows another run as branch survey-7-b2-1:\n%s", out.String())
 	}
@@ -193,11 +194,11 @@ func TestOnlyTheRunOfABranchsUIDIsShownOrExportedAsTheBranch(t *testing.T) {
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(forged, &papers).Build()
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(transcriptapi.Page{Namespace: "default", Records: []records.Record{}})
+		_ = json.NewEncoder(w).Encode(transcriptclient.Page{Namespace: "default", Records: []records.Record{}})
 	}))
 	defer api.Close()
-	o := &options{streams: genericclioptions.IOStreams{Out: &out, ErrOut: &out}}
-	c := &operatorClient{Client: &transcriptapi.Client{Base: api.URL, HTTP: api.Client()}}
+	o := &options{streams: genericiooptions.IOStreams{Out: &out, ErrOut: &out}}
+	c := &operatorClient{Client: &transcriptclient.Client{Base: api.URL, HTTP: api.Client()}}
 	exports, err := o.branchExports(context.Background(), c, kube, run, 1, &records.ExportBudget{})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 // kubeClient is a client for Baton's kinds with the user's kubeconfig.
 func (o *options) kubeClient() (client.Client, string, error) {
-	cfg, err := o.config.ToRESTConfig()
+	cfg, err := o.config.restConfig()
 	if err != nil {
 		return nil, "", err
 	}

@@ -13,8 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/console"
-	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
 )
 
@@ -54,7 +53,7 @@ holds (its latest steps). --tail picks how many of the latest steps to show.`,
 				return err
 			}
 			st := o.story(cmd.Context(), run)
-			st.branches, err = console.ReadBranches(cmd.Context(), c, run)
+			st.branches, err = runview.ReadBranches(cmd.Context(), c, run)
 			if err != nil {
 				st.branchesUnread = err.Error()
 			}
@@ -62,7 +61,7 @@ holds (its latest steps). --tail picks how many of the latest steps to show.`,
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&tail, "tail", defaultTail, "Show only the run's last N steps (0: every step)")
+	cmd.Flags().IntVar(&tail, "tail", runview.DefaultTail, "Show only the run's last N steps (0: every step)")
 	return cmd
 }
 
@@ -70,13 +69,13 @@ holds (its latest steps). --tail picks how many of the latest steps to show.`,
 func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 	s := run.Status
 	describeSummary(out, run)
-	shown, left := records.Latest(console.WithoutWorking(run, st.entries), tail)
+	shown, left := runview.Latest(runview.WithoutWorking(run, st.entries), tail)
 	steps, decisions := left.Steps, left.Decisions
-	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread), s.Currency, console.AttachBranches(shown, st.branches))
+	describeSteps(out, shown, earlier(shown, steps, decisions, st.unread), s.Currency, runview.AttachBranches(shown, st.branches))
 	describeWaiting(out, run, st)
-	var decided []records.Entry
+	var decided []runview.Entry
 	for _, e := range shown {
-		if e.Kind == records.EntryDecision {
+		if e.Kind == runview.EntryDecision {
 			decided = append(decided, e)
 		}
 	}
@@ -103,7 +102,7 @@ func describe(out io.Writer, run *v1alpha1.AgentRun, st runStory, tail int) {
 func describeSummary(out io.Writer, run *v1alpha1.AgentRun) {
 	s := run.Status
 	fmt.Fprintf(out, "Name:         %s\nNamespace:    %s\n", run.Name, run.Namespace)
-	if b := console.BranchOf(run); b != nil {
+	if b := runview.BranchOf(run); b != nil {
 		fmt.Fprintf(out, "Branch of:    %s (step %d, branch %d, depth %d)\n", b.Parent, b.Step, b.Index, b.Depth)
 	}
 	fmt.Fprintf(out, "Config:       %s (%s)\nPhase:        %s\n", run.Spec.ConfigRef.Name, s.ConfigRevision, s.Phase)
@@ -143,7 +142,7 @@ func queued(run *v1alpha1.AgentRun) *metav1.Condition {
 // before them when that is not shown, and under a step that fanned out, the tree of its
 // branches (branches, by the step's place in shown). A step's cost is in the run's currency,
 // blank when its endpoint has no prices.
-func describeSteps(out io.Writer, shown []records.Entry, before, currency string, branches map[int][]console.Branch) {
+func describeSteps(out io.Writer, shown []runview.Entry, before, currency string, branches map[int][]runview.Branch) {
 	fmt.Fprintln(out, "\nTimeline:")
 	if before != "" {
 		// Above the table: a line of its own inside it would end its columns.
@@ -154,14 +153,14 @@ func describeSteps(out io.Writer, shown []records.Entry, before, currency string
 	fmt.Fprintf(w, "  STEP\tAGENT\tTO\tOUTCOME\tTOKENS\t%s\tTIME\tREASON\n", costHeading(currency))
 	for i, e := range shown {
 		switch e.Kind {
-		case records.EntryStep:
+		case runview.EntryStep:
 			latency := ""
 			if e.Recorded {
 				latency = e.Latency.String()
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Step, e.Agent, to(e), textbound.Line(e.Outcome, 40), e.Tokens,
 				textbound.Line(e.Cost, 32), latency, textbound.Line(reason(e), 70))
-		case records.EntryRunning:
+		case runview.EntryRunning:
 			fmt.Fprintf(w, "  %d\t%s\t\t(working)\t\t\t\t\n", e.Step, e.Agent)
 		}
 		if len(branches[i]) > 0 {
@@ -189,7 +188,7 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 	if p := s.PendingApproval; p != nil {
 		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
 		if c := p.ToolCall; c != nil {
-			h := records.Held(c, st.held, st.unread)
+			h := runview.Held(c, st.held, st.unread)
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))
 			if h.Note != "" {
 				fmt.Fprintf(out, "  (%s)\n", h.Note)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 )
 
 // longRun is a run of n steps that ended: status holds its latest 10 handoffs, the records hold
@@ -62,22 +63,22 @@ func numbers(from, to int) []string {
 
 func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 	run, recs := longRun(12)
-	story := runStory{entries: records.BuildTimeline(run, recs)}
+	story := runStory{entries: runview.BuildTimeline(run, recs)}
 	for name, c := range map[string]struct {
 		tail        int
 		steps       []string
 		earlier     string
 		unreadStory bool
 	}{
-		"every step, more than status holds": {tail: defaultTail, steps: numbers(1, 12)},
+		"every step, more than status holds": {tail: runview.DefaultTail, steps: numbers(1, 12)},
 		"the last 5 with --tail 5":           {tail: 5, steps: numbers(8, 12), earlier: "7 earlier steps not shown: --tail 0 shows them"},
 		"every step with --tail 0":           {tail: 0, steps: numbers(1, 12)},
-		"status's 10 without the transcript": {tail: defaultTail, steps: numbers(3, 12), earlier: "2 earlier steps: the transcript, which has them, was not read", unreadStory: true},
+		"status's 10 without the transcript": {tail: runview.DefaultTail, steps: numbers(3, 12), earlier: "2 earlier steps: the transcript, which has them, was not read", unreadStory: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := story
 			if c.unreadStory {
-				st = runStory{entries: records.BuildTimeline(run, nil), unread: "no route to the operator"}
+				st = runStory{entries: runview.BuildTimeline(run, nil), unread: "no route to the operator"}
 			}
 			var out bytes.Buffer
 			describe(&out, run, st, c.tail)
@@ -104,7 +105,7 @@ func TestDescribeShowsEveryStepOfTheTranscript(t *testing.T) {
 func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 	run, recs := longRun(12)
 	var out bytes.Buffer
-	handoffs(&out, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	handoffs(&out, runStory{entries: runview.BuildTimeline(run, recs)}, runview.DefaultTail)
 	if got := stepLines(out.String()); strings.Join(got, ",") != strings.Join(numbers(1, 12), ",") {
 		t.Errorf("steps %v:\n%s", got, out.String())
 	}
@@ -114,7 +115,7 @@ func TestHandoffsPrintsTheWholeSequence(t *testing.T) {
 		}
 	}
 	out.Reset()
-	handoffs(&out, runStory{entries: records.BuildTimeline(run, recs)}, 3)
+	handoffs(&out, runStory{entries: runview.BuildTimeline(run, recs)}, 3)
 	if !strings.HasPrefix(out.String(), "  ... (9 earlier steps not shown: --tail 0 shows them)\n  10. ") {
 		t.Errorf("--tail 3:\n%s", out.String())
 	}
@@ -131,7 +132,7 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	held := records.Record{Kind: "tool-gate", Step: 4, Call: 1, Body: body}
 
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), held: &held}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil), held: &held}, runview.DefaultTail)
 	for _, want := range []string{"crm asks to call crm/file (step 4, call 1) with:\n    {\n      \"note\": \"" + strings.Repeat("x", 6000) + "\",\n      \"then\": \"" + tail + "\"\n    }\n",
 		"kubectl baton approve ticket-1234 tool/crm/file"} {
 		if !strings.Contains(out.String(), want) {
@@ -140,7 +141,7 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	}
 
 	out.Reset()
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil), unread: "connection refused"}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil), unread: "connection refused"}, runview.DefaultTail)
 	if strings.Contains(out.String(), tail) || !strings.Contains(out.String(), "(These arguments are cut: the run's status keeps their first 4 KiB, and the transcript was not read: connection refused.") {
 		t.Errorf("without the transcript, describe does not say the arguments are cut:\n%.6000s", out.String())
 	}
@@ -160,7 +161,7 @@ func TestDescribeShowsWhatEachStepCostAndTheRunsTotal(t *testing.T) {
 	run.Status.Cost, run.Status.Currency = "0.000315", "USD"
 
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, recs)}, runview.DefaultTail)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^Cost:         0\.000315 USD$`),
 		regexp.MustCompile(`(?m)^  STEP\s+AGENT\s+TO\s+OUTCOME\s+TOKENS\s+COST \(USD\)\s+TIME\s+REASON$`),
@@ -189,7 +190,7 @@ func TestDescribeShowsWhatEachStepCostAndTheRunsTotal(t *testing.T) {
 	// A run on endpoints without prices says nothing of money.
 	run, recs = longRun(3)
 	out.Reset()
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, recs)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, recs)}, runview.DefaultTail)
 	if strings.Contains(out.String(), "Cost:") || strings.Contains(out.String(), "(USD)") ||
 		!regexp.MustCompile(`(?m)^  STEP\s+AGENT\s+TO\s+OUTCOME\s+TOKENS\s+COST\s+TIME\s+REASON$`).MatchString(out.String()) {
 		t.Errorf("a run without prices:\n%s", out.String())
@@ -203,13 +204,13 @@ func TestDescribeSaysWhatAQueuedRunWaitsFor(t *testing.T) {
 	run.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonQuotaExceeded, Message: `quota "team-a": 20 of 20 runs running; place 3 of 5`}}
 	var out bytes.Buffer
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil)}, runview.DefaultTail)
 	if !strings.Contains(out.String(), "Phase:        Queued\nQueued:       QuotaExceeded: quota \"team-a\": 20 of 20 runs running; place 3 of 5\n") {
 		t.Errorf("describe does not say why the run waits:\n%s", out.String())
 	}
 	run.Status.Phase = v1alpha1.PhaseRunning
 	out.Reset()
-	describe(&out, run, runStory{entries: records.BuildTimeline(run, nil)}, defaultTail)
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil)}, runview.DefaultTail)
 	if strings.Contains(out.String(), "Queued:") {
 		t.Errorf("a running run is described as queued:\n%s", out.String())
 	}

@@ -10,11 +10,11 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 func main() {
-	if err := newRoot(genericclioptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).Execute(); err != nil {
+	if err := newRoot(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}).Execute(); err != nil {
 		// An error may quote what a server or a model wrote.
 		fmt.Fprintln(terminalWriter{os.Stderr}, "error:", err)
 		var code exitCode
@@ -38,8 +38,8 @@ func (e exitCode) Unwrap() error { return e.err }
 // options are what every command shares: the kubeconfig flags kubectl users know, and how to
 // reach the operator's transcript API.
 type options struct {
-	config  *genericclioptions.ConfigFlags
-	streams genericclioptions.IOStreams
+	config  *kubeFlags
+	streams genericiooptions.IOStreams
 	// operatorURL reaches the transcript API directly; empty, it is found through the
 	// operator's Service.
 	operatorURL string
@@ -49,9 +49,9 @@ type options struct {
 
 // newRoot is the plugin's commands, writing to streams. Whatever they write passes
 // terminalWriter: no text a model, an agent or a tool wrote reaches the terminal raw.
-func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
+func newRoot(streams genericiooptions.IOStreams) *cobra.Command {
 	streams.Out, streams.ErrOut = terminalWriter{streams.Out}, terminalWriter{streams.ErrOut}
-	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	o := &options{config: newKubeFlags(), streams: streams}
 	root := &cobra.Command{
 		Use:           "kubectl-baton",
 		Short:         "Follow, read and decide on Baton's agent runs",
@@ -60,7 +60,7 @@ func newRoot(streams genericclioptions.IOStreams) *cobra.Command {
 	}
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	o.config.AddFlags(root.PersistentFlags())
+	o.config.addFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.operatorURL, "operator-url", os.Getenv("BATON_OPERATOR_URL"),
 		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")
 	root.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "baton-system", "The namespace of the operator's Service")

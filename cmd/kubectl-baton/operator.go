@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 // The operator's Service for the transcript API, and the annotations by which a Service names
@@ -28,7 +28,7 @@ const (
 // operatorClient calls the transcript API with the user's own credentials; stop ends the
 // port-forward it may run through.
 type operatorClient struct {
-	*transcriptapi.Client
+	*transcriptclient.Client
 	stop func()
 }
 
@@ -36,7 +36,7 @@ type operatorClient struct {
 // names; or through a port-forward, by way of the API server, to a pod behind the Service. The
 // user's credentials go with every request, so the API answers as their RBAC allows.
 func (o *options) operator(ctx context.Context) (*operatorClient, error) {
-	cfg, err := o.config.ToRESTConfig()
+	cfg, err := o.config.restConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -122,5 +122,5 @@ func newOperatorClient(cfg *rest.Config, base string, ca []byte, tunnel bool, st
 	if err != nil {
 		return nil, err
 	}
-	return &operatorClient{Client: &transcriptapi.Client{Base: base, HTTP: &http.Client{Transport: rt}}, stop: stop}, nil
+	return &operatorClient{Client: &transcriptclient.Client{Base: base, HTTP: &http.Client{Transport: rt}}, stop: stop}, nil
 }

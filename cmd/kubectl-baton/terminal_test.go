@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 func TestTerminalSafeEscapesWhatCanDriveATerminal(t *testing.T) {
@@ -54,10 +54,10 @@ func raw(s string) (rune, bool) {
 	return 0, false
 }
 
-func hostilePage() transcriptapi.Page {
+func hostilePage() transcriptclient.Page {
 	body, _ := json.Marshal(map[string]any{"agent": "planner", "provider": "Scripted", "input": "review",
 		"output": hostile, "handoff": "gmail", "reason": hostile, "tokens": 10})
-	return transcriptapi.Page{Namespace: "ns", Run: "r", UID: "u", Last: 1,
+	return transcriptclient.Page{Namespace: "ns", Run: "r", UID: "u", Last: 1,
 		Records: []records.Record{{Seq: 1, Kind: "step", Step: 1, Time: time.Unix(0, 0).UTC(), Body: body}}}
 }
 
@@ -72,7 +72,7 @@ func TestJSONAndYAMLOutputStayExact(t *testing.T) {
 	if r, ok := raw(out.String()); ok {
 		t.Errorf("-o json printed %U raw", r)
 	}
-	var back transcriptapi.Page
+	var back transcriptclient.Page
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
 		t.Fatalf("-o json is not JSON: %v\n%s", err, out.String())
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/replay"
@@ -163,7 +163,7 @@ func TestJUnitHasACaseForEachRunAndAFailureForEachMiss(t *testing.T) {
 // runPlugin runs the plugin's command line and returns what it printed and its error.
 func runPlugin(args ...string) (string, error) {
 	var out bytes.Buffer
-	root := newRoot(genericclioptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	root := newRoot(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err

@@ -2,73 +2,49 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/console"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
-	"github.com/baton-dev/baton/internal/transcriptapi"
 )
-
-// defaultTail is how many of a run's latest steps describe and handoffs show unless told:
-// enough for any run a person reads on a screen, and --tail 0 shows every step.
-const defaultTail = 200
 
 // runStory is what the plugin reads of a run to tell it: the timeline, and the record of the
 // tool call its gate holds.
 type runStory struct {
-	entries []records.Entry
+	entries []runview.Entry
 	held    *records.Record
 	// unread says why the transcript was not read, when it was not: the timeline is then what
 	// status holds, its latest steps.
 	unread string
 	// branches are the run's branches; branchesUnread says why their own runs were not read,
 	// when they were not: they are then what the run's status says of its latest fan-out.
-	branches       []console.Branch
+	branches       []runview.Branch
 	branchesUnread string
 }
-
-var errEarlierRun = errors.New("the transcript is of an earlier run of this name")
 
 // story reads the run's whole timeline from its transcript, a page at a time, keeping only what
 // the timeline shows.
 func (o *options) story(ctx context.Context, run *v1alpha1.AgentRun) runStory {
-	op, err := o.operator(ctx)
-	if err != nil {
-		return runStory{entries: records.BuildTimeline(run, nil), unread: err.Error()}
+	var t runview.Transcript
+	if op, err := o.operator(ctx); err != nil {
+		t = runview.Unread(run, err.Error())
+	} else {
+		defer op.stop()
+		t = runview.ReadTranscript(ctx, op, run, 0)
 	}
-	defer op.stop()
-	var held *records.Record
-	pending := run.Status.PendingApproval
-	t := records.NewTimeline(run)
-	err = op.Pages(ctx, run.Namespace, run.Name, 0, func(page transcriptapi.Page) error {
-		if page.UID != "" && page.UID != string(run.UID) {
-			return errEarlierRun
-		}
-		for _, r := range page.Records {
-			t.Add(r)
-			if pending != nil && records.Holds(pending.ToolCall, r) {
-				held = &r
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return runStory{entries: records.BuildTimeline(run, nil), unread: err.Error()}
-	}
-	return runStory{entries: t.Entries(), held: held}
+	return runStory{entries: t.Timeline, held: t.Held, unread: t.Unread}
 }
 
 // earlier says what a timeline that starts after step 1 leaves out, and where to find it.
-func earlier(shown []records.Entry, steps, decisions int, unread string) string {
+func earlier(shown []runview.Entry, steps, decisions int, unread string) string {
 	first := int32(0)
 	for _, e := range shown {
-		if e.Kind == records.EntryStep {
+		if e.Kind == runview.EntryStep {
 			first = e.Step
 			break
 		}
@@ -103,19 +79,19 @@ func (o *options) handoffsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&tail, "tail", defaultTail, "Show only the run's last N steps (0: every step)")
+	cmd.Flags().IntVar(&tail, "tail", runview.DefaultTail, "Show only the run's last N steps (0: every step)")
 	return cmd
 }
 
 // handoffs prints one line a step: N. from -> to: reason.
 func handoffs(out io.Writer, st runStory, tail int) {
-	shown, left := records.Latest(st.entries, tail)
+	shown, left := runview.Latest(st.entries, tail)
 	steps, decisions := left.Steps, left.Decisions
 	if note := earlier(shown, steps, decisions, st.unread); note != "" {
 		fmt.Fprintf(out, "  ... (%s)\n", note)
 	}
 	for _, e := range shown {
-		if e.Kind != records.EntryStep {
+		if e.Kind != runview.EntryStep {
 			continue
 		}
 		fmt.Fprintf(out, "  %d. %s -> %s%s\n", e.Step, e.Agent, to(e), prefixed(": ", textbound.Line(reason(e), 120)))
@@ -126,7 +102,7 @@ func handoffs(out io.Writer, st runStory, tail int) {
 }
 
 // to is where control went after a step.
-func to(e records.Entry) string {
+func to(e runview.Entry) string {
 	if e.To == "" {
 		return "(end)"
 	}
@@ -134,7 +110,7 @@ func to(e records.Entry) string {
 }
 
 // reason is why control moved after a step: its signal and its reason.
-func reason(e records.Entry) string {
+func reason(e runview.Entry) string {
 	if e.Signal != "" && e.Signal != e.Reason {
 		return e.Signal + prefixed(": ", e.Reason)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -81,7 +81,7 @@ func (o *options) transcriptCmd() *cobra.Command {
 // export is a run's transcript as a replay reads it (records.Export): its records, its spec and
 // status as the user reads them, the config it pinned, from the transcript API, and the
 // exports of the branch runs its fan-outs made.
-func (o *options) export(ctx context.Context, c *operatorClient, page transcriptapi.Page) (*records.Export, error) {
+func (o *options) export(ctx context.Context, c *operatorClient, page transcriptclient.Page) (*records.Export, error) {
 	run, kube, err := o.getRun(ctx, page.Run)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (o *options) export(ctx context.Context, c *operatorClient, page transcript
 }
 
 // exportOf is the export of a run's records, without its config or branches.
-func exportOf(run *v1alpha1.AgentRun, page transcriptapi.Page) *records.Export {
+func exportOf(run *v1alpha1.AgentRun, page transcriptclient.Page) *records.Export {
 	e := &records.Export{APIVersion: records.ExportVersion, Kind: records.ExportKind, Namespace: page.Namespace, Run: page.Run,
 		UID: page.UID, Records: page.Records, Spec: run.Spec, Status: run.Status, CreatedBy: run.Annotations[v1alpha1.AnnotationCreatedBy]}
 	if e.Records == nil {
@@ -318,6 +318,5 @@ func (o *options) connect(ctx context.Context) (string, *operatorClient, error) 
 
 // namespace is the namespace the kubeconfig flags say.
 func (o *options) namespace() (string, error) {
-	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
-	return ns, err
+	return o.config.namespace()
 }

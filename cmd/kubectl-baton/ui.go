@@ -58,7 +58,7 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if port < 0 || port > 65535 {
 		return fmt.Errorf("--port %d: must be from 0 to 65535", port)
 	}
-	cfg, err := o.config.ToRESTConfig()
+	cfg, err := o.config.restConfig()
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,8 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if err != nil {
 		return err
 	}
-	if len(namespaces) == 0 && o.config.Namespace != nil && *o.config.Namespace != "" {
-		namespaces = []string{*o.config.Namespace}
+	if ns := o.config.overrides.Context.Namespace; len(namespaces) == 0 && ns != "" {
+		namespaces = []string{ns}
 	}
 	opts := console.Options{Kube: kube, Namespaces: namespaces, DefaultNamespace: ns}
 	review := &authenticationv1.SelfSubjectReview{}

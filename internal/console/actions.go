@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 )
 
 // maxForm bounds a form's body.
@@ -77,7 +78,7 @@ func movedOn(run *v1alpha1.AgentRun, f url.Values) string {
 	p := run.Status.PendingApproval
 	switch {
 	case run.Status.Phase != v1alpha1.PhaseAwaitingApproval || p == nil:
-		return fmt.Sprintf("Nothing was sent: the run no longer waits at gate %s (it is %s). Look at it again before you decide.", gate, phaseOf(run))
+		return fmt.Sprintf("Nothing was sent: the run no longer waits at gate %s (it is %s). Look at it again before you decide.", gate, runview.Phase(run))
 	case p.Gate != gate || stamp(p.Since.Time) != since:
 		return fmt.Sprintf("Nothing was sent: the run moved on from the gate you judged; it waits at gate %s since %s, with new output to judge. Look at it again before you decide.",
 			p.Gate, p.Since.UTC().Format(time.RFC3339))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -30,7 +30,7 @@ func branchOfRun(run, parent *v1alpha1.AgentRun, step, index int32, agent string
 	if parent.Spec.Branch != nil {
 		depth = parent.Spec.Branch.Depth + 1
 	}
-	run.Labels = map[string]string{v1alpha1.LabelParent: ParentLabel(parent.Name)}
+	run.Labels = map[string]string{v1alpha1.LabelParent: workflow.ParentLabel(parent.Name)}
 	run.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentRun",
 		Name: parent.Name, UID: parent.UID, Controller: ptr.To(true)}}
 	run.Spec.Branch = &v1alpha1.RunBranch{Parent: parent.Name, Step: step, Index: index, Agent: agent, Depth: depth}
@@ -71,112 +71,6 @@ func fannedOut() tree {
 	claims.Labels = map[string]string{v1alpha1.LabelParent: "research-1"}
 	claims.Spec.Branch = &v1alpha1.RunBranch{Parent: "research-1", Step: 1, Index: 3, Agent: "web", Depth: 1}
 	return tree{parent: parent, web: web, papers: papers, deep: deep, claims: claims}
-}
-
-func TestParentLabelIsTheLabelTheOperatorWrites(t *testing.T) {
-	for name, parent := range map[string]string{
-		"a short name":                       "research-1",
-		"63 characters, the most it keeps":   strings.Repeat("a", 63),
-		"64 characters, cut with a digest":   strings.Repeat("a", 64),
-		"the longest name a run may have":    strings.Repeat("r", 200) + "-b12-3" + strings.Repeat("x", 47),
-		"a cut that ends at a dash or a dot": strings.Repeat("a", 53) + "-.b" + strings.Repeat("c", 20),
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, want := ParentLabel(parent), workflow.ParentLabel(parent)
-			if got != want {
-				t.Errorf("ParentLabel(%q) = %q, the operator labels %q", parent, got, want)
-			}
-			if len(got) > 63 {
-				t.Errorf("ParentLabel(%q) = %q: longer than a label value may be", parent, got)
-			}
-		})
-	}
-}
-
-func TestBranchTree(t *testing.T) {
-	f := fannedOut()
-	deep := Branch{Namespace: "review", Name: "research-1-b1-1-b2-1", Agent: "deep", Step: 2, Index: 1, Depth: 2,
-		Phase: v1alpha1.PhaseAwaitingApproval, Tokens: 40, Read: true}
-	web := Branch{Namespace: "review", Name: "research-1-b1-1", Agent: "web", Step: 1, Index: 1, Depth: 1,
-		Phase: v1alpha1.PhaseRunning, Tokens: 120, Read: true, Branches: []Branch{deep}}
-	papers := Branch{Namespace: "review", Name: "research-1-b1-2", Agent: "papers", Step: 1, Index: 2, Depth: 1,
-		Phase: v1alpha1.PhaseSucceeded, Reason: v1alpha1.ReasonCompleted, Tokens: 200, Cost: "0.0004", Currency: "USD", Read: true}
-	// What the parent's status says of its branches, and web's of its own.
-	webFromStatus := Branch{Namespace: "review", Name: "research-1-b1-1", Agent: "web", Step: 1, Index: 1, Depth: 1,
-		Phase: v1alpha1.PhaseRunning, Currency: "USD"}
-	papersFromStatus := papers
-	papersFromStatus.Read, papersFromStatus.Currency = false, "USD"
-	deepFromStatus := Branch{Namespace: "review", Name: "research-1-b1-1-b2-1", Agent: "deep", Step: 2, Index: 1, Depth: 2,
-		Phase: v1alpha1.PhaseAwaitingApproval}
-	webWithoutDeep := web
-	webWithoutDeep.Branches = []Branch{deepFromStatus}
-
-	for name, c := range map[string]struct {
-		runs []*v1alpha1.AgentRun
-		want []Branch
-	}{
-		"every branch read, by step and place, each under its parent": {
-			runs: []*v1alpha1.AgentRun{f.deep, f.papers, f.web, f.parent}, want: []Branch{web, papers},
-		},
-		"a run that names the parent without its control is no branch": {
-			runs: []*v1alpha1.AgentRun{f.claims, f.web, f.papers, f.deep}, want: []Branch{web, papers},
-		},
-		"branches not read are as their parents' statuses say": {
-			runs: []*v1alpha1.AgentRun{f.web}, want: []Branch{webWithoutDeep, papersFromStatus},
-		},
-		"nothing read: the parent's status": {
-			want: []Branch{webFromStatus, papersFromStatus},
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var runs []v1alpha1.AgentRun
-			for _, r := range c.runs {
-				runs = append(runs, *r)
-			}
-			if diff := cmp.Diff(c.want, BranchTree(f.parent, runs)); diff != "" {
-				t.Errorf("the tree (-want +got):\n%s", diff)
-			}
-		})
-	}
-	if got := BranchTree(makeRun("plain", "u9", 0), nil); got != nil {
-		t.Errorf("a run that never fanned out has branches %v", got)
-	}
-}
-
-func TestAttachBranchesPutsThemUnderTheStepThatFannedOut(t *testing.T) {
-	b1 := []Branch{{Name: "r-b1-1", Step: 1, Index: 1}, {Name: "r-b1-2", Step: 1, Index: 2}}
-	b3 := []Branch{{Name: "r-b3-1", Step: 3, Index: 1}}
-	step := func(n int32, outcome v1alpha1.StepOutcome) records.Entry {
-		return records.Entry{Kind: records.EntryStep, Step: n, Outcome: string(outcome)}
-	}
-	decision := records.Entry{Kind: records.EntryDecision, Step: 1}
-	for name, c := range map[string]struct {
-		entries []records.Entry
-		want    map[int][]Branch
-	}{
-		"each fan-out's branches under its step": {
-			entries: []records.Entry{step(1, v1alpha1.OutcomeFanOut), decision, step(2, v1alpha1.OutcomeHandoff), step(3, v1alpha1.OutcomeFanOut)},
-			want:    map[int][]Branch{0: b1, 3: b3},
-		},
-		"under the step's FanOut entry when its join has one too": {
-			entries: []records.Entry{decision, step(1, v1alpha1.OutcomeJoined), step(1, v1alpha1.OutcomeFanOut), step(3, v1alpha1.OutcomeFanOut)},
-			want:    map[int][]Branch{2: b1, 3: b3},
-		},
-		"under the step's entry whatever it says, when it is the only one": {
-			entries: []records.Entry{step(1, v1alpha1.OutcomeJoined), step(3, "")},
-			want:    map[int][]Branch{0: b1, 1: b3},
-		},
-		"not at all when the step is not shown": {
-			entries: []records.Entry{step(2, v1alpha1.OutcomeHandoff), step(3, v1alpha1.OutcomeFanOut)},
-			want:    map[int][]Branch{1: b3},
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(c.want, AttachBranches(c.entries, append(b1, b3...))); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 func TestTreeRowsListBranchesUnderTheirParents(t *testing.T) {
@@ -220,35 +114,21 @@ func TestTreeRowsListBranchesUnderTheirParents(t *testing.T) {
 	}
 }
 
-func TestWithoutWorkingWhileTheRunBranches(t *testing.T) {
-	f := fannedOut()
-	running := records.Entry{Kind: records.EntryRunning, Step: 2, Agent: "web,papers"}
-	entries := []records.Entry{{Kind: records.EntryStep, Step: 1, Outcome: string(v1alpha1.OutcomeFanOut)}, running}
-	if got := WithoutWorking(f.parent, entries); len(got) != 1 || got[0].Kind != records.EntryStep {
-		t.Errorf("a run waiting for its branches is shown working: %v", got)
-	}
-	joined := f.parent.DeepCopy()
-	joined.Status.HandoffSequence = append(joined.Status.HandoffSequence, v1alpha1.HandoffRecord{Step: 1, Outcome: v1alpha1.OutcomeJoined})
-	if got := WithoutWorking(joined, entries); len(got) != 2 {
-		t.Errorf("a run that joined its branches and works is not shown working: %v", got)
-	}
-}
-
 func TestTheTeamOfARunThatFannedOutHandsOffToEachBranchsAgent(t *testing.T) {
 	f := fannedOut()
 	joined := f.parent.DeepCopy()
 	joined.Status.CurrentAgent = "lead"
-	fanOut := records.Entry{Kind: records.EntryStep, Step: 1, Agent: "lead", To: "web,papers", Outcome: string(v1alpha1.OutcomeFanOut)}
-	join := records.Entry{Kind: records.EntryStep, Step: 1, Agent: "web,papers", To: "lead", Outcome: string(v1alpha1.OutcomeJoined)}
+	fanOut := runview.Entry{Kind: runview.EntryStep, Step: 1, Agent: "lead", To: "web,papers", Outcome: string(v1alpha1.OutcomeFanOut)}
+	join := runview.Entry{Kind: runview.EntryStep, Step: 1, Agent: "web,papers", To: "lead", Outcome: string(v1alpha1.OutcomeJoined)}
 	for name, c := range map[string]struct {
 		run     *v1alpha1.AgentRun
-		entries []records.Entry
+		entries []runview.Entry
 		edges   []string
 		current []string
 	}{
-		"while the branches run": {run: f.parent, entries: records.BuildTimeline(f.parent, nil),
+		"while the branches run": {run: f.parent, entries: runview.BuildTimeline(f.parent, nil),
 			edges: []string{"lead→papers 1", "lead→web 1"}, current: []string{"web", "papers"}},
-		"once they joined": {run: joined, entries: []records.Entry{fanOut, join},
+		"once they joined": {run: joined, entries: []runview.Entry{fanOut, join},
 			edges: []string{"lead→papers 1", "lead→web 1", "papers→lead 1", "web→lead 1"}, current: []string{"lead"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -284,26 +164,13 @@ func TestTheTeamOfARunThatFannedOutHandsOffToEachBranchsAgent(t *testing.T) {
 }
 
 // Once a run's status lists a branch's UID, only the run of that UID is shown as the branch: a
-// run of its name with another UID, whatever it carries, is not read as the branch nor listed
-// under the run, and the branch is as the run's status says.
+// run of its name with another UID, whatever it carries, is not listed under the run (the tree
+// of a run's branches leaves it out too: runview's test of the same name).
 func TestABranchIsShownOnlyAsTheRunOfItsUID(t *testing.T) {
 	f := fannedOut()
 	f.parent.Status.Branches[0].UID, f.parent.Status.Branches[1].UID = "c1", "c2"
 	impostor := branchOfRun(makeRun("research-1-b1-1", "forged", 3), f.parent, 1, 1, "web")
 	impostor.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, TerminationReason: v1alpha1.ReasonCompleted, TokensUsed: 9999}
-
-	tree := BranchTree(f.parent, []v1alpha1.AgentRun{*impostor, *f.papers})
-	webFromStatus := Branch{Namespace: "review", Name: "research-1-b1-1", Agent: "web", Step: 1, Index: 1, Depth: 1,
-		Phase: v1alpha1.PhaseRunning, Currency: "USD"}
-	if diff := cmp.Diff(webFromStatus, tree[0]); diff != "" {
-		t.Errorf("branch 1 with a run of another UID under its name (-want +got):\n%s", diff)
-	}
-	if !tree[1].Read {
-		t.Error("branch 2, the run of its UID, was not read")
-	}
-	if tree = BranchTree(f.parent, []v1alpha1.AgentRun{*f.web}); !tree[0].Read || tree[0].Tokens != 120 {
-		t.Errorf("branch 1, the run of its UID: %+v", tree[0])
-	}
 
 	var rows []string
 	for _, row := range treeRows([]v1alpha1.AgentRun{*f.parent, *impostor, *f.papers}) {

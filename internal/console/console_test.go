@@ -21,25 +21,26 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/runview"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	"github.com/baton-dev/baton/test/builders"
 )
 
 // transcripts are transcripts kept in memory, as the transcript API would give it.
 type transcripts map[string][]records.Record
 
-func (r transcripts) Records(_ context.Context, namespace, name string, step int32) (transcriptapi.Page, error) {
+func (r transcripts) Records(_ context.Context, namespace, name string, step int32) (transcriptclient.Page, error) {
 	var out []records.Record
 	for _, rec := range r[namespace+"/"+name] {
 		if step == 0 || rec.Step == step {
 			out = append(out, rec)
 		}
 	}
-	return transcriptapi.Page{Namespace: namespace, Run: name, Records: out}, nil
+	return transcriptclient.Page{Namespace: namespace, Run: name, Records: out}, nil
 }
 
 // Pages gives the records two at a time, as pages of a long run's transcript would come.
-func (r transcripts) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error {
+func (r transcripts) Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptclient.Page) error) error {
 	all, _ := r.Records(ctx, namespace, name, step)
 	for i := 0; i < len(all.Records) || i == 0; i += 2 {
 		page := all
@@ -312,9 +313,9 @@ func TestStartRunValidatesAndCreates(t *testing.T) {
 
 func TestTeamCountsTheHandoffsTaken(t *testing.T) {
 	run := waitingRun(time.Now())
-	entries := []records.Entry{
-		{Kind: records.EntryStep, Agent: "planner", To: "gmail"}, {Kind: records.EntryStep, Agent: "gmail", To: "analysis"},
-		{Kind: records.EntryStep, Agent: "analysis", To: "planner"}, {Kind: records.EntryStep, Agent: "planner", To: "gmail"},
+	entries := []runview.Entry{
+		{Kind: runview.EntryStep, Agent: "planner", To: "gmail"}, {Kind: runview.EntryStep, Agent: "gmail", To: "analysis"},
+		{Kind: runview.EntryStep, Agent: "analysis", To: "planner"}, {Kind: runview.EntryStep, Agent: "planner", To: "gmail"},
 	}
 	tm := team(pipeline(), run, entries)
 	if len(tm.Nodes) != 3 || tm.Nodes[0].Name != "planner" || !tm.Nodes[0].Entry {
@@ -386,8 +387,8 @@ func TestADecisionIsForTheGateAsTheUserSawIt(t *testing.T) {
 func TestTeamPutsTheCountsOfTwoWayHandoffsApart(t *testing.T) {
 	cfg := builders.MakeConfig("coding", "dev").Entrypoint("coder").Agents(
 		builders.MakeAgent("coder").HandsOffTo("reviewer"), builders.MakeAgent("reviewer").HandsOffTo("coder").Terminator()).Obj()
-	entries := []records.Entry{{Kind: records.EntryStep, Agent: "coder", To: "reviewer"}, {Kind: records.EntryStep, Agent: "reviewer", To: "coder"},
-		{Kind: records.EntryStep, Agent: "coder", To: "reviewer"}}
+	entries := []runview.Entry{{Kind: runview.EntryStep, Agent: "coder", To: "reviewer"}, {Kind: runview.EntryStep, Agent: "reviewer", To: "coder"},
+		{Kind: runview.EntryStep, Agent: "coder", To: "reviewer"}}
 	tm := team(cfg, &v1alpha1.AgentRun{}, entries)
 	if len(tm.Edges) != 2 {
 		t.Fatalf("edges %+v", tm.Edges)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/runview"
 )
 
 // inboxItem is a gate or a question waiting for the user.
@@ -81,7 +82,7 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if g.Blocked != "" {
 				continue
 			}
-			item := inboxItem{Run: run, Gate: g, Creator: creator, Branch: BranchOf(run), Transcript: tr.unread}
+			item := inboxItem{Run: run, Gate: g, Creator: creator, Branch: runview.BranchOf(run), Transcript: tr.Unread}
 			if cfg != nil {
 				for _, a := range cfg.Spec.Agents {
 					item.Agents = append(item.Agents, a.Name)
@@ -92,7 +93,7 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request) {
 			if run.Status.PendingInput == nil || !s.access.allowed(ctx, run.Namespace, "patch", "agentruns") {
 				continue
 			}
-			v.Items = append(v.Items, inboxItem{Run: run, Input: run.Status.PendingInput, Creator: creator, Branch: BranchOf(run)})
+			v.Items = append(v.Items, inboxItem{Run: run, Input: run.Status.PendingInput, Creator: creator, Branch: runview.BranchOf(run)})
 		}
 	}
 	// Oldest first: the gate that has waited longest is the first to judge.

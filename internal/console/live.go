@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Live updates. A page names the events that change it (/live?watch=runs, watch=run or
@@ -102,7 +103,7 @@ func (s *Server) follow(ctx context.Context, q url.Values, notify func()) bool {
 		// The run's branches: their tokens and cost change while they run, which the run's own
 		// status does not say until they end.
 		go s.watchList(ctx, runs, []client.ListOption{client.InNamespace(namespace),
-			client.MatchingLabels{v1alpha1.LabelParent: ParentLabel(name)}}, q.Get("rv"), notify)
+			client.MatchingLabels{v1alpha1.LabelParent: workflow.ParentLabel(name)}}, q.Get("rv"), notify)
 		if s.opts.Transcripts != nil {
 			go s.followTranscript(ctx, namespace, name, time.Now(), notify)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
 )
 
@@ -60,15 +61,15 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	var listed []v1alpha1.AgentRun
 	for _, run := range all {
 		configs[run.Spec.ConfigRef.Name] = true
-		if v.Config != "" && run.Spec.ConfigRef.Name != v.Config || v.Phase != "" && phaseOf(&run) != v.Phase {
+		if v.Config != "" && run.Spec.ConfigRef.Name != v.Config || v.Phase != "" && runview.Phase(&run) != v.Phase {
 			continue
 		}
-		if v.Branches == hideBranches && BranchOf(&run) != nil {
+		if v.Branches == hideBranches && runview.BranchOf(&run) != nil {
 			v.BranchesLeftOut++
 			continue
 		}
 		v.Total++
-		if phaseOf(&run) == v1alpha1.PhaseQueued {
+		if runview.Phase(&run) == v1alpha1.PhaseQueued {
 			v.Queued++
 		}
 		listed = append(listed, run)
@@ -111,14 +112,6 @@ func queueOf(run *v1alpha1.AgentRun) *metav1.Condition {
 // maxQueueMessage bounds what a page shows of the message of a queued run's condition.
 const maxQueueMessage = 300
 
-// phaseOf is a run's phase; a run the operator has not seen yet is Pending.
-func phaseOf(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
-	if run.Status.Phase == "" {
-		return v1alpha1.PhasePending
-	}
-	return run.Status.Phase
-}
-
 type runView struct {
 	page
 	Run     *v1alpha1.AgentRun
@@ -128,9 +121,9 @@ type runView struct {
 	Branch *v1alpha1.RunBranch
 	// Timeline is the run's latest Tail steps, with the decisions between them; LeftOut says
 	// what comes before them.
-	Timeline []records.Entry
+	Timeline []runview.Entry
 	Tail     int
-	LeftOut  records.LeftOut
+	LeftOut  runview.LeftOut
 	Team     Team
 	Gate     *gateView
 	Input    *v1alpha1.PendingInput
@@ -150,7 +143,7 @@ type runView struct {
 	// BranchesAt are the run's branches, each under the timeline's entry (by its place in
 	// Timeline) of the step that fanned it out; BranchesUnread says why the branches' own runs
 	// were not read, when they were not.
-	BranchesAt     map[int][]Branch
+	BranchesAt     map[int][]runview.Branch
 	BranchesUnread string
 }
 
@@ -162,7 +155,7 @@ type gateView struct {
 	ApprovedBy []string
 	Required   int32
 	// Held is the tool call the gate holds, when it is a tool's gate.
-	Held      *records.HeldCall
+	Held      *runview.HeldCall
 	Completes bool
 	// Judge is the output there is to judge: the plan, or the results.
 	Judge string
@@ -181,7 +174,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runView(r *http.Request, namespace, name string) (runView, int) {
 	ctx := r.Context()
-	v := runView{page: s.page(r, name, "runs"), Tail: defaultTail}
+	v := runView{page: s.page(r, name, "runs"), Tail: runview.DefaultTail}
 	status := http.StatusOK
 	if raw := r.URL.Query().Get("tail"); raw != "" {
 		n, err := strconv.Atoi(raw)
@@ -198,20 +191,20 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 		return v, statusOf(err)
 	}
 	v.Live = runEvents(run)
-	v.Run, v.Phase, v.Terminal = run, phaseOf(run), run.Status.Phase.Terminal()
-	v.Creator, v.Branch = s.creatorOf(ctx, run), BranchOf(run)
+	v.Run, v.Phase, v.Terminal = run, runview.Phase(run), run.Status.Phase.Terminal()
+	v.Creator, v.Branch = s.creatorOf(ctx, run), runview.BranchOf(run)
 	tr := s.transcriptOf(r, run, 0)
-	v.Transcript = tr.unread
+	v.Transcript = tr.Unread
 	cfg := s.config(ctx, run)
 	// The team counts every handoff the run took; the timeline shows the latest steps.
-	v.Team = team(cfg, run, tr.timeline)
-	v.Timeline, v.LeftOut = records.Latest(WithoutWorking(run, tr.timeline), v.Tail)
-	if hasBranches(run) {
-		tree, err := ReadBranches(ctx, s.opts.Kube, run)
+	v.Team = team(cfg, run, tr.Timeline)
+	v.Timeline, v.LeftOut = runview.Latest(runview.WithoutWorking(run, tr.Timeline), v.Tail)
+	if runview.HasBranches(run) {
+		tree, err := runview.ReadBranches(ctx, s.opts.Kube, run)
 		if err != nil {
 			v.BranchesUnread = apiMessage(err)
 		}
-		v.BranchesAt = AttachBranches(v.Timeline, tree)
+		v.BranchesAt = runview.AttachBranches(v.Timeline, tree)
 	}
 	v.Decision = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionDecision)
 	v.Queue = queueOf(run)
@@ -226,7 +219,7 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 		}
 	}
 	for _, e := range v.Timeline {
-		if e.Kind == records.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
+		if e.Kind == runview.EntryStep && e.Recorded && !slices.Contains(v.Steps, e.Step) {
 			v.Steps = append(v.Steps, e.Step)
 		}
 	}
@@ -243,14 +236,14 @@ func (s *Server) runView(r *http.Request, namespace, name string) (runView, int)
 // gateView is the run's pending gate, with what the user may do at it. tr is the run's
 // transcript, at least the step before the gate or the held tool call's; creator is who created
 // the run, or the run it is a branch of.
-func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runTranscript, creator string) *gateView {
+func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1.AgentConfig, tr runview.Transcript, creator string) *gateView {
 	p := run.Status.PendingApproval
 	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
-		Completes: p.Completes != nil, Judge: tr.judge(run),
+		Completes: p.Completes != nil, Judge: judge(tr, run),
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
 	if p.ToolCall != nil {
 		// The call's whole arguments, from its record; status's copy with a note without it.
-		h := records.Held(p.ToolCall, tr.held, tr.unread)
+		h := runview.Held(p.ToolCall, tr.Held, tr.Unread)
 		g.Held = &h
 	}
 	if p.Expires != nil {
@@ -321,7 +314,7 @@ func (s *Server) records(r *http.Request, run *v1alpha1.AgentRun, step int32) ([
 		return nil, err.Error()
 	}
 	if page.UID != "" && page.UID != string(run.UID) {
-		return nil, errEarlierRun.Error()
+		return nil, runview.ErrEarlierRun.Error()
 	}
 	return page.Records, ""
 }

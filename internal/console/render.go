@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
 )
 
@@ -78,7 +79,7 @@ var funcs = template.FuncMap{
 	},
 	"phaseClass": func(p v1alpha1.RunPhase) string { return "phase-" + strings.ToLower(string(p)) },
 	"join":       strings.Join,
-	"phase":      phaseOf,
+	"phase":      runview.Phase,
 	"queue":      queueOf,
 	"money":      money,
 	"limits":     limitsText,

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 //go:embed templates/*.html
@@ -41,9 +41,9 @@ var staticFS embed.FS
 // Transcripts reads runs' transcripts from the operator's transcript API.
 type Transcripts interface {
 	// Records reads a run's records, all of them or one step's.
-	Records(ctx context.Context, namespace, name string, step int32) (transcriptapi.Page, error)
+	Records(ctx context.Context, namespace, name string, step int32) (transcriptclient.Page, error)
 	// Pages calls each with a run's records, all of them or one step's, a page at a time.
-	Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptapi.Page) error) error
+	Pages(ctx context.Context, namespace, name string, step int32, each func(transcriptclient.Page) error) error
 	Stream(ctx context.Context, namespace, name string, each func(records.Record) error) (string, error)
 }
 

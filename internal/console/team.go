@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 )
 
 // Team is the picture of a run's agents: a node per agent on a circle, an arrow per handoff the
@@ -63,12 +63,12 @@ func configured(cfg *v1alpha1.AgentConfig) (names []string, allowed map[[2]strin
 }
 
 // team draws the run's team from its config (nil when unreadable) and the steps it took.
-func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []records.Entry) Team {
+func team(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, entries []runview.Entry) Team {
 	names, allowed, entry := configured(cfg)
 	steps := map[string]int{}
 	taken := map[[2]string]int{}
 	for _, e := range entries {
-		if e.Kind != records.EntryStep {
+		if e.Kind != runview.EntryStep {
 			continue
 		}
 		// A fan-out hands off to each of its branches' agents; a join's record names them all,

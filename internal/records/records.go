@@ -1,8 +1,9 @@
 // Package records owns the format of a run's transcript records (docs/transcript.md documents
 // it for readers): the bodies the operator writes for steps, people's decisions and tool calls;
-// how a body is read back into what the workflow core applies; and the views readers build
-// from records (a run's timeline, the call a gate holds). The operator, the transcript API,
-// kubectl baton and the web console share it, so the format is defined once.
+// how a body is read back into what the workflow core applies; a run's export. The operator,
+// the transcript API, kubectl baton and the web console share it, so the format is defined
+// once; what readers show of the records (a run's timeline, the call a gate holds) is
+// internal/runview's.
 package records
 
 import (

@@ -6,6 +6,9 @@
 //
 //	GET /v1/namespaces/{namespace}/agentruns/{name}/records[?after=SEQ][&step=N][&limit=N]
 //	GET /v1/namespaces/{namespace}/agentruns/{name}/stream   (Server-Sent Events; Last-Event-ID resumes)
+//	GET /v1/namespaces/{namespace}/agentruns/{name}/config
+//
+// Its client, which readers link without the server's dependencies, is internal/transcriptclient.
 package transcriptapi
 
 import (
@@ -26,16 +29,6 @@ import (
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 )
-
-// Page is a run's records, oldest first.
-type Page struct {
-	Namespace string           `json:"namespace"`
-	Run       string           `json:"run"`
-	UID       string           `json:"uid"`
-	Records   []records.Record `json:"records"`
-	// Last is the Seq to resume after.
-	Last int64 `json:"last"`
-}
 
 // maxPage bounds the records one request returns, pageBytes their bodies: a page ends with the
 // record that reaches pageBytes (so it holds at least one), and the reader asks for the next
@@ -135,8 +128,8 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request, run *v1alpha1.
 	if len(recs) > 0 {
 		last = recs[len(recs)-1].Seq
 	}
-	// The page is written a record at a time, as it is encoded: serving it takes the page and
-	// one record's encoding, not the page twice.
+	// The page (as transcriptclient.Page reads it) is written a record at a time, as it is
+	// encoded: serving it takes the page and one record's encoding, not the page twice.
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"namespace":%s,"run":%s,"uid":%s,"last":%d,"records":[`, mustJSON(run.Namespace), mustJSON(run.Name), mustJSON(string(run.UID)), last)
 	for i := range recs {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/transcript"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	. "github.com/baton-dev/baton/test/builders"
 	"github.com/baton-dev/baton/test/fakes"
 )
@@ -78,7 +78,7 @@ var _ = Describe("A run whose model answers megabytes of HTML", func() {
 			resp, err := c.Get(transcriptURL(fmt.Sprintf("/v1/namespaces/%s/agentruns/tables/records?after=%d", ns, after)))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			var page transcriptapi.Page
+			var page transcriptclient.Page
 			Expect(json.NewDecoder(resp.Body).Decode(&page)).To(Succeed())
 			resp.Body.Close()
 			if len(page.Records) == 0 {

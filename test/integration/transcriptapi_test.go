@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/transcriptapi"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -72,7 +72,7 @@ var _ = Describe("The transcript API", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
-		var page transcriptapi.Page
+		var page transcriptclient.Page
 		Expect(json.NewDecoder(resp.Body).Decode(&page)).To(Succeed())
 		Expect(page.UID).To(Equal(string(run.UID)))
 		Expect(page.Records).To(HaveLen(2))

@@ -1,4 +1,4 @@
-package records
+package runview
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
@@ -24,7 +25,7 @@ type HeldCall struct {
 }
 
 // Holds reports whether r is the record of the call p holds at its gate.
-func Holds(p *v1alpha1.PendingToolCall, r Record) bool {
+func Holds(p *v1alpha1.PendingToolCall, r records.Record) bool {
 	if p == nil || r.Kind != transcript.KindToolGate || r.Step != p.Step || r.Call != p.Call {
 		return false
 	}
@@ -34,7 +35,7 @@ func Holds(p *v1alpha1.PendingToolCall, r Record) bool {
 
 // Held is the call p holds: whole from rec, its record (see Holds), or, when rec is nil,
 // status's copy with a note. unread says why the transcript was not read, when it was not.
-func Held(p *v1alpha1.PendingToolCall, rec *Record, unread string) HeldCall {
+func Held(p *v1alpha1.PendingToolCall, rec *records.Record, unread string) HeldCall {
 	h := HeldCall{Server: p.Server, Tool: p.Tool, Step: p.Step, Call: p.Call}
 	if rec != nil {
 		if c := rec.ToolBody().ToolCall; len(c.Arguments) > 0 {

@@ -1,4 +1,4 @@
-package records
+package runview
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/workflow"
 )
 
@@ -19,10 +20,10 @@ var t0 = time.Date(2026, 11, 22, 11, 34, 0, 0, time.UTC)
 // ticket is a run of n steps between two agents, the last of which ends it with a signal:
 // its status with the latest 10 handoffs, as the operator keeps them, and its records, each
 // step's carrying the handoff of the step before.
-func ticket(n int) (*v1alpha1.AgentRun, []Record) {
+func ticket(n int) (*v1alpha1.AgentRun, []records.Record) {
 	agents := []string{"orchestrator", "ticketing"}
 	var all []v1alpha1.HandoffRecord
-	var records []Record
+	var recs []records.Record
 	for step := int32(1); step <= int32(n); step++ {
 		h := v1alpha1.HandoffRecord{Step: step, From: agents[(step-1)%2], To: agents[step%2], Outcome: v1alpha1.OutcomeHandoff,
 			Reason: fmt.Sprintf("reason %d", step), Tokens: int64(step * 10), Time: metav1.NewTime(t0.Add(time.Duration(step) * time.Second))}
@@ -35,12 +36,12 @@ func ticket(n int) (*v1alpha1.AgentRun, []Record) {
 			body["previous"] = all[step-2]
 		}
 		data, _ := json.Marshal(body)
-		records = append(records, Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
+		recs = append(recs, records.Record{Seq: int64(step), Kind: "step", Step: step, Time: h.Time.Time, Body: data})
 		all = append(all, h)
 	}
 	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "ticket-1234", Namespace: "default", UID: "u1"}}
 	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: int32(n), HandoffSequence: all[max(0, n-10):]}
-	return run, records
+	return run, recs
 }
 
 // steps is what a timeline says of each step: number, from, to, outcome, signal, reason.
@@ -55,7 +56,7 @@ func steps(entries []Entry) []string {
 }
 
 func TestTheTimelineHasEveryStepTheRecordsHave(t *testing.T) {
-	run, records := ticket(12)
+	run, recs := ticket(12)
 	want := []string{}
 	for step := 1; step < 12; step++ {
 		from, to := "orchestrator", "ticketing"
@@ -65,7 +66,7 @@ func TestTheTimelineHasEveryStepTheRecordsHave(t *testing.T) {
 		want = append(want, fmt.Sprintf("%d %s>%s Handoff  reason %d", step, from, to, step))
 	}
 	want = append(want, "12 ticketing> Signal TERMINATE_WORKFLOW TERMINATE_WORKFLOW")
-	if diff := cmp.Diff(want, steps(BuildTimeline(run, records))); diff != "" {
+	if diff := cmp.Diff(want, steps(BuildTimeline(run, recs))); diff != "" {
 		t.Errorf("with the transcript (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(want[2:], steps(BuildTimeline(run, nil))); diff != "" {
@@ -74,7 +75,7 @@ func TestTheTimelineHasEveryStepTheRecordsHave(t *testing.T) {
 
 	// Read a page at a time, the timeline is the same.
 	tl := NewTimeline(run)
-	for _, r := range records {
+	for _, r := range recs {
 		tl.Add(r)
 	}
 	if diff := cmp.Diff(want, steps(tl.Entries())); diff != "" {
@@ -88,7 +89,7 @@ func TestTheTimelineHasEveryStepTheRecordsHave(t *testing.T) {
 }
 
 func TestTheTimelineHasEveryDecisionOnce(t *testing.T) {
-	run, records := ticket(3)
+	run, recs := ticket(3)
 	at := func(s int) metav1.Time {
 		return metav1.NewTime(t0.Add(time.Duration(s)*time.Second + 500*time.Millisecond))
 	}
@@ -99,10 +100,10 @@ func TestTheTimelineHasEveryDecisionOnce(t *testing.T) {
 	run.Status.Approvals = []v1alpha1.ApprovalRecord{late, latest}
 	for i, a := range []v1alpha1.ApprovalRecord{early, late} {
 		data, _ := json.Marshal(map[string]any{"decisions": []workflow.Decided{{ApprovalRecord: a}}})
-		records = append(records, Record{Seq: int64(10 + i), Kind: "decision", Step: int32(i + 1), Time: a.Time.Time, Body: data})
+		recs = append(recs, records.Record{Seq: int64(10 + i), Kind: "decision", Step: int32(i + 1), Time: a.Time.Time, Body: data})
 	}
 	var got []string
-	for _, e := range BuildTimeline(run, records) {
+	for _, e := range BuildTimeline(run, recs) {
 		switch e.Kind {
 		case EntryStep:
 			got = append(got, fmt.Sprintf("step %d", e.Step))
@@ -123,8 +124,8 @@ func TestAHeldCallIsShownWhole(t *testing.T) {
 	p := &v1alpha1.PendingToolCall{Server: "crm", Tool: "file", Step: 4, Call: 2, Arguments: cut}
 	body, _ := json.Marshal(map[string]any{"agent": "crm", "gate": "tool/crm/file",
 		"call": map[string]any{"index": 2, "server": "crm", "tool": "file", "arguments": json.RawMessage(args)}})
-	rec := Record{Seq: 9, Kind: "tool-gate", Step: 4, Call: 2, Body: body}
-	for name, r := range map[string]Record{
+	rec := records.Record{Seq: 9, Kind: "tool-gate", Step: 4, Call: 2, Body: body}
+	for name, r := range map[string]records.Record{
 		"another step's": {Kind: "tool-gate", Step: 3, Call: 2, Body: body},
 		"another call's": {Kind: "tool-gate", Step: 4, Call: 1, Body: body},
 		"a turn's":       {Kind: "tool-turn", Step: 4, Call: 2, Body: body},
@@ -153,14 +154,14 @@ func TestAHeldCallIsShownWhole(t *testing.T) {
 }
 
 func TestEachStepShowsWhatItCost(t *testing.T) {
-	run, records := ticket(12)
+	run, recs := ticket(12)
 	// Steps 1, 2 and 12 are priced, the others are not (their endpoint has no prices). Step 1
 	// is known only from the record of step 2, whose previous handoff carries its cost; step 2
 	// from its own record, and its handoff in the record of step 3, which agree; step 12 only
 	// from its record: status is written after it, and has not been yet.
 	cost := map[int32]string{1: "0.00021", 2: "0.000105", 12: "0.0000625"}
-	var kept []Record
-	for _, r := range records[1:] {
+	var kept []records.Record
+	for _, r := range recs[1:] {
 		var body map[string]any
 		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatal(err)
@@ -206,12 +207,12 @@ func TestAFanOutAndItsJoinAreEachAnEntryThoughTheyShareAStep(t *testing.T) {
 	final := v1alpha1.HandoffRecord{Step: 2, From: "writer", Outcome: v1alpha1.OutcomeFinal, Reason: "final answer", Time: at(6)}
 	run := &v1alpha1.AgentRun{}
 	run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StepCount: 2, HandoffSequence: []v1alpha1.HandoffRecord{fanOut, joined, final}}
-	step := func(n int32, agent string, previous *v1alpha1.HandoffRecord, at time.Time) Record {
+	step := func(n int32, agent string, previous *v1alpha1.HandoffRecord, at time.Time) records.Record {
 		data, _ := json.Marshal(map[string]any{"agent": agent, "output": "out", "previous": previous})
-		return Record{Seq: int64(n), Kind: "step", Step: n, Time: at, Body: data}
+		return records.Record{Seq: int64(n), Kind: "step", Step: n, Time: at, Body: data}
 	}
-	records := []Record{step(1, "lead", nil, t0.Add(time.Second)), step(2, "writer", &joined, t0.Add(6*time.Second))}
-	for name, recs := range map[string][]Record{"from status alone": nil, "with the records": records} {
+	recs := []records.Record{step(1, "lead", nil, t0.Add(time.Second)), step(2, "writer", &joined, t0.Add(6*time.Second))}
+	for name, recs := range map[string][]records.Record{"from status alone": nil, "with the records": recs} {
 		t.Run(name, func(t *testing.T) {
 			var got []string
 			for _, e := range BuildTimeline(run, recs) {

@@ -1,4 +1,4 @@
-package records
+package runview
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcript"
 )
@@ -93,16 +94,16 @@ func NewTimeline(run *v1alpha1.AgentRun) *Timeline {
 }
 
 // BuildTimeline is the timeline of run with records, oldest first.
-func BuildTimeline(run *v1alpha1.AgentRun, records []Record) []Entry {
+func BuildTimeline(run *v1alpha1.AgentRun, recs []records.Record) []Entry {
 	t := NewTimeline(run)
-	for _, r := range records {
+	for _, r := range recs {
 		t.Add(r)
 	}
 	return t.Entries()
 }
 
 // Add adds the next record.
-func (t *Timeline) Add(r Record) {
+func (t *Timeline) Add(r records.Record) {
 	switch r.Kind {
 	case transcript.KindTool:
 		b := r.ToolBody()
@@ -130,7 +131,7 @@ func (t *Timeline) Add(r Record) {
 }
 
 // recordedStep is a step's entry from its record; its handoff, when known, completes it.
-func recordedStep(r Record, b StepBody) Entry {
+func recordedStep(r records.Record, b records.StepBody) Entry {
 	e := Entry{Kind: EntryStep, Time: r.Time, Step: r.Step, Agent: b.Agent, Tokens: b.Tokens, Cost: b.Cost, Recorded: true,
 		Latency: time.Duration(b.LatencyMs) * time.Millisecond, Reason: b.Reason,
 		Text: textbound.Line(b.Output, maxText), Outcome: b.Next(), Failed: b.Error != ""}
@@ -254,17 +255,4 @@ func Latest(entries []Entry, n int) ([]Entry, LeftOut) {
 		}
 	}
 	return entries[cut:], out
-}
-
-// Retry is a new run of the same config, input, limits and approvals as run; with step > 0, one
-// that continues where run was after that step (spec.from: the earlier run's transcript carries
-// its input). The API server names it: run's name and a suffix.
-func Retry(run *v1alpha1.AgentRun, step int32) *v1alpha1.AgentRun {
-	retry := &v1alpha1.AgentRun{Spec: *run.Spec.DeepCopy()}
-	// The API server shortens a long name to fit the random suffix.
-	retry.Namespace, retry.GenerateName = run.Namespace, run.Name+"-retry-"
-	if step > 0 {
-		retry.Spec.From, retry.Spec.Input = &v1alpha1.RunFrom{Run: run.Name, Step: step}, ""
-	}
-	return retry
 }

@@ -1,4 +1,8 @@
-package transcriptapi
+// Package transcriptclient reads runs' transcripts from the operator's transcript API
+// (internal/transcriptapi serves it): a run's records a page at a time, the config it pinned,
+// and its records as they are written. It is what kubectl baton and its console link of the
+// API: HTTP and the record format, none of the server's authentication.
+package transcriptclient
 
 import (
 	"bufio"
@@ -14,6 +18,16 @@ import (
 
 	"github.com/baton-dev/baton/internal/records"
 )
+
+// Page is a run's records, oldest first, as the API's records endpoint answers.
+type Page struct {
+	Namespace string           `json:"namespace"`
+	Run       string           `json:"run"`
+	UID       string           `json:"uid"`
+	Records   []records.Record `json:"records"`
+	// Last is the Seq to resume after.
+	Last int64 `json:"last"`
+}
 
 // Client reads the transcript API. Its HTTP client carries the caller's own Kubernetes
 // credentials, so the API answers as their RBAC allows.
@@ -142,7 +156,10 @@ func (c *Client) Stream(ctx context.Context, namespace, name string, each func(r
 // body.
 func decode(resp *http.Response, into any) error {
 	if resp.StatusCode != http.StatusOK {
-		var st Status
+		// The API's errors are shaped like the API server's own (transcriptapi.Status).
+		var st struct {
+			Message string `json:"message"`
+		}
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
 			return fmt.Errorf("the transcript API answered %d: %s", resp.StatusCode, st.Message)
