@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/replay"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -165,13 +166,15 @@ func readBounded(path string, limit int64) ([]byte, error) {
 }
 
 // replayExport replays the export against spec, with the run's own limits and approvals; opts
-// answers the turns the recording lacks, when it can.
+// answers the turns the recording lacks, when it can. The run's limits are those it started
+// with: its own, bounded by what its namespace's quotas set (status.limits), as the operator
+// replays it.
 func replayExport(e *records.Export, spec v1alpha1.AgentConfigSpec, opts func(*workflow.Plan, replay.Recording) replay.Options) (replay.Report, error) {
 	rec, err := replay.FromExport(e)
 	if err != nil {
 		return replay.Report{}, err
 	}
-	p, errs := workflow.NewPlan(spec, e.Spec.Limits)
+	p, errs := workflow.NewPlan(spec, quota.Overrides(e.Spec.Limits, e.Status.Limits))
 	if len(errs) > 0 {
 		return replay.Report{}, fmt.Errorf("the config cannot run: %w", errs.ToAggregate())
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/replay"
 )
 
@@ -229,5 +231,33 @@ func TestAFolderThatIsNoTestSaysWhy(t *testing.T) {
 	}
 	if !strings.Contains(out, "ERROR  lost\n       open "+filepath.Join(broken, "lost", "expect.yaml")) {
 		t.Errorf("a case without its files:\n%s", out)
+	}
+}
+
+// A run whose namespace's quota bounded its limits replays under those limits, as the operator
+// replays it: the plugin gives a run no more than its quota did.
+func TestAReplayKeepsTheLimitsAQuotaSet(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(helpdeskTests, "ticket-1234", "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e records.Export
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Config == nil {
+		t.Fatal("the sample export holds no config")
+	}
+	free, err := replayExport(&e, e.Config.Spec, nil)
+	if err != nil || !free.Same() {
+		t.Fatalf("the sample replays to %+v (%v); want the same run", free.Replayed, err)
+	}
+	e.Status.Limits = &v1alpha1.EffectiveLimits{MaxSteps: 1, SetBy: []v1alpha1.LimitSource{{Limit: "maxSteps", Quota: "tenants"}}}
+	bounded, err := replayExport(&e, e.Config.Spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bounded.Replayed.Reason != v1alpha1.ReasonMaxStepsExceeded {
+		t.Errorf("with the quota's maxSteps 1 the replay ends %s after %d steps; want MaxStepsExceeded", bounded.Replayed.Reason, bounded.Replayed.Steps)
 	}
 }
