@@ -215,31 +215,6 @@ var _ = Describe("A gate", func() {
 		Entry("Approve passes the gate, approved by the timeout", "Approve", v1alpha1.PhaseSucceeded, v1alpha1.ReasonCompleted, []string{"Approved review by timeout"}),
 	)
 
-	It("judges a decision made while the operator was away at the time it was made", func() {
-		cfg := MakeConfig("timed", ns).Agents(
-			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
-			MakeAgent("publisher").Terminator().Script(Says("published")),
-		).Gate("review", "writer", 1).GateTimeout("review", 2*time.Second, "Reject").Obj()
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		expires := waitForGate(run, "review", 1).Status.PendingApproval.Expires
-		Expect(expires).NotTo(BeNil())
-		stopManager()
-		// Alice decides after the gate expired. A decision's time is kept to the second, so wait
-		// until the second she decides in is not before the gate's expiry.
-		Eventually(func() time.Time { return time.Now().Truncate(time.Second) }, runTimeout, poll).
-			Should(BeTemporally(">=", expires.Time))
-		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		queue, err := decisions.Read(get(run).Annotations)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(queue).To(HaveLen(1))
-		Expect(queue[0].Time.Time).To(BeTemporally(">=", expires.Time), "alice's decision is recorded after the gate expired")
-		stopManager = startManager(controllerOptions)
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonApprovalExpired), "the gate expired before alice approved")
-		Expect(done.Status.Approvals).To(BeEmpty())
-	})
-
 	It("does not count waiting time against the run's timeout", func() {
 		cfg := MakeConfig("patient", ns).Agents(
 			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
