@@ -2,81 +2,15 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
-
-// operatorUser is the operator's own user, as the webhook knows it.
-const operatorUser = "system:serviceaccount:baton-system:baton"
-
-// testWebhook is the webhook with a fake API server that allows every SubjectAccessReview.
-func testWebhook(t *testing.T) *Decisions {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if sar, ok := obj.(*authorizationv1.SubjectAccessReview); ok {
-				sar.Status.Allowed = true
-				return nil
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-	}).Build()
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	return &Decisions{Client: c, Self: operatorUser, Clock: clk, decoder: admission.NewDecoder(scheme)}
-}
-
-// request is the admission request of user's create (old nil) or update of run.
-func request(t *testing.T, op admissionv1.Operation, user string, run, old *v1alpha1.AgentRun) admission.Request {
-	t.Helper()
-	raw := func(r *v1alpha1.AgentRun) runtime.RawExtension {
-		if r == nil {
-			return runtime.RawExtension{}
-		}
-		r = r.DeepCopy()
-		r.APIVersion, r.Kind = v1alpha1.GroupVersion.String(), "AgentRun"
-		data, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: data}
-	}
-	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: "req", Operation: op, Namespace: run.Namespace, Name: run.Name,
-		UserInfo: authenticationv1.UserInfo{Username: user},
-		Object:   raw(run), OldObject: raw(old),
-	}}
-}
-
-// plainRun is a run a person writes.
-func plainRun() *v1alpha1.AgentRun {
-	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "team-a", UID: "mine-uid"}}
-	run.Spec.ConfigRef.Name = "research"
-	run.Spec.Input = "anything"
-	return run
-}
 
 // controlledBy gives run a controller reference to the run named parent.
 func controlledBy(run *v1alpha1.AgentRun, apiVersion, kind, parent string) {
@@ -151,7 +85,7 @@ func TestOnlyTheOperatorMakesBranchRuns(t *testing.T) {
 		"the operator's own update of the marks": {user: operatorUser, old: func(*v1alpha1.AgentRun) {}, edit: asBranch},
 	} {
 		t.Run(name, func(t *testing.T) {
-			w := testWebhook(t)
+			w := testWebhook(t, nil)
 			user := tc.user
 			if user == "" {
 				user = "mallory"
@@ -188,7 +122,7 @@ func TestOnlyTheOperatorMakesBranchRuns(t *testing.T) {
 // A person decides at a branch's gates as at any run's: an update that carries the branch's
 // marks unchanged is no attempt to make a branch.
 func TestABranchsGatesAreDecidedOnTheBranchRun(t *testing.T) {
-	w := testWebhook(t)
+	w := testWebhook(t, rbac{"alice": {v1alpha1.ApproveVerb}})
 	old := plainRun()
 	asBranch(old)
 	old.Annotations = map[string]string{v1alpha1.AnnotationCreatedBy: operatorUser}

@@ -13,7 +13,7 @@ import (
 func TestARunMayNameOnlyAPriorityClassItsNamespacesQuotasList(t *testing.T) {
 	withQuotas := func(t *testing.T, specs ...v1alpha1.AgentQuotaSpec) *Decisions {
 		t.Helper()
-		w := testWebhook(t)
+		w := testWebhook(t, nil)
 		for i, s := range specs {
 			q := &v1alpha1.AgentQuota{Spec: s}
 			q.Name, q.Namespace = []string{"platform", "team"}[i], "team-a"

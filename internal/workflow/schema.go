@@ -32,7 +32,7 @@ func (p *Plan) compileSchemas(path *field.Path) field.ErrorList {
 		}
 		sch, err := CompileSchema("baton:///agents/"+a.Name+"/outputSchema.json", a.OutputSchema.Raw)
 		if err != nil {
-			errs = append(errs, field.Invalid(path.Child("agents").Index(i).Child("outputSchema"), "", err.Error()))
+			errs = append(errs, field.Invalid(path.Child("agents").Index(i).Child("outputSchema"), field.OmitValueType{}, err.Error()))
 			continue
 		}
 		if p.schemas == nil {

@@ -159,44 +159,6 @@ var _ = Describe("Human gates", func() {
 		Expect(records(done)).To(Equal([]string{"Approved plan by alice", "Rejected final by alice revise crm", "Approved final by alice"}))
 	})
 
-	It("replans from the entrypoint on reject with revise=replan", func() {
-		waitForGate(run, "plan", 1)
-		Expect(annotate(bob, run, v1alpha1.AnnotationReject, "plan", v1alpha1.AnnotationRevise, "replan",
-			v1alpha1.AnnotationFeedback, "only Q3 please")).To(Succeed())
-		again := waitForGate(run, "plan", 2)
-		Expect(again.Status.HandoffSequence[1].From).To(Equal("planner"))
-		Expect(again.Status.HandoffSequence[1].Reason).To(Equal("revised plan"))
-		Expect(records(again)).To(Equal([]string{"Rejected plan by bob revise replan"}))
-	})
-
-	It("ends the run Rejected on reject without revise", func() {
-		waitForGate(run, "plan", 1)
-		Expect(annotate(alice, run, v1alpha1.AnnotationReject, "plan", v1alpha1.AnnotationFeedback, "not this quarter")).To(Succeed())
-		done := waitForEnd(run)
-		Expect(done.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonRejected))
-		Expect(done.Status.TerminationMessage).To(Equal("gate plan rejected by alice: not this quarter"))
-	})
-
-	It("refuses a decision from someone who may not approve, naming the missing permission", func() {
-		waitForGate(run, "plan", 1)
-		err := annotate(carol, run, v1alpha1.AnnotationApprove, "plan")
-		Expect(err).To(MatchError(ContainSubstring(`user "carol" may not approve gates of AgentRun ` + ns +
-			`/vendor-review: it needs the "approve" verb on agentruns.agents.baton.dev in namespace ` + ns)))
-		Expect(get(run).Status.Phase).To(Equal(v1alpha1.PhaseAwaitingApproval))
-		Expect(get(run).Annotations).NotTo(HaveKey(v1alpha1.AnnotationApprove))
-	})
-
-	It("takes revise and feedback only from the request that makes the decision", func() {
-		waitForGate(run, "plan", 1)
-		err := annotate(carol, run, v1alpha1.AnnotationRevise, "replan", v1alpha1.AnnotationFeedback, "LGTM")
-		Expect(err).To(MatchError(ContainSubstring("agents.baton.dev/revise goes with agents.baton.dev/approve, agents.baton.dev/reject or agents.baton.dev/reply in the same kubectl annotate")))
-		Expect(annotate(alice, run, v1alpha1.AnnotationReject, "plan")).To(Succeed())
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonRejected))
-		Expect(done.Status.Approvals[0].Feedback).To(BeEmpty())
-	})
-
 	It("refuses a hand-written decision queue", func() {
 		err := annotate(carol, run, v1alpha1.AnnotationDecisions, `[{"seq":9,"action":"approve","gate":"plan","by":"alice"}]`)
 		Expect(err).To(MatchError(ContainSubstring("the annotation agents.baton.dev/decisions is written only by Baton")))
@@ -236,23 +198,6 @@ var _ = Describe("A gate", func() {
 		).Gate("review", "writer", required).Obj()
 	}
 
-	It("needs approvals from distinct people when it requires two", func() {
-		cfg := gated(2)
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		waitForGate(run, "review", 1)
-		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		Expect(decisionCondition(run, v1alpha1.ReasonApplied)).To(Equal("approve=review by alice: 1 of 2 approvals"))
-		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		Expect(decisionCondition(run, v1alpha1.ReasonAlreadyApproved)).To(Equal(
-			"approve=review by alice changed nothing: alice already approved gate review (1 of 2 approvals); approvals must come from different people"))
-		Expect(get(run).Status.PendingApproval.ApprovedBy).To(Equal([]string{"alice"}))
-		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
-		Expect(records(done)).To(Equal([]string{"Approved review by alice", "Approved review by bob"}))
-	})
-
 	DescribeTable("acts on its timeout",
 		func(onTimeout string, phase v1alpha1.RunPhase, reason v1alpha1.TerminationReason, want []string) {
 			cfg := MakeConfig("timed", ns).Agents(
@@ -269,31 +214,6 @@ var _ = Describe("A gate", func() {
 		Entry("Reject ends the run ApprovalExpired", "Reject", v1alpha1.PhaseFailed, v1alpha1.ReasonApprovalExpired, []string(nil)),
 		Entry("Approve passes the gate, approved by the timeout", "Approve", v1alpha1.PhaseSucceeded, v1alpha1.ReasonCompleted, []string{"Approved review by timeout"}),
 	)
-
-	It("judges a decision made while the operator was away at the time it was made", func() {
-		cfg := MakeConfig("timed", ns).Agents(
-			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
-			MakeAgent("publisher").Terminator().Script(Says("published")),
-		).Gate("review", "writer", 1).GateTimeout("review", 2*time.Second, "Reject").Obj()
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		expires := waitForGate(run, "review", 1).Status.PendingApproval.Expires
-		Expect(expires).NotTo(BeNil())
-		stopManager()
-		// Alice decides after the gate expired. A decision's time is kept to the second, so wait
-		// until the second she decides in is not before the gate's expiry.
-		Eventually(func() time.Time { return time.Now().Truncate(time.Second) }, runTimeout, poll).
-			Should(BeTemporally(">=", expires.Time))
-		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		queue, err := decisions.Read(get(run).Annotations)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(queue).To(HaveLen(1))
-		Expect(queue[0].Time.Time).To(BeTemporally(">=", expires.Time), "alice's decision is recorded after the gate expired")
-		stopManager = startManager(controllerOptions)
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonApprovalExpired), "the gate expired before alice approved")
-		Expect(done.Status.Approvals).To(BeEmpty())
-	})
 
 	It("does not count waiting time against the run's timeout", func() {
 		cfg := MakeConfig("patient", ns).Agents(
@@ -317,64 +237,6 @@ var _ = Describe("A gate", func() {
 		run := MakeRun("r", ns).Config(cfg.Name).SkipApprovals().Obj()
 		create(cfg, run)
 		Expect(waitForEnd(run).Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
-	})
-
-	It("changes nothing on a bad or stale decision, and says why", func() {
-		cfg := gated(1)
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		before := waitForGate(run, "review", 1)
-		cases := []struct {
-			kv      []string
-			reason  string
-			message string
-		}{
-			{[]string{v1alpha1.AnnotationApprove, "deploy"}, v1alpha1.ReasonGateNotPending,
-				"approve=deploy by alice changed nothing: gate deploy is not pending; the pending gate is review"},
-			{[]string{v1alpha1.AnnotationApprove, ""}, v1alpha1.ReasonInvalidValue,
-				`approve="" by alice changed nothing: the annotation names no gate`},
-			{[]string{v1alpha1.AnnotationApprove, "review", v1alpha1.AnnotationFeedback, strings.Repeat("x", 5000)}, v1alpha1.ReasonInvalidValue,
-				"approve=review by alice changed nothing: a value is longer than 4096 characters"},
-			{[]string{v1alpha1.AnnotationReply, "sure"}, v1alpha1.ReasonNotWaiting,
-				"reply by alice changed nothing: the run is not waiting for input (phase AwaitingApproval)"},
-			{[]string{v1alpha1.AnnotationReject, "review", v1alpha1.AnnotationRevise, "nobody"}, v1alpha1.ReasonUnknownAgent,
-				"reject=review revise=nobody by alice changed nothing: revise=nobody names no agent that can take over (use an agent's name or replan)"},
-		}
-		for _, c := range cases {
-			Expect(annotate(alice, run, c.kv...)).To(Succeed())
-			Expect(decisionCondition(run, c.reason)).To(Equal(c.message))
-			Eventually(func() []string { return eventsOf(run) }).Should(ContainElement("Warning DecisionIgnored: " + c.message))
-			now := get(run)
-			for _, k := range []string{v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationRevise, v1alpha1.AnnotationReply, v1alpha1.AnnotationFeedback} {
-				Expect(now.Annotations).NotTo(HaveKey(k))
-			}
-			Expect(now.Status.Phase).To(Equal(before.Status.Phase))
-			Expect(now.Status.StepCount).To(Equal(before.Status.StepCount))
-			Expect(now.Status.PendingApproval.ApprovedBy).To(BeEmpty())
-			Expect(now.Status.Approvals).To(BeEmpty())
-		}
-	})
-
-	It("refuses decisions on an ended run", func() {
-		cfg := gated(1)
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		waitForGate(run, "review", 1)
-		Expect(annotate(alice, run, v1alpha1.AnnotationCancel, "no longer needed")).To(Succeed())
-		waitForEnd(run)
-		err := annotate(alice, run, v1alpha1.AnnotationApprove, "review")
-		Expect(err).To(MatchError(ContainSubstring("AgentRun r ended Cancelled (Cancelled); decisions no longer apply to it")))
-	})
-
-	It("is ignored, with an Event, by a run that is not waiting", func() {
-		cfg := MakeConfig("slow", ns).Agents(MakeAgent("a").Script(Says("...").Delay(time.Hour))).Gate("review", "a", 1).Obj()
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(cfg, run)
-		waitForPhase(run, v1alpha1.PhaseRunning)
-		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		Expect(decisionCondition(run, v1alpha1.ReasonNotWaiting)).To(Equal(
-			"approve=review by bob changed nothing: the run is not waiting for approval (phase Running)"))
-		Expect(get(run).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
 	})
 })
 

@@ -212,11 +212,6 @@ var _ = Describe("An AgentRun", func() {
 		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonConfigInvalid))
 		Expect(run.Status.TerminationMessage).To(ContainSubstring("spec.agents[0].outputSchema"))
 		Expect(run.Status.TerminationMessage).To(ContainSubstring("not a valid JSON Schema"))
-		Eventually(func(g Gomega) {
-			c := &v1alpha1.AgentConfig{}
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cfg), c)).To(Succeed())
-			g.Expect(meta.IsStatusConditionFalse(c.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
-		}, runTimeout, poll).Should(Succeed())
 		Expect(meta.IsStatusConditionFalse(run.Status.Conditions, v1alpha1.ConditionConfigResolved)).To(BeTrue())
 	})
 

@@ -89,28 +89,6 @@ var _ = Describe("A gate with allowSelfApproval: false", func() {
 		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), done.Status.TerminationMessage)
 		Expect(records(done)).To(Equal([]string{"Approved review by bob"}))
 	})
-
-	It("cannot be approved when the run's creator was not recorded, and can still be rejected", func() {
-		// A run from before creators were recorded: the operator, which alone may, takes the
-		// annotation off before the run starts.
-		operator, err := client.New(operatorConfig, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		create(run)
-		Expect(setCreatedBy(operator, run, nil)).To(Succeed())
-		Expect(get(run).Annotations).NotTo(HaveKey(v1alpha1.AnnotationCreatedBy))
-		create(cfg)
-		waitForGate(run, "review", 1)
-
-		Expect(annotate(bob, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		Expect(decisionCondition(run, v1alpha1.ReasonSelfApproval)).To(Equal(
-			"approve=review by bob changed nothing: the run's creator was not recorded (it was created without Baton's admission webhook), so gate review, which needs an approver other than the run's creator (allowSelfApproval: false), cannot be approved: reject it or let it time out"))
-		Expect(get(run).Status.Phase).To(Equal(v1alpha1.PhaseAwaitingApproval))
-
-		Expect(annotate(bob, run, v1alpha1.AnnotationReject, "review")).To(Succeed())
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonRejected))
-	})
 })
 
 var _ = Describe("The creator of a run", func() {
@@ -135,20 +113,5 @@ var _ = Describe("The creator of a run", func() {
 		Expect(annotate(alice, run, "example.com/team", "payments")).To(Succeed())
 		Expect(get(run).Annotations).To(SatisfyAll(
 			HaveKeyWithValue(v1alpha1.AnnotationCreatedBy, "alice"), HaveKeyWithValue("example.com/team", "payments")))
-	})
-
-	It("may approve a gate that does not set allowSelfApproval", func() {
-		cfg := MakeConfig("plain", ns).Agents(
-			MakeAgent("writer").HandsOffTo("publisher").Script(Says("draft").HandOff("publisher")),
-			MakeAgent("publisher").Terminator().Script(Says("published")),
-		).Gate("review", "writer", 1).Obj()
-		create(cfg)
-		run := MakeRun("r", ns).Config(cfg.Name).Obj()
-		Expect(alice.Create(ctx, run)).To(Succeed())
-		waitForGate(run, "review", 1)
-		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "review")).To(Succeed())
-		done := waitForEnd(run)
-		Expect(done.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted))
-		Expect(records(done)).To(Equal([]string{"Approved review by alice"}))
 	})
 })
