@@ -98,6 +98,9 @@ type Access struct {
 
 // Authenticate is the caller, or the status to answer and why.
 func (a *Auth) Authenticate(r *http.Request) (user.Info, int, string) {
+	// The bearer-token authenticator takes the Authorization header off the request it checks:
+	// a stream checks its request again at every re-authorization, so it checks a copy.
+	r = r.Clone(r.Context())
 	present := "present a bearer token or a client certificate, as for the API server"
 	if len(a.audiences) > 0 {
 		r = r.WithContext(authenticator.WithAudiences(r.Context(), a.audiences))

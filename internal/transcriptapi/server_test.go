@@ -27,6 +27,7 @@ import (
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 	. "github.com/baton-dev/baton/test/builders"
 )
 
@@ -162,7 +163,7 @@ func refusalOf(t *testing.T, rec *httptest.ResponseRecorder) Status {
 }
 
 // lines renders a page's records as "seq kind step body".
-func lines(p Page) []string {
+func lines(p transcriptclient.Page) []string {
 	var out []string
 	for _, r := range p.Records {
 		out = append(out, fmt.Sprintf("%d %s %d %s", r.Seq, r.Kind, r.Step, r.Body))
@@ -219,7 +220,7 @@ func TestWhoMayReadARunsTranscript(t *testing.T) {
 				}
 				return
 			}
-			var page Page
+			var page transcriptclient.Page
 			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +301,7 @@ func TestAReaderPagesThroughARunsRecords(t *testing.T) {
 				}
 				return
 			}
-			var page Page
+			var page transcriptclient.Page
 			if err := json.Unmarshal(rec.Body.Bytes(), &page); rec.Code != http.StatusOK || err != nil {
 				t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
 			}

@@ -213,3 +213,27 @@ func TestAStreamEndsOnceItsCallerMayNoLongerReadTheRun(t *testing.T) {
 		t.Fatal("the stream went on after its caller lost access")
 	}
 }
+
+// The same with a bearer token, as exec plugins (EKS, GKE) give kubectl: each re-check
+// authenticates the stream's request again, so checking it once must leave its token on it.
+func TestAStreamOnATokenEndsOnlyOnceItsCallerMayNoLongerReadTheRun(t *testing.T) {
+	kube := people()
+	waiting := runOf("waiting", v1alpha1.PhaseAwaitingApproval)
+	a := newTranscriptAPI(t, kube, waiting)
+	a.record(t, waiting, transcript.Key{Kind: transcript.KindStep, Step: 1}, `{"output":"a plan"}`)
+	a.h.Auth.authz = kube.uncached(t)
+	a.h.Reauthorize = time.Millisecond
+	stream := follow(t, a, "waiting", bearer("reader-token"))
+	if e := next(t, stream); !strings.HasPrefix(e, "4 record ") {
+		t.Fatalf("first event %q; want the run's record", e)
+	}
+	a.record(t, waiting, transcript.Key{Kind: transcript.KindStep, Step: 2}, `{"output":"more"}`)
+	if e := next(t, stream); !strings.HasPrefix(e, "5 record ") {
+		t.Fatalf("after re-checks, event %q; want the run's next record", e)
+	}
+	kube.revoke("reader")
+	want := `error {"message":"access ended (403): agentruns.agents.baton.dev \"waiting\" is forbidden: User \"reader\" cannot get resource \"agentruns\" in API group \"agents.baton.dev\" in the namespace \"team-a\""}`
+	if e := next(t, stream); e != want {
+		t.Fatalf("event %q; want %q", e, want)
+	}
+}
