@@ -33,8 +33,15 @@ type operator struct {
 	ledger *ledger.Ledger
 }
 
-// newOperator is an operator over the objects given.
+// newOperator is an operator over the objects given, its agents on the providers without
+// network or keys (Scripted's).
 func newOperator(t *testing.T, objs ...client.Object) *operator {
+	t.Helper()
+	return newOperatorOn(t, agents.Dependencies{Clock: clock.RealClock{}}, objs...)
+}
+
+// newOperatorOn is an operator whose providers call out with deps.
+func newOperatorOn(t *testing.T, deps agents.Dependencies, objs ...client.Object) *operator {
 	t.Helper()
 	c := newCluster(t, objs...)
 	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "transcript.db"))
@@ -43,14 +50,14 @@ func newOperator(t *testing.T, objs ...client.Object) *operator {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	spend := ledger.New(store)
-	clk := clock.RealClock{}
-	known := providers.New(agents.Dependencies{Clock: clk})
+	clk := deps.Clock
+	known := providers.New(deps)
 	runner := steps.New(steps.Config{Store: store, Providers: known, Clock: clk, Log: logr.Discard(), MaxInFlight: 8, Ledger: spend,
 		Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {
 			return agentquota.Caps(ctx, c, namespace)
 		}})
 	r := New(Config{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000), Clock: clk,
-		Providers: known, Transcript: store, Ledger: spend, Steps: runner})
+		Providers: known, Secrets: deps.Secrets, Transcript: store, Ledger: spend, Steps: runner})
 	return &operator{cluster: c, r: r, store: store, ledger: spend}
 }
 
