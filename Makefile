@@ -30,7 +30,7 @@ manifests: controller-gen ## Generate the CRDs and RBAC under config/, the Prome
 
 .PHONY: generate
 generate: controller-gen ## Generate the deepcopy code.
-	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -41,7 +41,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: vet ## Check formatting, run go vet, kube-api-linter and depguard (.golangci.yml), and keep the workflow core free of clients, SDKs and databases.
+lint: ## Check formatting, run golangci-lint (go vet, kube-api-linter, depguard and the rest of .golangci.yml), and keep the workflow core free of clients, SDKs and databases.
 	@out=$$(gofmt -l agents api cmd controllers hack internal test); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	"$$(hack/tool.sh golangci-lint)" run ./...
 	@# Every package's unit tests run, with the race detector or without (RACE_PKGS, PURE_PKGS).
@@ -61,7 +61,7 @@ verify: manifests generate ## Fail if generated files or go.mod are stale.
 ##@ Tests
 
 .PHONY: test
-test: manifests generate lint test-unit test-integration test-e2e test-helm test-image ## Run every suite: unit (with the fuzz seed corpora), integration (envtest), e2e, the Helm chart's and the image build's.
+test: lint test-unit test-integration test-e2e test-helm test-image ## Run every suite: unit (with the fuzz seed corpora), integration (envtest), e2e, the Helm chart's and the image build's. make verify (CI runs it first) checks the generated files.
 
 # Property tests: cases per property.
 RAPID_CHECKS ?= 500
