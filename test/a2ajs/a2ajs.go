@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 
 	"github.com/baton-dev/baton/test/nodeservers"
@@ -20,10 +19,22 @@ const (
 	SDKVersion = "1.3.0"
 )
 
-// SamplesDir is config/samples/a2a in the repository this package is built from.
+// SamplesDir is config/samples/a2a in the repository the test runs in: the nearest directory
+// above the working directory (a test's package) that holds go.mod. The source file's own path
+// is not used: builds with -trimpath keep module paths, not directories.
 func SamplesDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "config", "samples", "a2a")
+	dir, err := os.Getwd()
+	if err != nil {
+		return filepath.Join("config", "samples", "a2a")
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "config", "samples", "a2a")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "config", "samples", "a2a")
+		}
+	}
 }
 
 // Packages is the samples' pinned set of packages.
