@@ -346,9 +346,7 @@ func (f Facts) whileBranchesRun(d Update) Action {
 	switch {
 	case len(d.Events) == 0 && equality.Semantic.DeepEqual(d.Status, f.Status):
 		// Nothing new: what is held is written once it is due.
-		a := f.whileRunning()
-		a.Update.Status = f.Status
-		return a
+		return f.whileRunning()
 	case onlyUIDs(f.Status, d.Status) && f.Trusted:
 		// The UIDs of the branch runs just made wait for the run's next write: a restart
 		// before it finds the runs again by their creator, which the trusted webhook stamped.
