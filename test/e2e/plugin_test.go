@@ -207,13 +207,30 @@ spec: {configRef: {name: hostile}, input: "review"}
 	})
 
 	It("retries a run as a new run of the same spec, and cancels one", func() {
-		out, err := baton(alice, "retry", "slow")
+		// A run whose one step takes an hour: its retry is still at work when it is cancelled,
+		// however slowly the plugin starts.
+		kubectl("apply", "-n", ns, "-f", manifest("stuck.yaml", `apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata: {name: stuck}
+spec:
+  entrypoint: a
+  agents:
+  - {name: a, terminator: true, script: [{output: "at last", delay: 1h}]}
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata: {name: stuck}
+spec: {configRef: {name: stuck}}
+`))
+		DeferCleanup(func() { _, _ = baton(alice, "cancel", "stuck") })
+		out, err := baton(alice, "retry", "stuck")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(MatchRegexp(`agentrun.agents.baton.dev/slow-retry-\w+ created`))
+		Expect(out).To(MatchRegexp(`agentrun.agents.baton.dev/stuck-retry-\w+ created`))
 		name := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), "agentrun.agents.baton.dev/"), " created")
 		out, err = baton(alice, "cancel", name, "--reason", "enough")
 		Expect(err).NotTo(HaveOccurred(), out)
 		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Cancelled", "--timeout=60s", "agentrun/"+name)
+		Expect(jsonpath("agentrun", name, ns, "{.status.terminationMessage}")).To(ContainSubstring("enough"))
 
 		By("retrying from a step: the steps before it are not taken again")
 		out, err = baton(alice, "retry", "slow", "--from-step", "2")
