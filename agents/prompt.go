@@ -69,6 +69,12 @@ func describeContext(c workflow.ContextEntry) string {
 		return c.From + " (cut off): "
 	case workflow.ContextInvalid:
 		return c.From + "'s answer did not match its schema: "
+	case workflow.ContextAsked:
+		return "earlier in this conversation, " + c.From + " asked: "
+	case workflow.ContextAnswered:
+		return "earlier in this conversation, the team answered: "
+	case workflow.ContextSummary:
+		return "the conversation before that, summarized: "
 	}
 	return c.From + ": "
 }

@@ -521,9 +521,10 @@ type LimitSource struct {
 	// +required
 	Limit string `json:"limit,omitempty"`
 
-	// quota is the AgentQuota's name.
+	// quota is the AgentQuota's name, or AgentSession/<name> for the session of a turn that
+	// gets only what is left of its session's limits.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=266
 	// +required
 	Quota string `json:"quota,omitempty"`
 }

@@ -76,7 +76,7 @@ func (p RunPhase) Terminal() bool {
 }
 
 // TerminationReason says why a run ended.
-// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed;Replayed;ReplayBudgetExceeded
+// +kubebuilder:validation:Enum=Completed;Terminated;MaxHandoffsExceeded;MaxStepsExceeded;AgentStepLimitExceeded;TokenBudgetExceeded;Timeout;AgentTimeout;LoopDetected;RoutingExhausted;TooManyErrors;InvalidOutput;Cancelled;Rejected;ApprovalExpired;ConfigInvalid;ToolCallLimitExceeded;TranscriptBudgetExceeded;CostBudgetExceeded;WrappedUp;Evicted;BranchFailed;Replayed;ReplayBudgetExceeded;SessionEnded
 type TerminationReason string
 
 // The reasons a run ends; docs/guards.md says which limit, detector or decision gives each,
@@ -116,6 +116,8 @@ const (
 	// a replay may read (the operator's replay byte budget, or the export's bounds), or whose
 	// replay was begun three times and never ended.
 	ReasonReplayBudgetExceeded TerminationReason = "ReplayBudgetExceeded"
+	// ReasonSessionEnded ends a turn of a session that ended before the turn could start.
+	ReasonSessionEnded TerminationReason = "SessionEnded"
 )
 
 // Phase is the terminal phase a run ends in for this reason.
@@ -290,6 +292,7 @@ type AgentRunList struct {
 // AgentRunSpec is what to run.
 // +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.from) && !has(self.branch))",message="replay replays a recorded run from its start: it goes with neither from nor branch"
 // +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.limits) && (!has(self.approvals) || self.approvals == 'Required'))",message="replay replays the recorded run under the recorded run's own limits and approvals: set neither limits nor approvals: Skip"
+// +kubebuilder:validation:XValidation:rule="!has(self.session) || (!has(self.from) && !has(self.replay) && !has(self.branch))",message="a turn of a session goes on from the turns before it: it carries no from, replay or branch"
 type AgentRunSpec struct {
 	// configRef names the AgentConfig, in the run's namespace, whose team runs.
 	// +required
@@ -349,6 +352,21 @@ type AgentRunSpec struct {
 	// Replayed, with what the replay found in status.replay.
 	// +optional
 	Replay *RunReplay `json:"replay,omitempty"`
+
+	// session makes the run a turn of an AgentSession of its namespace: it is given the turns
+	// before it as history and runs once they have ended. configRef defaults to the session's
+	// (another is refused); creating a turn needs get on the session.
+	// +optional
+	Session *SessionReference `json:"session,omitempty"`
+}
+
+// SessionReference names an AgentSession of the run's namespace.
+type SessionReference struct {
+	// name is the AgentSession's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name,omitempty"`
 }
 
 // RunFrom names an earlier run and the step after which to continue it.

@@ -1,7 +1,8 @@
 // Package v1alpha1 holds the agents.baton.dev/v1alpha1 API: AgentConfig, which describes a team
 // of agents, its workflow and its limits; AgentRun, one execution of that team; ModelEndpoint
 // and ClusterModelEndpoint, model server accounts that runs share, with their limits and
-// prices; and AgentQuota, what a namespace's runs may use.
+// prices; AgentQuota, what a namespace's runs may use; and AgentSession, a conversation whose
+// turns are runs.
 // +kubebuilder:object:generate=true
 // +groupName=agents.baton.dev
 package v1alpha1
@@ -20,7 +21,7 @@ var (
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
 		s.AddKnownTypes(GroupVersion, &AgentConfig{}, &AgentConfigList{}, &AgentRun{}, &AgentRunList{},
 			&ModelEndpoint{}, &ModelEndpointList{}, &ClusterModelEndpoint{}, &ClusterModelEndpointList{},
-			&AgentQuota{}, &AgentQuotaList{})
+			&AgentQuota{}, &AgentQuotaList{}, &AgentSession{}, &AgentSessionList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})

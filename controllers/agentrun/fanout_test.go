@@ -20,6 +20,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/agentquota"
+	"github.com/baton-dev/baton/controllers/agentsession"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 	"github.com/baton-dev/baton/internal/webhook"
@@ -65,6 +66,9 @@ func newCluster(t *testing.T, objs ...client.Object) *cluster {
 	b := fake.NewClientBuilder().WithScheme(scheme)
 	// The cache's indexes that quotas read, as the manager has them.
 	if err := agentquota.Index(context.Background(), indexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentsession.AddIndex(context.Background(), indexer{b}); err != nil {
 		t.Fatal(err)
 	}
 	c.Client = b.WithObjects(objs...).

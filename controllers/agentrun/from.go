@@ -38,9 +38,6 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	if plan == nil || err != nil {
 		return res, err
 	}
-	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
-		return res, err
-	}
 	replayed, err := r.replayFrom(ctx, run, earlier, plan)
 	switch {
 	case errors.Is(err, errFrom):
@@ -60,44 +57,6 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (
 	}
 	r.runs.setPlan(run, plan)
 	return r.write(ctx, w, plan, d)
-}
-
-// pinCurrent pins the config as it is now for a run, as start does, and returns the run's plan
-// under these limits, bounded by the namespace's runLimits (the run's status.limits says which),
-// and the revision pinned. With no plan, the run waits or ends, and the
-// result says so. A run whose agents are called (calls) waits for the Secrets their keys are in.
-func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
-	run := w.AgentRun
-	cfg := &v1alpha1.AgentConfig{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
-	if apierrors.IsNotFound(err) {
-		res, err := r.write(ctx, w, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
-		return nil, "", res, err
-	}
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	plan, limits, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, limits)
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	if len(errs) > 0 {
-		res, err := r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
-		return nil, "", res, err
-	}
-	if calls {
-		if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
-			_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
-			return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
-		}
-	}
-	revision, err := r.revisions.pin(ctx, cfg)
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	run.Status.Limits = bounds
-	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, limits, plan), run), revision, ctrl.Result{}, nil
 }
 
 // earlierRun is the run spec.from names, if a run can start from it.

@@ -32,6 +32,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/agentconfig"
 	"github.com/baton-dev/baton/controllers/agentquota"
+	"github.com/baton-dev/baton/controllers/agentsession"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/replay/worker"
@@ -120,6 +121,7 @@ func New(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentquotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentsessions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -232,6 +234,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := agentquota.Index(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := agentsession.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
@@ -239,6 +244,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.replays.Woken(), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
+		// A turn that ended lets the next turn of its session start; a session that changed
+		// (created, ended) brings back the turns that wait for it.
+		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.sessionTurns), builder.WithPredicates(endedPredicate())).
+		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTurns)).
 		// A namespace's quotas raised or deleted bring back the runs they held.
 		Watches(&v1alpha1.AgentQuota{}, handler.EnqueueRequestsFromMapFunc(r.quotasChanged)).
 		// A branch's phase changes bring its parent back, for the join.

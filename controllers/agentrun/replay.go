@@ -66,9 +66,6 @@ func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time)
 	if plan == nil || err != nil {
 		return res, err
 	}
-	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
-		return res, err
-	}
 	return r.beginReplay(ctx, w, r.forRecorded(ctx, plan, run, recorded), recorded,
 		workflow.StartReplay(run.Status, recorded.Name, revision, now))
 }

@@ -28,8 +28,9 @@ import (
 // expire deletes a finished run whose time to live has passed, with its transcript, or brings
 // the run back when it will have.
 func (r *Reconciler) expire(ctx context.Context, run *v1alpha1.AgentRun) (ctrl.Result, error) {
-	if run.Spec.Branch != nil {
-		// A branch run goes with its root, which controls it: a replay of the root reads it.
+	if run.Spec.Branch != nil || run.Spec.Session != nil {
+		// A branch run goes with its root, which controls it: a replay of the root reads it. A
+		// turn goes with its session (ttlSecondsAfterIdle): the turns after it read it.
 		return ctrl.Result{}, nil
 	}
 	ttl := run.Spec.TTLSecondsAfterFinished

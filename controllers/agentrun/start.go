@@ -34,35 +34,85 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 	if run.Spec.From != nil {
 		return r.startFrom(ctx, w, now)
 	}
-	cfg := &v1alpha1.AgentConfig{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
-	if apierrors.IsNotFound(err) {
-		return r.write(ctx, w, nil, workflow.WaitForConfig(run.Status, run.Spec.ConfigRef.Name, now))
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	plan, limits, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, run.Spec.Limits)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(errs) > 0 {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate()), now))
-	}
-	if problem := r.missingSecret(ctx, run.Namespace, plan); problem != "" {
-		_, err := r.write(ctx, w, nil, workflow.WaitForSecret(run.Status, problem, now))
-		return ctrl.Result{RequeueAfter: secretRetry}, err
-	}
-	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
+	plan, revision, res, err := r.pinCurrent(ctx, w, run.Spec.Limits, now, true)
+	if plan == nil || err != nil {
 		return res, err
 	}
-	revision, err := r.revisions.pin(ctx, cfg)
+	return r.begin(ctx, w, plan, revision, now)
+}
+
+// pinCurrent pins the config as it is now for a run and returns the run's plan under these
+// limits, bounded by the namespace's runLimits (the run's status.limits says which), and the
+// revision pinned, once the run is admitted. Until then (workflow.StartGate: its config, its
+// session, the Secrets of agents it calls, then its quotas and Kueue), the run waits or ends,
+// and the result says so.
+func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
+	run := w.AgentRun
+	f, pinned, err := r.startFacts(ctx, w, limits, now, calls)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, "", ctrl.Result{}, err
 	}
-	run.Status.Limits = bounds
-	return r.begin(ctx, w, r.forRun(ctx, r.revisions.share(run.Namespace, revision, limits, plan), run), revision, now)
+	switch d, wait := workflow.StartGate(f); wait {
+	case workflow.StartGo:
+	case workflow.StartWaitsForSecret:
+		_, err := r.write(ctx, w, nil, d)
+		return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
+	default:
+		res, err := r.write(ctx, w, nil, d)
+		return nil, "", res, err
+	}
+	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
+		return nil, "", res, err
+	}
+	revision, err := r.revisions.pin(ctx, pinned.cfg)
+	if err != nil {
+		return nil, "", ctrl.Result{}, err
+	}
+	run.Status.Limits = pinned.bounds
+	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, pinned.limits, pinned.plan), run), revision, ctrl.Result{}, nil
+}
+
+// pinnable is the config a run would pin, and its plan under the run's bounded limits.
+type pinnable struct {
+	cfg    *v1alpha1.AgentConfig
+	plan   *workflow.Plan
+	limits *v1alpha1.LimitOverrides
+	bounds *v1alpha1.EffectiveLimits
+}
+
+// startFacts gathers what the run's start waits on (workflow.StartGate), and the config it
+// would pin. A run whose agents are called (calls) waits for the Secrets their keys are in.
+func (r *Reconciler) startFacts(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (workflow.StartFacts, pinnable, error) {
+	run := w.AgentRun
+	f := workflow.StartFacts{Now: now, Status: run.Status, Config: run.Spec.ConfigRef.Name}
+	var p pinnable
+	session, err := r.sessionFacts(ctx, w)
+	if err != nil {
+		return f, p, err
+	}
+	f.Session = session
+	cfg := &v1alpha1.AgentConfig{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
+	if apierrors.IsNotFound(err) {
+		return f, p, nil
+	}
+	if err != nil {
+		return f, p, err
+	}
+	f.ConfigFound, p.cfg = true, cfg
+	plan, bounded, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, limits, w.turn)
+	if err != nil {
+		return f, p, err
+	}
+	if len(errs) > 0 {
+		f.Invalid = fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate())
+		return f, p, nil
+	}
+	p.plan, p.limits, p.bounds = plan, bounded, bounds
+	if calls {
+		f.MissingSecret = r.missingSecret(ctx, run.Namespace, plan)
+	}
+	return f, p, nil
 }
 
 // begin starts a run that may start on its plan, pinned as revision, and takes it as far as
@@ -73,6 +123,12 @@ func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl
 func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan, revision string, now time.Time) (ctrl.Result, error) {
 	run := w.AgentRun
 	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
+	if w.turn != nil {
+		if err := r.writeHistory(ctx, w, now); err != nil {
+			return ctrl.Result{}, err
+		}
+		d = workflow.StartTurn(plan, run.Status, run.Spec.Input, revision, w.turn.state, now)
+	}
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, w, plan, d)
 	}

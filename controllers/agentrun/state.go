@@ -44,6 +44,8 @@ type working struct {
 	stored v1alpha1.AgentRunStatus
 	// begun is set when a start is held to be written with the run's first step (begin).
 	begun bool
+	// turn is what a turn of a session starts from, once gathered (session.go).
+	turn *turn
 }
 
 // runTable holds what the reconciler keeps of every run it works on, and forget drops all of a

@@ -19,6 +19,7 @@ import (
 	"github.com/baton-dev/baton/controllers/agentconfig"
 	"github.com/baton-dev/baton/controllers/agentquota"
 	"github.com/baton-dev/baton/controllers/agentrun"
+	"github.com/baton-dev/baton/controllers/agentsession"
 	"github.com/baton-dev/baton/controllers/modelendpoint"
 	"github.com/baton-dev/baton/internal/a2aserver"
 	"github.com/baton-dev/baton/internal/egress"
@@ -129,6 +130,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	quotas := &agentquota.Reconciler{Client: mgr.GetClient(), Clock: clk,
 		Usage: &agentquota.Usage{Reader: mgr.GetClient(), Ledger: spend, Bytes: opts.Transcript}}
 	if err := quotas.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	talks := &agentsession.Reconciler{Client: mgr.GetClient(), Clock: clk, Recorder: mgr.GetEventRecorder("baton-controller")}
+	if err := talks.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	configs := &agentconfig.Reconciler{Client: mgr.GetClient(), Providers: known}

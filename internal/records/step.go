@@ -133,6 +133,13 @@ func ResultOf(rec transcript.Record) (workflow.StepResult, error) {
 
 // ContextOf is what a step's or a decision's record adds to later agents' context.
 func ContextOf(rec transcript.Record) []workflow.ContextEntry {
+	if rec.Kind == transcript.KindHistory {
+		b, err := HistoryOf(rec)
+		if err != nil {
+			return nil
+		}
+		return b.Entries()
+	}
 	if rec.Kind == transcript.KindStep {
 		var b StepBody
 		if json.Unmarshal(rec.Body, &b) != nil {

@@ -385,8 +385,9 @@ func (s *Runner) recorded(ctx context.Context, run *v1alpha1.AgentRun, step work
 	return Ended, res, nil
 }
 
-// fromTranscript gives the request what the agent sees of the run's earlier steps: the context
-// window within the config's budget, in full, and for a continuation or a repair the answer it
+// fromTranscript gives the request what the agent sees of the run's earlier steps, after a
+// turn's history of its session's earlier turns: the context window within the config's budget,
+// in full, and for a continuation or a repair the answer it
 // works on.
 func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step workflow.Step, req *agents.Request) error {
 	maxMessages, maxChars := plan.ContextBudget()
@@ -394,7 +395,7 @@ func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 	if maxMessages > 0 && !scripted(&req.Agent) {
 		// A page of the newest records: the window is bounded in characters far below it.
 		recs, err := s.Store.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
-			Kinds: []transcript.Kind{transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
+			Kinds: []transcript.Kind{transcript.KindHistory, transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
 		}

@@ -39,6 +39,9 @@ const (
 	// KindProgress is what a remote agent reported while it worked on a step (an A2A agent's
 	// status updates), in order.
 	KindProgress Kind = "progress"
+	// KindHistory is what a turn of a session was given of the turns before it, and its own
+	// input: one per turn, at step 0, written when the turn starts.
+	KindHistory Kind = "history"
 )
 
 // Key identifies a record within its run: records are append-only, and a key is stored once.

@@ -31,12 +31,13 @@ const Path = "/mutate-agents-baton-dev-v1alpha1-agentrun"
 // The webhook is called for every create, which it stamps with its creator, and otherwise only
 // for writes that carry a decision, touch the decision queue, change the creator, or change the
 // marks of a branch run (the agents.baton.dev/parent label, a controller reference to an
-// AgentRun: branches.go) (matchConditions), so other updates of AgentRuns never depend on it
+// AgentRun: branches.go) or of a turn (its number, its session label: sessions.go)
+// (matchConditions), so other updates of AgentRuns never depend on it
 // being up. Those it is called for are refused while it is down (failurePolicy Fail), never
 // let through unattributed: no run is created without a recorded creator, no decision is taken
 // without knowing who made it, and no run is made to look like a branch by anyone.
 // In the condition, '/' stands for a label that is not there: no label value has one.
-// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=None,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"create-decision-queue-creator-or-branch-marks","expression":"request.operation == 'CREATE' || (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/created-by' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/created-by'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/created-by' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/created-by'] : '')) || (oldObject != null && ((has(object.metadata.labels) && 'agents.baton.dev/parent' in object.metadata.labels ? object.metadata.labels['agents.baton.dev/parent'] : '/') != (has(oldObject.metadata.labels) && 'agents.baton.dev/parent' in oldObject.metadata.labels ? oldObject.metadata.labels['agents.baton.dev/parent'] : '/') || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : [])))"}]}`
+// +kubebuilder:webhook:path=/mutate-agents-baton-dev-v1alpha1-agentrun,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=agents.baton.dev,resources=agentruns,verbs=create;update,versions=v1alpha1,name=decisions.agents.baton.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"create-decision-queue-creator-or-branch-marks","expression":"request.operation == 'CREATE' || (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['agents.baton.dev/approve','agents.baton.dev/reject','agents.baton.dev/reply','agents.baton.dev/revise','agents.baton.dev/feedback'])) || ((has(object.metadata.annotations) && 'agents.baton.dev/decisions' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/decisions'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/decisions' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/decisions'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/created-by' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/created-by'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/created-by' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/created-by'] : '')) || ((has(object.metadata.annotations) && 'agents.baton.dev/turn' in object.metadata.annotations ? object.metadata.annotations['agents.baton.dev/turn'] : '') != (oldObject != null && has(oldObject.metadata.annotations) && 'agents.baton.dev/turn' in oldObject.metadata.annotations ? oldObject.metadata.annotations['agents.baton.dev/turn'] : '')) || (oldObject != null && (has(object.metadata.labels) && 'agents.baton.dev/session' in object.metadata.labels ? object.metadata.labels['agents.baton.dev/session'] : '/') != (has(oldObject.metadata.labels) && 'agents.baton.dev/session' in oldObject.metadata.labels ? oldObject.metadata.labels['agents.baton.dev/session'] : '/')) || (oldObject != null && ((has(object.metadata.labels) && 'agents.baton.dev/parent' in object.metadata.labels ? object.metadata.labels['agents.baton.dev/parent'] : '/') != (has(oldObject.metadata.labels) && 'agents.baton.dev/parent' in oldObject.metadata.labels ? oldObject.metadata.labels['agents.baton.dev/parent'] : '/') || (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : []) != (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences.filter(r, r.kind == 'AgentRun' && has(r.controller) && r.controller) : [])))"}]}`
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 
@@ -87,8 +88,12 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 	if refused != nil {
 		return *refused
 	}
+	marks, refused := w.turnOf(ctx, req, run)
+	if refused != nil {
+		return *refused
+	}
 	if user == w.Self {
-		return withAnnotations(req, run, annotations)
+		return withAnnotations(req, run, annotations, marks)
 	}
 	if run.Annotations[v1alpha1.AnnotationDecisions] != old.Annotations[v1alpha1.AnnotationDecisions] {
 		return admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton; decide with %s, %s or %s",
@@ -111,7 +116,7 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 					v1alpha1.AnnotationApprove, v1alpha1.AnnotationReject, v1alpha1.AnnotationReply))
 			}
 		}
-		return withAnnotations(req, run, annotations)
+		return withAnnotations(req, run, annotations, marks)
 	}
 	for _, k := range leftover {
 		delete(annotations, k)
@@ -134,7 +139,7 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Denied(err.Error())
 	}
-	return withAnnotations(req, run, queued)
+	return withAnnotations(req, run, queued, marks)
 }
 
 // attribute is the run's annotations with who created it: stamped on a create, whatever the
@@ -150,6 +155,10 @@ func (w *Decisions) attribute(ctx context.Context, req admission.Request, run, o
 		if user != w.Self && changed(old.Annotations, run.Annotations, v1alpha1.AnnotationCreatedBy) {
 			return refuse(admission.Denied(fmt.Sprintf("the annotation %s is written only by Baton, when the run is created: it records who created the run, and nobody may set, change or remove it",
 				v1alpha1.AnnotationCreatedBy)))
+		}
+		if user != w.Self && (changed(old.Annotations, run.Annotations, v1alpha1.AnnotationTurn) || changed(old.Labels, run.Labels, v1alpha1.LabelSession)) {
+			return refuse(admission.Denied(fmt.Sprintf("the annotation %s and the label %s are written only by Baton, when a turn is created: they put the turn in its place in its session",
+				v1alpha1.AnnotationTurn, v1alpha1.LabelSession)))
 		}
 		return annotations, nil
 	}
@@ -184,9 +193,10 @@ func changed(old, updated map[string]string, key string) bool {
 	return had != has || was != is
 }
 
-// withAnnotations admits the object with these annotations, and nothing else of it changed.
-func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations map[string]string) admission.Response {
-	if maps.Equal(run.Annotations, annotations) {
+// withAnnotations admits the object with these annotations, and a turn with its marks; nothing
+// else of it changed.
+func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations map[string]string, marks *turnMarks) admission.Response {
+	if maps.Equal(run.Annotations, annotations) && marks == nil {
 		return admission.Allowed("")
 	}
 	obj := map[string]any{}
@@ -200,6 +210,23 @@ func withAnnotations(req admission.Request, run *v1alpha1.AgentRun, annotations 
 	if meta == nil {
 		meta = map[string]any{}
 		obj["metadata"] = meta
+	}
+	if marks != nil {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		labels := maps.Clone(run.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		marks.mark(annotations, labels)
+		meta["labels"] = labels
+		spec, _ := obj["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			obj["spec"] = spec
+		}
+		spec["configRef"] = map[string]any{"name": marks.configRef}
 	}
 	if len(annotations) == 0 {
 		delete(meta, "annotations")
@@ -248,6 +275,12 @@ func (w *Decisions) mayRead(ctx context.Context, req admission.Request, run *v1a
 
 // may asks the API server whether the requesting user may do verb on the named AgentRun.
 func (w *Decisions) may(ctx context.Context, req admission.Request, namespace, verb, name string) (bool, error) {
+	return w.mayOn(ctx, req, namespace, verb, "agentruns", name)
+}
+
+// mayOn asks the API server whether the requesting user may do verb on the named object of
+// one of Baton's resources.
+func (w *Decisions) mayOn(ctx context.Context, req admission.Request, namespace, verb, resource, name string) (bool, error) {
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range req.UserInfo.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -261,7 +294,7 @@ func (w *Decisions) may(ctx context.Context, req admission.Request, namespace, v
 			Namespace: namespace,
 			Verb:      verb,
 			Group:     v1alpha1.GroupVersion.Group,
-			Resource:  "agentruns",
+			Resource:  resource,
 			Name:      name,
 		},
 	}}

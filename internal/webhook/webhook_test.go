@@ -36,10 +36,14 @@ const team = "team-a"
 // t0 is when the webhook's clock starts.
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-// rbac says who may do what on the AgentRuns of namespace team-a: a user, or the members of a
-// group ("group:approvers"), may do each verb listed, on every run, or on one run only
-// ("get danas"). Nobody may do anything else, anywhere else.
+// rbac says who may do what on the AgentRuns and AgentSessions of namespace team-a: a user, or
+// the members of a group ("group:approvers"), may do each verb listed, on every run, or on one
+// run only ("get danas"), on every session ("get agentsessions") or on one session only ("get
+// agentsessions/chat"). Nobody may do anything else, anywhere else.
 type rbac map[string][]string
+
+// sessionResource is the resource of AgentSessions, as grants and SubjectAccessReviews name it.
+const sessionResource = "agentsessions"
 
 // apiServer answers the webhook's SubjectAccessReviews.
 type apiServer struct {
@@ -48,6 +52,9 @@ type apiServer struct {
 	down error
 	// asked are the reviews the webhook asked for, in order.
 	asked []authorizationv1.SubjectAccessReviewSpec
+	// statusUpdate, when set, answers each status update in the store's place; it is given the
+	// store, to write the update through, or to write as another client would meanwhile.
+	statusUpdate func(ctx context.Context, store client.Client, obj client.Object, opts ...client.SubResourceUpdateOption) error
 }
 
 // review answers a SubjectAccessReview as RBAC would.
@@ -65,7 +72,8 @@ func (s *apiServer) review(sar *authorizationv1.SubjectAccessReview) error {
 
 func (s *apiServer) allows(spec authorizationv1.SubjectAccessReviewSpec) bool {
 	attrs := spec.ResourceAttributes
-	if attrs == nil || attrs.Group != v1alpha1.GroupVersion.Group || attrs.Resource != "agentruns" || attrs.Subresource != "" || attrs.Namespace != team {
+	if attrs == nil || attrs.Group != v1alpha1.GroupVersion.Group || attrs.Subresource != "" || attrs.Namespace != team ||
+		attrs.Resource != "agentruns" && attrs.Resource != sessionResource {
 		return false
 	}
 	subjects := []string{spec.User}
@@ -74,8 +82,14 @@ func (s *apiServer) allows(spec authorizationv1.SubjectAccessReviewSpec) bool {
 	}
 	for _, who := range subjects {
 		for _, grant := range s.rbac[who] {
-			verb, name, named := strings.Cut(grant, " ")
-			if verb == attrs.Verb && (!named || name == attrs.Name) {
+			verb, object, named := strings.Cut(grant, " ")
+			resource, name := "agentruns", object
+			if r, n, ok := strings.Cut(object, "/"); ok {
+				resource, name = r, n
+			} else if object == sessionResource {
+				resource, named = sessionResource, false
+			}
+			if verb == attrs.Verb && resource == attrs.Resource && (!named || name == attrs.Name) {
 				return true
 			}
 		}
@@ -99,12 +113,18 @@ func webhookOn(t *testing.T, s *apiServer, objs ...client.Object) *Decisions {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha1.AgentSession{}).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if sar, ok := obj.(*authorizationv1.SubjectAccessReview); ok {
 				return s.review(sar)
 			}
 			return c.Create(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if sub == "status" && s.statusUpdate != nil {
+				return s.statusUpdate(ctx, c, obj, opts...)
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
 	}).Build()
 	return &Decisions{Client: c, Self: operatorUser, Clock: clocktesting.NewFakePassiveClock(t0), decoder: admission.NewDecoder(scheme)}

@@ -114,6 +114,12 @@ const (
 	ContextFailed    ContextKind = "Failed"
 	ContextFeedback  ContextKind = "Feedback"
 	ContextReply     ContextKind = "Reply"
+	// ContextAsked, ContextAnswered and ContextSummary are a session's earlier turns, given to
+	// each turn as its history: what a turn was asked, what the team answered, and the summary
+	// of the turns before the window.
+	ContextAsked    ContextKind = "Asked"
+	ContextAnswered ContextKind = "Answered"
+	ContextSummary  ContextKind = "Summary"
 )
 
 // ContextEntry is one thing an agent sees from earlier in the run.

@@ -182,7 +182,11 @@ func BranchName(parent string, step int32, index int) string {
 
 // ParentLabel is the value of a branch's agents.baton.dev/parent label: the parent's name, or,
 // past a label value's 63 characters, its beginning and a digest of the whole.
-func ParentLabel(parent string) string { return fitName(parent, "", maxLabelValue) }
+func ParentLabel(parent string) string { return LabelValue(parent) }
+
+// LabelValue is an object's name as a label's value: the name, or, past a label value's 63
+// characters, its beginning and a digest of the whole.
+func LabelValue(name string) string { return fitName(name, "", maxLabelValue) }
 
 // fitName is name and suffix within limit characters, name cut and followed by a digest of it
 // when they do not fit.

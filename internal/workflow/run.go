@@ -35,9 +35,23 @@ func waitPending(st v1alpha1.AgentRunStatus, reason, event, msg string, now time
 
 // Start begins a run on its pinned config: the first agent gets control with the run's input.
 func Start(p *Plan, st v1alpha1.AgentRunStatus, input, revision string, now time.Time) Update {
+	agent, state := modes[p.Mode()].start(p)
+	return begin(p, st, input, revision, agent, state, now)
+}
+
+// StartTurn begins a turn of a session: a StateMachine team starts in the state the session's
+// last turn led to (state), unless that state is final or no longer in the config; every other
+// team, and a turn after a final state or a failed turn (state empty), starts as a run does.
+func StartTurn(p *Plan, st v1alpha1.AgentRunStatus, input, revision, state string, now time.Time) Update {
+	if s, ok := p.State(state); ok && p.Mode() == v1alpha1.ModeStateMachine && s.Agent != "" {
+		return begin(p, st, input, revision, s.Agent, s.Name, now)
+	}
+	return Start(p, st, input, revision, now)
+}
+
+func begin(p *Plan, st v1alpha1.AgentRunStatus, input, revision, agent, state string, now time.Time) Update {
 	d := Update{Status: *st.DeepCopy()}
 	s := &d.Status
-	agent, state := modes[p.Mode()].start(p)
 	start := metav1.NewMicroTime(now)
 	s.Phase = v1alpha1.PhaseRunning
 	s.StartTime = &start

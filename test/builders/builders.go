@@ -4,6 +4,7 @@
 package builders
 
 import (
+	"strconv"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -278,6 +279,12 @@ func (w *RunWrapper) TTL(seconds int32) *RunWrapper {
 
 // SkipApprovals runs without the config's gates.
 func (w *RunWrapper) SkipApprovals() *RunWrapper { w.Spec.Approvals = v1alpha1.ApprovalsSkip; return w }
+
+// Turn makes the run turn n of a session, as the webhook numbers it.
+func (w *RunWrapper) Turn(session string, n int) *RunWrapper {
+	w.Spec.Session = &v1alpha1.SessionReference{Name: session}
+	return w.Annotate(v1alpha1.AnnotationTurn, strconv.Itoa(n))
+}
 
 // Annotate sets an annotation.
 func (w *RunWrapper) Annotate(key, value string) *RunWrapper {

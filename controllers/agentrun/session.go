@@ -1,0 +1,198 @@
+package agentrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/shopspring/decimal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/controllers/agentsession"
+	"github.com/baton-dev/baton/internal/cost"
+	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/sessions"
+	"github.com/baton-dev/baton/internal/transcript"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A turn of a session (spec.session) starts once its session lets it: the session exists, has
+// not ended, and every turn numbered before it has ended. Turns are found in the cache by the
+// session they name (agentsession.Index).
+
+// turn is what a turn starts from of its session: its limits, what its other turns used of
+// them, and the state the turn before it led to.
+type turn struct {
+	session string
+	limits  *v1alpha1.SessionLimits
+	history *v1alpha1.SessionHistory
+	tokens  int64
+	spent   decimal.Decimal
+	state   string
+	// previous is the last turn before this one that started and ended: its history and its
+	// answer are this one's history.
+	previous *v1alpha1.AgentRun
+}
+
+// sessionFacts gathers what a turn's start depends on of its session, and what it starts from
+// (w.turn); nil for a run that is no turn.
+func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.SessionFacts, error) {
+	run := w.AgentRun
+	if run.Spec.Session == nil {
+		return nil, nil
+	}
+	f := &workflow.SessionFacts{Name: run.Spec.Session.Name}
+	s := &v1alpha1.AgentSession{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: f.Name}, s)
+	if apierrors.IsNotFound(err) {
+		return f, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.Found = true
+	if s.Status.Phase == v1alpha1.SessionEnded {
+		f.EndReason, f.EndMessage = s.Status.EndReason, s.Status.EndMessage
+		// Times are kept to the second: a turn created in the second its session ended came
+		// after the end.
+		f.EndedBefore = s.Status.EndTime != nil && !s.Status.EndTime.After(run.CreationTimestamp.Time)
+	}
+	turns := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, turns, client.InNamespace(run.Namespace), client.MatchingFields{agentsession.Index: f.Name}); err != nil {
+		return nil, err
+	}
+	f.Before = turnBefore(run, turns.Items)
+	w.turn = turnFrom(run, s, turns.Items)
+	return f, nil
+}
+
+// turnFrom is what run starts from of its session's other turns: the tokens and cost they used
+// (read from the turns, which the session's status counts only later), and the state the last
+// of them that ended before it led to, if it succeeded.
+func turnFrom(run *v1alpha1.AgentRun, s *v1alpha1.AgentSession, turns []v1alpha1.AgentRun) *turn {
+	t := &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, spent: decimal.Zero}
+	var last *v1alpha1.AgentRun
+	for i := range turns {
+		o := &turns[i]
+		if o.UID == run.UID {
+			continue
+		}
+		t.tokens += o.Status.TokensUsed
+		t.spent = t.spent.Add(cost.Amount(o.Status.Cost))
+		if o.Status.Phase.Terminal() && o.Status.StartTime != nil && turnPrecedes(o, run) && (last == nil || turnPrecedes(last, o)) {
+			last = o
+		}
+	}
+	t.previous = last
+	if last != nil && last.Status.Phase == v1alpha1.PhaseSucceeded {
+		t.state = last.Status.State
+	}
+	return t
+}
+
+// writeHistory records what the turn is given of its session's earlier turns before it starts:
+// the history the turn before it was given, with that turn's question and answer added, within
+// the session's bounds (sessions.History.Append); and the turn's own question. It reads two
+// records of one earlier turn, however long the session. A turn begun again after a restart
+// finds its record written.
+func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time) error {
+	run, t := w.AgentRun, w.turn
+	var h sessions.History
+	if prev := t.previous; prev != nil {
+		rec, found, err := r.Transcript.Get(ctx, string(prev.UID), records.HistoryKey)
+		if err != nil {
+			return fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
+		}
+		if found {
+			before, err := records.HistoryOf(rec)
+			if err != nil {
+				return fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
+			}
+			answer, err := r.lastOutput(ctx, prev)
+			if err != nil {
+				return err
+			}
+			h, _ = before.History.Append(sessions.Exchange{Turn: prev.Name, From: before.From, Input: before.Input, Output: answer},
+				sessions.BoundsOf(t.history))
+		}
+	}
+	body := records.HistoryBody{History: h, From: run.Annotations[v1alpha1.AnnotationCreatedBy], Input: run.Spec.Input}
+	if _, err := r.Transcript.Append(ctx, body.Record(idOf(run), now)); err != nil {
+		return fmt.Errorf("writing the turn's history to the transcript: %w", err)
+	}
+	return nil
+}
+
+// lastOutput is what a run's last step answered, in full, from its transcript.
+func (r *Reconciler) lastOutput(ctx context.Context, run *v1alpha1.AgentRun) (string, error) {
+	recs, err := r.Transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
+		Limit: 1, Newest: true, MaxBytes: records.ReadPage})
+	if err != nil || len(recs) == 0 {
+		return "", err
+	}
+	var b records.StepBody
+	if err := json.Unmarshal(recs[0].Body, &b); err != nil {
+		return "", fmt.Errorf("reading the last step of turn %s: %w", run.Name, err)
+	}
+	return b.Output, nil
+}
+
+// turnBefore names the unended turn that comes last before run, if any: turns go in the order
+// of their numbers, then of their creation.
+func turnBefore(run *v1alpha1.AgentRun, turns []v1alpha1.AgentRun) string {
+	var before *v1alpha1.AgentRun
+	for i := range turns {
+		t := &turns[i]
+		if t.UID == run.UID || t.Status.Phase.Terminal() || !turnPrecedes(t, run) {
+			continue
+		}
+		if before == nil || turnPrecedes(before, t) {
+			before = t
+		}
+	}
+	if before == nil {
+		return ""
+	}
+	return before.Name
+}
+
+// turnPrecedes says whether turn a comes before turn b in their session.
+func turnPrecedes(a, b *v1alpha1.AgentRun) bool {
+	if na, nb := agentsession.TurnNumber(a), agentsession.TurnNumber(b); na != nb {
+		return na < nb
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// sessionTurns maps an ended turn, or a session that changed, to the session's turns that have
+// not started: the next of them may start now, or all of them end with the session.
+func (r *Reconciler) sessionTurns(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetName()
+	if run, ok := obj.(*v1alpha1.AgentRun); ok {
+		if run.Spec.Session == nil {
+			return nil
+		}
+		name = run.Spec.Session.Name
+	}
+	turns := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, turns, client.InNamespace(obj.GetNamespace()), client.MatchingFields{agentsession.Index: name}); err != nil {
+		log.FromContext(ctx).Error(err, "Listing the turns of a session", "agentSession", klog.KRef(obj.GetNamespace(), name))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range turns.Items {
+		if !turns.Items[i].Status.Phase.Started() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&turns.Items[i])})
+		}
+	}
+	return reqs
+}

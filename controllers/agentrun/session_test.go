@@ -1,0 +1,149 @@
+package agentrun
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/sessions"
+	"github.com/baton-dev/baton/internal/workflow"
+	. "github.com/baton-dev/baton/test/builders"
+)
+
+// chat is a one-agent team whose every answer costs 100 tokens.
+func chat() *v1alpha1.AgentConfig {
+	return MakeConfig("chat", ns).Agents(MakeAgent("a").Terminator().Script(Says("an answer").Tokens(100))).Obj()
+}
+
+func chatSession(mod func(*v1alpha1.AgentSession)) *v1alpha1.AgentSession {
+	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns, UID: "uid-of-s"},
+		Spec: v1alpha1.AgentSessionSpec{ConfigRef: v1alpha1.ConfigReference{Name: "chat"}}}
+	if mod != nil {
+		mod(s)
+	}
+	return s
+}
+
+func turnRun(name string, n int) *v1alpha1.AgentRun {
+	r := MakeRun(name, ns).Config("chat").Input("question "+name).Turn("s", n).Obj()
+	r.UID = types.UID("uid-of-" + name)
+	return r
+}
+
+func progressing(run *v1alpha1.AgentRun) (string, string) {
+	c := meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionProgressing)
+	if run.Status.Phase == v1alpha1.PhasePending {
+		c = meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionConfigResolved)
+	}
+	if c == nil {
+		return "", ""
+	}
+	return c.Reason, c.Message
+}
+
+// Turns run one at a time in their order, each with what is left of its session's limits.
+func TestTurnsRunOneAtATimeWithWhatIsLeft(t *testing.T) {
+	limited := chatSession(func(s *v1alpha1.AgentSession) {
+		s.Spec.Limits = &v1alpha1.SessionLimits{MaxTokens: ptr.To[int64](250)}
+	})
+	o := newOperator(t, chat(), limited, turnRun("t1", 1), turnRun("t2", 2))
+
+	second := o.drive(t, "t2", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase != "" })
+	reason, msg := progressing(second)
+	if second.Status.Phase != v1alpha1.PhaseQueued || reason != v1alpha1.ReasonSessionBusy || msg != "session s: waits for turn t1 to end" {
+		t.Fatalf("the second turn is %s (%s: %s), want Queued for the first", second.Status.Phase, reason, msg)
+	}
+	first := o.drive(t, "t1", ended)
+	if first.Status.Phase != v1alpha1.PhaseSucceeded || first.Status.TokensUsed != 100 {
+		t.Fatalf("the first turn ended %s with %d tokens", first.Status.Phase, first.Status.TokensUsed)
+	}
+	if first.Status.Limits == nil || first.Status.Limits.MaxTokens != 250 {
+		t.Errorf("the first turn's limits %+v, want the session's 250 tokens", first.Status.Limits)
+	}
+	second = o.drive(t, "t2", ended)
+	if second.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("the second turn ended %s: %s", second.Status.Phase, second.Status.TerminationMessage)
+	}
+	l := second.Status.Limits
+	if l == nil || l.MaxTokens != 150 || !setBy(l, "maxTokens", "AgentSession/s") {
+		t.Errorf("the second turn's limits %+v, want the 150 tokens the session has left", l)
+	}
+
+	// The second turn was given the first's question and answer, from the transcript.
+	rec, found, err := o.store.Get(context.Background(), string(second.UID), records.HistoryKey)
+	if err != nil || !found {
+		t.Fatalf("the second turn's history: found %v, %v", found, err)
+	}
+	h, err := records.HistoryOf(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sessions.Exchange{{Turn: "t1", Input: "question t1", Output: "an answer"}}
+	if fmt.Sprint(h.Turns) != fmt.Sprint(want) || h.Input != "question t2" {
+		t.Errorf("the second turn's history %+v, want the first's exchange %+v and its own question", h, want)
+	}
+	entries := records.ContextOf(rec)
+	if len(entries) != 2 || entries[0].Kind != workflow.ContextAsked || entries[1].Text != "an answer" {
+		t.Errorf("the history as context %+v", entries)
+	}
+}
+
+func setBy(l *v1alpha1.EffectiveLimits, limit, by string) bool {
+	for _, s := range l.SetBy {
+		if s.Limit == limit && s.Quota == by {
+			return true
+		}
+	}
+	return false
+}
+
+// A turn waits for its session, and ends with it.
+func TestATurnWaitsForItsSessionAndEndsWithIt(t *testing.T) {
+	created := metav1.NewTime(t0)
+	endedSession := chatSession(func(s *v1alpha1.AgentSession) {
+		end := metav1.NewTime(t0.Add(-1))
+		s.Status = v1alpha1.AgentSessionStatus{Phase: v1alpha1.SessionEnded, EndReason: v1alpha1.SessionReasonEnded,
+			EndMessage: "the customer left", EndTime: &end}
+	})
+	for name, tc := range map[string]struct {
+		session *v1alpha1.AgentSession
+		phase   v1alpha1.RunPhase
+		reason  string
+		message string
+	}{
+		"a session that does not exist": {
+			phase: v1alpha1.PhasePending, reason: v1alpha1.ReasonSessionNotFound,
+			message: "AgentSession s does not exist in the run's namespace; the turn starts when it is created",
+		},
+		"a session that ended before the turn": {
+			session: endedSession, phase: v1alpha1.PhaseFailed, reason: string(v1alpha1.ReasonSessionEnded),
+			message: "session s ended (Ended) before this turn was created: the customer left",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run := turnRun("t1", 1)
+			run.CreationTimestamp = created
+			objs := []client.Object{chat(), run}
+			if tc.session != nil {
+				objs = append(objs, tc.session)
+			}
+			o := newOperator(t, objs...)
+			got := o.drive(t, "t1", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase != "" })
+			reason, msg := progressing(got)
+			if got.Status.Phase.Terminal() {
+				reason, msg = string(got.Status.TerminationReason), got.Status.TerminationMessage
+			}
+			if got.Status.Phase != tc.phase || reason != tc.reason || msg != tc.message {
+				t.Errorf("the turn is %s (%s: %s), want %s (%s: %s)", got.Status.Phase, reason, msg, tc.phase, tc.reason, tc.message)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// EventWaitingForSession is the Event of a turn whose session does not exist yet.
+const EventWaitingForSession = "WaitingForSession"
+
+// StartFacts are what a Pending run's start waits on, gathered by the shell before it asks its
+// quotas and Kueue: those count the run from the moment they admit it, so they come last.
+type StartFacts struct {
+	Now    time.Time
+	Status v1alpha1.AgentRunStatus
+	// Config names the run's AgentConfig; ConfigFound says whether it exists.
+	Config      string
+	ConfigFound bool
+	// Invalid says why the config, as the run would pin it, cannot run; empty if it can.
+	Invalid string
+	// MissingSecret says which Secret an agent needs and cannot have; empty if none.
+	MissingSecret string
+	// Session is the run's session, for a turn of one.
+	Session *SessionFacts
+}
+
+// SessionFacts are what a turn's start depends on of its session.
+type SessionFacts struct {
+	// Name is the session's name; Found says whether it exists.
+	Name  string
+	Found bool
+	// EndReason and EndMessage say why the session ended, once it has.
+	EndReason, EndMessage string
+	// EndedBefore says the session had ended when the turn was created.
+	EndedBefore bool
+	// Before names the turn before this one that has not ended, if any: this one waits for it.
+	Before string
+}
+
+// StartWait is what a Pending run waits on before it may be admitted.
+type StartWait int
+
+const (
+	// StartGo is nothing: the run goes on to its quotas and Kueue.
+	StartGo StartWait = iota
+	// StartEnds is a run that cannot start, and ends.
+	StartEnds
+	// StartWaitsForConfig is a run whose AgentConfig does not exist.
+	StartWaitsForConfig
+	// StartWaitsForSession is a turn whose session does not exist, or runs an earlier turn.
+	StartWaitsForSession
+	// StartWaitsForSecret is a run a Secret of whose agents cannot be read. Secrets are not
+	// watched.
+	StartWaitsForSecret
+)
+
+// StartGate decides whether a Pending run may go on to be admitted, and if not, the update that
+// keeps it waiting or ends it. The first reason wins: a config that cannot run, a config that
+// does not exist, the turn's session (missing, ended, busy with an earlier turn), a Secret.
+func StartGate(f StartFacts) (Update, StartWait) {
+	switch {
+	case f.Invalid != "":
+		return Fail(f.Status, v1alpha1.ReasonConfigInvalid, f.Invalid, f.Now), StartEnds
+	case !f.ConfigFound:
+		return WaitForConfig(f.Status, f.Config, f.Now), StartWaitsForConfig
+	}
+	if s := f.Session; s != nil {
+		if d, wait := sessionGate(f.Status, s, f.Now); wait != StartGo {
+			return d, wait
+		}
+	}
+	if f.MissingSecret != "" {
+		return WaitForSecret(f.Status, f.MissingSecret, f.Now), StartWaitsForSecret
+	}
+	return Update{}, StartGo
+}
+
+// sessionGate keeps a turn from starting before its session lets it: a turn waits Pending for
+// a session that does not exist, fails SessionEnded when created after its session ended, is
+// cancelled when its session ends while it waits, and waits Queued (SessionBusy) for the turn
+// before it, outside any quota's line.
+func sessionGate(st v1alpha1.AgentRunStatus, s *SessionFacts, now time.Time) (Update, StartWait) {
+	switch {
+	case !s.Found:
+		return waitPending(st, v1alpha1.ReasonSessionNotFound, EventWaitingForSession,
+			fmt.Sprintf("AgentSession %s does not exist in the run's namespace; the turn starts when it is created", s.Name), now), StartWaitsForSession
+	case s.EndReason != "" && s.EndedBefore:
+		return Fail(st, v1alpha1.ReasonSessionEnded, sessionEnd(s, "before this turn was created"), now), StartEnds
+	case s.EndReason != "":
+		return Fail(st, v1alpha1.ReasonCancelled, sessionEnd(s, "while this turn waited"), now), StartEnds
+	case s.Before != "":
+		return Queue(st, v1alpha1.ReasonSessionBusy,
+			fmt.Sprintf("session %s: waits for turn %s to end", s.Name, s.Before), now), StartWaitsForSession
+	}
+	return Update{}, StartGo
+}
+
+func sessionEnd(s *SessionFacts, when string) string {
+	msg := fmt.Sprintf("session %s ended (%s) %s", s.Name, s.EndReason, when)
+	if s.EndMessage != "" {
+		msg += ": " + s.EndMessage
+	}
+	return msg
+}
