@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
+	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/transcriptclient"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -178,6 +179,10 @@ func printRecord(w io.Writer, r records.Record) {
 		fmt.Fprintf(w, "=== step %d: %s reports (%s) %s\n%s\n\n", r.Step, b.Agent, b.State, r.Time.Format(time.RFC3339), indent(b.Text))
 		return
 	}
+	if r.Kind == transcript.KindHistory {
+		printHistory(w, r)
+		return
+	}
 	if r.Kind != "step" {
 		// A record of nothing people decided (a run started from another keeps its next
 		// agent's input so) is not shown.
@@ -272,6 +277,10 @@ func logLine(r records.Record) string {
 		b := r.ProgressBody()
 		return fmt.Sprintf("%s  step %-3d %-16s reports: %s", r.Time.Format("15:04:05"), r.Step, b.Agent, textbound.Line(b.Text, 80))
 	}
+	if r.Kind == transcript.KindHistory {
+		h := r.HistoryBody()
+		return fmt.Sprintf("%s  turn     given %d earlier turns; %s asks: %s", r.Time.Format("15:04:05"), len(h.Turns), asker(h.From), textbound.Line(h.Input, 80))
+	}
 	if r.Kind != "step" {
 		d := r.DecisionBody()
 		var parts []string
@@ -319,4 +328,29 @@ func (o *options) connect(ctx context.Context) (string, *operatorClient, error) 
 // namespace is the namespace the kubeconfig flags say.
 func (o *options) namespace() (string, error) {
 	return o.config.namespace()
+}
+
+// printHistory prints a turn's history record: what the turn was given of its session's
+// earlier turns, and what it was asked.
+func printHistory(w io.Writer, r records.Record) {
+	h := r.HistoryBody()
+	fmt.Fprintf(w, "=== turn of a session, given %d earlier turns (%s)\n", len(h.Turns), r.Time.Format(time.RFC3339))
+	if h.Summary != "" {
+		fmt.Fprintf(w, "the conversation before, summarized:\n%s\n", indent(h.Summary))
+	}
+	for _, t := range h.Turns {
+		fmt.Fprintf(w, "%s: %s asked:\n%s\n", t.Turn, asker(t.From), indent(t.Input))
+		if t.Output != "" {
+			fmt.Fprintf(w, "the team answered:\n%s\n", indent(t.Output))
+		}
+	}
+	fmt.Fprintf(w, "%s asks:\n%s\n\n", asker(h.From), indent(h.Input))
+}
+
+// asker is who asked a turn's question.
+func asker(from string) string {
+	if from == "" {
+		return "the user"
+	}
+	return from
 }

@@ -118,8 +118,8 @@ func main() {
 
 // localOperator writes the flags of an operator that runs on this machine (webhook.flags): the
 // webhook's port and certificate, which the transcript API shares, and the transcript API's
-// address; and it publishes that address, with the certificate's CA, on the Service through
-// which kubectl baton finds the transcript API.
+// address; and it publishes that address, with the certificate's CA (servingCA), on the
+// Service through which kubectl baton finds the transcript API.
 func localOperator(env *envtest.Environment, dir string) error {
 	w := env.WebhookInstallOptions
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,6 +137,10 @@ func localOperator(env *envtest.Environment, dir string) error {
 		return err
 	}
 	ctx := context.Background()
+	ca, err := servingCA(ctx, c, &env.WebhookInstallOptions)
+	if err != nil {
+		return err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "baton-system"}}
 	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -144,7 +148,7 @@ func localOperator(env *envtest.Environment, dir string) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "baton-transcript", Namespace: "baton-system", Annotations: map[string]string{
 			"agents.baton.dev/transcript-url": "https://" + transcriptAddr,
-			"agents.baton.dev/transcript-ca":  base64.StdEncoding.EncodeToString(w.LocalServingCAData),
+			"agents.baton.dev/transcript-ca":  base64.StdEncoding.EncodeToString(ca),
 		}},
 		// Outside the cluster: an ExternalName Service, which allocates nothing.
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost", Ports: []corev1.ServicePort{{Name: "https", Port: 8444}}},

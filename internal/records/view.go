@@ -33,6 +33,9 @@ func (r Record) DecisionBody() DecisionBody { return bodyAs[DecisionBody](r.Body
 // ProgressBody reads the body of a record of what a remote agent reported.
 func (r Record) ProgressBody() ProgressBody { return bodyAs[ProgressBody](r.Body) }
 
+// HistoryBody is the body of a turn's history record.
+func (r Record) HistoryBody() HistoryBody { return bodyAs[HistoryBody](r.Body) }
+
 // IsTool says whether the record is one of a tool call's.
 func (r Record) IsTool() bool { return strings.HasPrefix(string(r.Kind), "tool") }
 

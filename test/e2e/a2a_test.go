@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	osexec "os/exec"
@@ -77,10 +78,12 @@ var _ = Describe("A2A both ways, with the A2A JavaScript SDK", Ordered, func() {
 		addr := regexp.MustCompile(`--transcript-bind-address=(\S+)`).FindStringSubmatch(readFile(filepath.Join(stateDir, "webhook.flags")))
 		Expect(addr).To(HaveLen(2))
 		agentURL = "https://" + addr[1] + "/namespaces/" + ns + "/agentconfigs/order-desk"
-		// The local control plane publishes its serving certificate itself as the CA (which Go
-		// accepts, and kubectl baton uses); Node anchors trust only in a CA that signed it. A
-		// cluster's operator has cert-manager's CA, which NODE_EXTRA_CA_CERTS names (docs/a2a.md).
-		env = []string{"A2A_TOKEN=" + token, "NODE_TLS_REJECT_UNAUTHORIZED=0"}
+		// The CA that signed the operator's certificate, as docs/a2a.md reads it: Node trusts the
+		// operator only through a CA, never a leaf given as one.
+		ca, err := base64.StdEncoding.DecodeString(kubectl("get", "service", "baton-transcript", "-n", "baton-system",
+			"-o", `jsonpath={.metadata.annotations.agents\.baton\.dev/transcript-ca}`))
+		Expect(err).NotTo(HaveOccurred())
+		env = []string{"A2A_TOKEN=" + token, "NODE_EXTRA_CA_CERTS=" + manifest("baton-ca.crt", string(ca))}
 	})
 
 	It("runs the sample's own run: its A2A stock clerk asks, and a person's kubectl reply continues the same task", func() {
