@@ -65,6 +65,6 @@ func newRoot(streams genericiooptions.IOStreams) *cobra.Command {
 		"The transcript API's URL; by default it is reached through the operator's Service (port-forward, or the URL the Service names)")
 	root.PersistentFlags().StringVar(&o.operatorNamespace, "operator-namespace", "baton-system", "The namespace of the operator's Service")
 	root.AddCommand(o.getCmd(), o.describeCmd(), o.handoffsCmd(), o.transcriptCmd(), o.replayCmd(), o.testCmd(), o.logsCmd(),
-		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd(), o.uiCmd())
+		o.approveCmd(), o.rejectCmd(), o.replyCmd(), o.cancelCmd(), o.retryCmd(), o.uiCmd(), o.chatCmd())
 	return root
 }

@@ -52,3 +52,20 @@ func TestProgressRecordsSayWhatARemoteAgentReported(t *testing.T) {
 		t.Errorf("transcript: %q, want %q", b.String(), want)
 	}
 }
+
+func TestAHistoryRecordSaysWhatATurnWasGivenAndAsked(t *testing.T) {
+	at := time.Date(2026, 11, 28, 11, 34, 0, 0, time.UTC)
+	r := records.Record{Kind: "history", Time: at, Body: json.RawMessage(
+		`{"turns":[{"turn":"ticket-t1","from":"alice","input":"My VPN drops.","output":"Try the new profile."}],"from":"alice","input":"It still drops."}`)}
+	if got, want := logLine(r), "11:34:00  turn     given 1 earlier turns; alice asks: It still drops."; got != want {
+		t.Errorf("logs: %q, want %q", got, want)
+	}
+	var b bytes.Buffer
+	printRecord(&b, r)
+	want := "=== turn of a session, given 1 earlier turns (2026-11-28T11:34:00Z)\n" +
+		"ticket-t1: alice asked:\n  My VPN drops.\nthe team answered:\n  Try the new profile.\n" +
+		"alice asks:\n  It still drops.\n\n"
+	if b.String() != want {
+		t.Errorf("transcript: %q, want %q", b.String(), want)
+	}
+}
