@@ -62,7 +62,7 @@ up() {
 
   say "Installing the CRDs"
   kubectl apply --server-side -k config/crd
-  kubectl wait --for condition=established --timeout=60s crd/agentconfigs.agents.baton.dev crd/agentruns.agents.baton.dev
+  kubectl wait --for condition=established --timeout=60s crd/agentconfigs.agents.baton.dev crd/agentruns.agents.baton.dev crd/agentsessions.agents.baton.dev
 
   say "Starting the operator (log: $LOCAL_DIR/manager.log)"
   # The operator has its own identity, and serves the admission webhook that records who decides.
@@ -88,6 +88,16 @@ up() {
   # Every step, from the transcript: status keeps only the latest 10.
   "$root/bin/kubectl-baton" handoffs ticket-1234
   echo "Termination: $(kubectl get agentrun ticket-1234 -o jsonpath='{.status.terminationReason}: {.status.terminationMessage}')"
+  echo
+
+  say "Applying the helpdesk session sample: a conversation whose turns are runs"
+  kubectl apply -f config/samples/helpdesk-session.yaml
+  if ! kubectl wait --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s agentrun/helpdesk-chat-t1; then
+    kubectl get agentrun helpdesk-chat-t1 -o yaml
+    tail -20 "$LOCAL_DIR/manager.log"
+    exit 1
+  fi
+  kubectl get agentsessions
   echo
 
   say "Starting the MCP memory server (log: $LOCAL_DIR/mcpmemory.log) and the helpdesk that keeps its memory there"
@@ -128,6 +138,7 @@ up() {
   echo "  kubectl get agentruns -w"
   echo "  kubectl baton describe ticket-1234; kubectl baton transcript ticket-1234"
   echo "  kubectl baton ui        # the web console: runs, timelines, the gate waiting for you"
+  echo "  kubectl baton chat helpdesk-chat   # go on with the sample conversation, a line a turn"
   echo "Stop it all with: make quickstart-down"
 }
 

@@ -57,7 +57,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentsessions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentsessions/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch;delete
 
 // Reconcile gathers a session's turns, config and bounds, and writes what sessions.Next makes
 // of them.
@@ -72,9 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	d := sessions.Next(f)
 	if d.Delete {
-		// Its turns go with it (owner references), and their transcripts with them.
-		err := r.Delete(ctx, s, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &s.UID})
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, r.expire(ctx, s, f.Turns)
 	}
 	if !equality.Semantic.DeepEqual(d.Status, s.Status) {
 		patch := client.MergeFrom(s.DeepCopy())
@@ -87,6 +85,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: d.After}, nil
+}
+
+// expire deletes an idle session past its time to live, with its turns (their transcripts go
+// with them). The turns are deleted here, not left to the garbage collector: a control plane
+// without one (a local one) deletes them too.
+func (r *Reconciler) expire(ctx context.Context, s *v1alpha1.AgentSession, turns []sessions.Turn) error {
+	for _, t := range turns {
+		run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: t.Name}}
+		var opts []client.DeleteOption
+		if t.UID != "" {
+			opts = append(opts, client.Preconditions{UID: &t.UID})
+		}
+		if err := client.IgnoreNotFound(r.Delete(ctx, run, opts...)); err != nil {
+			return fmt.Errorf("deleting turn %s of session %s: %w", t.Name, s.Name, err)
+		}
+	}
+	err := r.Delete(ctx, s, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &s.UID})
+	return client.IgnoreNotFound(err)
 }
 
 // facts gathers the session's turns (making it their owner), whether its team is a
@@ -139,7 +155,7 @@ func (r *Reconciler) own(ctx context.Context, s *v1alpha1.AgentSession, run *v1a
 
 // turnOf is what the session's status is made of, of one turn.
 func turnOf(run *v1alpha1.AgentRun) sessions.Turn {
-	t := sessions.Turn{Name: run.Name, Number: TurnNumber(run), Created: run.CreationTimestamp.Time,
+	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: TurnNumber(run), Created: run.CreationTimestamp.Time,
 		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State}
 	if run.Status.CompletionTime != nil {
 		t.Ended = run.Status.CompletionTime.Time

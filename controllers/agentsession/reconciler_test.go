@@ -599,6 +599,14 @@ func TestAnIdleSessionIsDeletedOnceItsTimeToLiveHasPassed(t *testing.T) {
 			if gone := w.session() == nil; gone != tc.gone {
 				t.Errorf("session deleted: %t; want %t", gone, tc.gone)
 			}
+			// Its turns go with it, whether or not a garbage collector runs.
+			runs := &v1alpha1.AgentRunList{}
+			if err := w.c.List(context.Background(), runs); err != nil {
+				t.Fatal(err)
+			}
+			if left := len(runs.Items); tc.gone && left != 0 {
+				t.Errorf("%d turns left after their session was deleted", left)
+			}
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
@@ -21,6 +22,7 @@ import (
 // Turn is what a session's status is made of, of one of its turns.
 type Turn struct {
 	Name    string
+	UID     types.UID
 	Number  int64
 	Created time.Time
 	Phase   v1alpha1.RunPhase
