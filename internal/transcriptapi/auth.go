@@ -91,6 +91,16 @@ func (a *Auth) Check(r *http.Request, namespace, name string) (int, string) {
 	return status, msg
 }
 
+// CheckRun says whether the caller may read this run's transcript: get on the AgentRun, and for
+// a turn of a session, get on the AgentSession too, whose history the turn's transcript holds.
+func (a *Auth) CheckRun(r *http.Request, run *v1alpha1.AgentRun) (int, string) {
+	if status, msg := a.Check(r, run.Namespace, run.Name); status != http.StatusOK || run.Spec.Session == nil {
+		return status, msg
+	}
+	_, status, msg := a.Authorize(r, Access{Verb: "get", Resource: "agentsessions", Namespace: run.Namespace, Name: run.Spec.Session.Name})
+	return status, msg
+}
+
 // Access is what a request asks to do, as RBAC names it, on Baton's API group.
 type Access struct {
 	Verb, Resource, Namespace, Name string

@@ -117,7 +117,8 @@ func (k *kubeAPI) allows(spec authorizationv1.SubjectAccessReviewSpec) bool {
 	defer k.mu.Unlock()
 	k.reviews++
 	attrs := spec.ResourceAttributes
-	if attrs == nil || attrs.Group != v1alpha1.GroupVersion.Group || attrs.Resource != "agentruns" || attrs.Namespace != team {
+	if attrs == nil || attrs.Group != v1alpha1.GroupVersion.Group || attrs.Namespace != team ||
+		(attrs.Resource != "agentruns" && attrs.Resource != "agentsessions") {
 		return false
 	}
 	who := []string{spec.User}
@@ -126,8 +127,13 @@ func (k *kubeAPI) allows(spec authorizationv1.SubjectAccessReviewSpec) bool {
 	}
 	for _, w := range who {
 		for _, grant := range k.rbac[w] {
+			// "get" and "get r" are on agentruns; "get agentsessions/chat" on a session.
 			verb, name, named := strings.Cut(grant, " ")
-			if verb == attrs.Verb && (!named || name == attrs.Name) {
+			resource := "agentruns"
+			if r, n, ok := strings.Cut(name, "/"); named && ok {
+				resource, name = r, n
+			}
+			if verb == attrs.Verb && resource == attrs.Resource && (!named || name == attrs.Name) {
 				return true
 			}
 		}

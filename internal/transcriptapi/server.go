@@ -64,7 +64,8 @@ func (h *Handler) ServeMux() *http.ServeMux {
 	return mux
 }
 
-// authorized lets a request through only for a caller who may get the AgentRun.
+// authorized lets a request through only for a caller who may get the AgentRun, and the
+// AgentSession of a turn.
 func (h *Handler) authorized(next func(http.ResponseWriter, *http.Request, *v1alpha1.AgentRun)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ns, name := r.PathValue("namespace"), r.PathValue("name")
@@ -80,6 +81,12 @@ func (h *Handler) authorized(next func(http.ResponseWriter, *http.Request, *v1al
 			}
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
+		}
+		if run.Spec.Session != nil {
+			if status, msg := h.Auth.CheckRun(r, run); status != http.StatusOK {
+				writeError(w, status, msg)
+				return
+			}
 		}
 		next(w, r, run)
 	}
@@ -210,7 +217,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run *v1alpha1.A
 	for {
 		if time.Since(authorized) >= reauthorize {
 			// Access can be taken away while a run waits for days: the stream ends then.
-			if status, msg := h.Auth.Check(r, run.Namespace, run.Name); status != http.StatusOK {
+			if status, msg := h.Auth.CheckRun(r, run); status != http.StatusOK {
 				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(map[string]string{"message": fmt.Sprintf("access ended (%d): %s", status, msg)}))
 				flusher.Flush()
 				return

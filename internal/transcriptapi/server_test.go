@@ -369,3 +369,40 @@ func TestARunsPinnedConfigIsReadWithTheRun(t *testing.T) {
 		})
 	}
 }
+
+// A turn's transcript holds its session's history: reading it needs get on the session as well
+// as on the run, and a stream ends when either is taken away.
+func TestATurnsTranscriptIsForWhoeverMayGetItsSession(t *testing.T) {
+	kube := people()
+	kube.tokens["chatter-token"] = authenticationv1.UserInfo{Username: "chatter"}
+	kube.rbac["chatter"] = []string{"get", "get agentsessions/chat"}
+	turn := runOf("chat-t1", v1alpha1.PhaseSucceeded)
+	turn.Spec.Session = &v1alpha1.SessionReference{Name: "chat"}
+	a := newTranscriptAPI(t, kube, turn)
+	a.record(t, turn, transcript.Key{Kind: transcript.KindHistory}, `{"turns":[],"input":"hello"}`)
+	for name, tc := range map[string]struct {
+		as      caller
+		code    int
+		message string
+	}{
+		"someone who may get the turn and its session": {as: bearer("chatter-token"), code: http.StatusOK},
+		"someone who may get every run, not the session": {as: bearer("reader-token"), code: http.StatusForbidden,
+			message: `agentsessions.agents.baton.dev "chat" is forbidden: User "reader" cannot get resource "agentsessions" in API group "agents.baton.dev" in the namespace "team-a"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := a.get(tc.as, "/v1/namespaces/team-a/agentruns/chat-t1/records")
+			if rec.Code != tc.code {
+				t.Fatalf("%d %s; want %d", rec.Code, rec.Body, tc.code)
+			}
+			if tc.code != http.StatusOK {
+				if s := refusalOf(t, rec); s.Message != tc.message {
+					t.Errorf("%q; want %q", s.Message, tc.message)
+				}
+			}
+		})
+	}
+	// A run that is no turn asks nothing of sessions.
+	if rec := a.get(bearer("reader-token"), "/v1/namespaces/team-a/agentruns/r/records"); rec.Code != http.StatusOK {
+		t.Errorf("a run that is no turn: %d %s", rec.Code, rec.Body)
+	}
+}
