@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -47,5 +49,47 @@ spec:
 		out, err := kubectlStdin("anyone there?\n", "baton", "-n", ns, "chat", "ticket")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("turn ticket-t4 ended Failed (SessionEnded)"))
+	})
+
+	It("goes on after the operator is killed mid-turn: the turn resumes, and the next has it in its history once", func() {
+		kubectl("apply", "-n", ns, "-f", manifest("support.yaml", `apiVersion: agents.baton.dev/v1alpha1
+kind: AgentConfig
+metadata: {name: slowdesk}
+spec:
+  entrypoint: triage
+  agents:
+  - {name: triage, handoffs: [desk], script: [{output: "for the desk", handoff: desk, delay: 1500ms}]}
+  - {name: desk, terminator: true, script: [{output: "fixed", delay: 4s}]}
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentSession
+metadata: {name: support}
+spec: {configRef: {name: slowdesk}}
+---
+apiVersion: agents.baton.dev/v1alpha1
+kind: AgentRun
+metadata: {name: support-t1}
+spec: {session: {name: support}, input: "the printer is jammed"}
+`))
+		By("killing the operator with SIGKILL while the first turn's second step is in flight")
+		Eventually(func() string {
+			return jsonpath("agentrun", "support-t1", ns, "{.status.stepCount}")
+		}, "60s", "100ms").Should(Equal("1"))
+		killManager()
+		kubectl("wait", "-n", ns, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=90s", "agentrun/support-t1")
+		Expect(jsonpath("agentrun", "support-t1", ns, "{.status.stepCount} {range .status.handoffSequence[*]}{.step},{end}")).
+			To(Equal("2 1,2,"), "each step taken once")
+
+		By("the next turn is given the first once")
+		out, err := kubectlStdin("it jams again\n", "baton", "-n", ns, "chat", "support")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("turn support-t2 ended Succeeded"))
+		transcript := kubectl("baton", "-n", ns, "transcript", "support-t2")
+		Expect(transcript).To(ContainSubstring("given 1 earlier turns"))
+		Expect(strings.Count(transcript, "support-t1: ")).To(Equal(1), transcript)
+		Expect(transcript).To(MatchRegexp(`support-t1: \S+ asked:\n  the printer is jammed\nthe team answered:\n  fixed\n`))
+		Eventually(func() string {
+			return jsonpath("agentsession", "support", ns, "{.status.phase} {.status.turns}")
+		}, "60s").Should(Equal("Idle 2"))
 	})
 })
