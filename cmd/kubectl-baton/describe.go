@@ -39,15 +39,21 @@ func (o *options) getCmd() *cobra.Command {
 func (o *options) describeCmd() *cobra.Command {
 	var tail int
 	cmd := &cobra.Command{
-		Use:   "describe RUN",
+		Use:   "describe RUN | agentsession/SESSION",
 		Short: "Print a run's timeline: steps, handoffs, tokens and time per step, branches, gates and decisions",
 		Long: `Print a run's timeline: every step, with where control went and why, its tokens and time;
 under a step that fanned out, the tree of its branches (each a run, with its own timeline); the
 gate it waits at, with a held tool call's whole arguments; and people's decisions. The
 timeline is read from the transcript, a page at a time; without it, it is what the run's status
-holds (its latest steps). --tail picks how many of the latest steps to show.`,
+holds (its latest steps). --tail picks how many of the latest steps to show.
+
+agentsession/SESSION prints a session: its phase, counts and limits, and its turns in order, with
+who asked each and what, and the last answer.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if name := sessionName(args[0]); name != "" {
+				return o.describeSessionNamed(cmd.Context(), name)
+			}
 			run, c, err := o.getRun(cmd.Context(), args[0])
 			if err != nil {
 				return err

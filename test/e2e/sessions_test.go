@@ -34,6 +34,9 @@ spec:
 		Expect(kubectl("baton", "-n", ns, "transcript", "ticket-t2")).To(MatchRegexp(
 			`ticket-t1: \S+ asked:\n  first question\nthe team answered:\n  noted\n`))
 
+		Expect(kubectl("baton", "-n", ns, "describe", "agentsession/ticket")).To(MatchRegexp(
+			`(?s)Session:\s+sessions/ticket\nConfig:\s+desk\nPhase:\s+Idle\n.*Turns:\n\s+TURN\s+RUN.*\n\s+1\s+ticket-t1\s+Succeeded.*first question\n\s+2\s+ticket-t2\s+Succeeded.*second question\nLast answer \(ticket-t2\):\n  noted\n`))
+
 		By("going on with the session: without --new, chat takes the next turn")
 		out, err = kubectlStdin("third\n", "baton", "-n", ns, "chat", "ticket")
 		Expect(err).NotTo(HaveOccurred(), out)
