@@ -39,9 +39,11 @@ var _ = Describe("Parallel branches", func() {
 	researcher := func() *AgentWrapper {
 		return MakeAgent("researcher").HandsOffTo("lead").Script(Says("three sources"))
 	}
+	// branch is the named branch run; an empty one until the operator has made it, so that an
+	// Eventually on it waits for the branch rather than fail at once.
 	branch := func(name string) *v1alpha1.AgentRun {
 		b := &v1alpha1.AgentRun{}
-		ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b)).To(Succeed())
+		ExpectWithOffset(1, client.IgnoreNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b))).To(Succeed())
 		return b
 	}
 

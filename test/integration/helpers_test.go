@@ -46,11 +46,17 @@ func get(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 
 // waitForEnd waits until the run reaches a terminal phase and returns it.
 func waitForEnd(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	return waitForEndWithin(run, runTimeout)
+}
+
+// waitForEndWithin is waitForEnd for an end that waits on another process (Kueue's scheduler),
+// which a loaded machine slows down.
+func waitForEndWithin(run *v1alpha1.AgentRun, timeout time.Duration) *v1alpha1.AgentRun {
 	out := &v1alpha1.AgentRun{}
-	EventuallyWithOffset(1, func(g Gomega) {
+	EventuallyWithOffset(2, func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(run), out)).To(Succeed())
 		g.Expect(out.Status.Phase.Terminal()).To(BeTrue(), "phase %s", out.Status.Phase)
-	}, runTimeout, poll).Should(Succeed())
+	}, timeout, poll).Should(Succeed())
 	return out
 }
 

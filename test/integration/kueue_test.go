@@ -89,7 +89,7 @@ var _ = Describe("Runs on a Kueue LocalQueue", Ordered, func() {
 
 		high := queued("high", 10)
 		create(high)
-		low = waitForEnd(low)
+		low = waitForEndWithin(low, 3*runTimeout)
 		Expect(low.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		Expect(low.Status.TerminationReason).To(Equal(v1alpha1.ReasonEvicted))
 		Expect(low.Status.TerminationMessage).To(HavePrefix("Kueue took back the run's admission: Workload evicted (Preempted): "))
