@@ -57,6 +57,10 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 		return nil, err
 	}
 	f.Found = true
+	if why, ok := s.Annotations[v1alpha1.AnnotationEnd]; ok && s.Status.Phase != v1alpha1.SessionEnded {
+		// Ended by hand, before the session controller has written it: no waiting turn starts.
+		f.EndReason, f.EndMessage = v1alpha1.SessionReasonEnded, why
+	}
 	if s.Status.Phase == v1alpha1.SessionEnded {
 		f.EndReason, f.EndMessage = s.Status.EndReason, s.Status.EndMessage
 		// Times are kept to the second: a turn created in the second its session ended came
@@ -69,7 +73,35 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 	}
 	f.Before = turnBefore(run, turns.Items)
 	w.turn = turnFrom(run, s, turns.Items)
+	if f.Before == "" {
+		f.Spent = spent(run, s.Spec.Limits, w.turn, turns.Items)
+	}
 	return f, nil
+}
+
+// spent says why the turns before run left nothing of the session's limits for it, if they did:
+// limits.maxTurns turns started before it, or its tokens or cost are used up. The session's
+// status says so only once its controller has looked.
+func spent(run *v1alpha1.AgentRun, l *v1alpha1.SessionLimits, t *turn, turns []v1alpha1.AgentRun) string {
+	if l == nil {
+		return ""
+	}
+	started := int32(0)
+	for i := range turns {
+		o := &turns[i]
+		if o.UID != run.UID && o.Status.StartTime != nil && turnPrecedes(o, run) {
+			started++
+		}
+	}
+	switch {
+	case l.MaxTurns != nil && started >= *l.MaxTurns:
+		return fmt.Sprintf("its turns before this one took all of limits.maxTurns (%d)", *l.MaxTurns)
+	case l.MaxTokens != nil && t.tokens >= *l.MaxTokens:
+		return fmt.Sprintf("its turns used %d tokens of limits.maxTokens %d", t.tokens, *l.MaxTokens)
+	case l.MaxCost != nil && cost.Amount(*l.MaxCost).IsPositive() && t.spent.GreaterThanOrEqual(cost.Amount(*l.MaxCost)):
+		return fmt.Sprintf("its turns cost %s of limits.maxCost %s", cost.Format(t.spent), *l.MaxCost)
+	}
+	return ""
 }
 
 // turnFrom is what run starts from of its session's other turns: the tokens and cost they used

@@ -147,3 +147,46 @@ func TestATurnWaitsForItsSessionAndEndsWithIt(t *testing.T) {
 		})
 	}
 }
+
+// A turn is held to its session's limits when it is next, before the session's status says the
+// session ended: past maxTurns it fails SessionEnded; an end annotated by hand stops it too.
+func TestATurnPastItsSessionsLimitsDoesNotStart(t *testing.T) {
+	started := metav1.NewMicroTime(t0)
+	done := func(name string, n int, tokens int64) *v1alpha1.AgentRun {
+		r := turnRun(name, n)
+		r.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseSucceeded, StartTime: &started, TokensUsed: tokens}
+		return r
+	}
+	for name, tc := range map[string]struct {
+		session *v1alpha1.AgentSession
+		phase   v1alpha1.RunPhase
+		message string
+	}{
+		"two turns taken of maxTurns 2": {
+			session: chatSession(func(s *v1alpha1.AgentSession) {
+				s.Spec.Limits = &v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](2)}
+			}),
+			phase: v1alpha1.PhaseFailed, message: "session s: its turns before this one took all of limits.maxTurns (2)",
+		},
+		"the tokens used up": {
+			session: chatSession(func(s *v1alpha1.AgentSession) {
+				s.Spec.Limits = &v1alpha1.SessionLimits{MaxTokens: ptr.To[int64](200)}
+			}),
+			phase: v1alpha1.PhaseFailed, message: "session s: its turns used 200 tokens of limits.maxTokens 200",
+		},
+		"ended by hand, not yet written by the session's controller": {
+			session: chatSession(func(s *v1alpha1.AgentSession) {
+				s.Annotations = map[string]string{v1alpha1.AnnotationEnd: "the customer left"}
+			}),
+			phase: v1alpha1.PhaseCancelled, message: "session s ended (Ended) while this turn waited: the customer left",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := newOperator(t, chat(), tc.session, done("t1", 1, 100), done("t2", 2, 100), turnRun("t3", 3))
+			got := o.drive(t, "t3", ended)
+			if got.Status.Phase != tc.phase || got.Status.TerminationMessage != tc.message {
+				t.Errorf("the turn ended %s: %s; want %s: %s", got.Status.Phase, got.Status.TerminationMessage, tc.phase, tc.message)
+			}
+		})
+	}
+}

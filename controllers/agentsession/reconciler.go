@@ -156,7 +156,8 @@ func (r *Reconciler) own(ctx context.Context, s *v1alpha1.AgentSession, run *v1a
 // turnOf is what the session's status is made of, of one turn.
 func turnOf(run *v1alpha1.AgentRun) sessions.Turn {
 	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: TurnNumber(run), Created: run.CreationTimestamp.Time,
-		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State}
+		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State,
+		Started: run.Status.StartTime != nil}
 	if run.Status.CompletionTime != nil {
 		t.Ended = run.Status.CompletionTime.Time
 	}

@@ -57,6 +57,10 @@ func turn(name string, n int, phase v1alpha1.RunPhase) *turnWrapper {
 	r.Spec.ConfigRef.Name = "team"
 	r.Spec.Session = &v1alpha1.SessionReference{Name: "talk"}
 	r.Status.Phase = phase
+	if phase != "" && phase != v1alpha1.PhasePending && phase != v1alpha1.PhaseQueued {
+		started := metav1.NewMicroTime(now.Add(-time.Hour))
+		r.Status.StartTime = &started
+	}
 	return &turnWrapper{r}
 }
 

@@ -32,6 +32,9 @@ type Turn struct {
 	Cost   decimal.Decimal
 	// State is the turn's status.state: for a StateMachine team, where its last transition led.
 	State string
+	// Started says the turn started (status.startTime): a turn that waited and ended without
+	// starting is not one of the turns the session took.
+	Started bool
 }
 
 // Before says whether turn a comes before turn b: by number, then creation, then name.
@@ -104,7 +107,7 @@ func Next(f Facts) Decision {
 	st.Cost = cost.Format(total)
 	d := Decision{}
 	if st.Phase != v1alpha1.SessionEnded {
-		if reason, msg := endOf(f, &st, total, atWork != ""); reason != "" {
+		if reason, msg := endOf(f, &st, total); reason != "" {
 			now := metav1.NewTime(f.Now)
 			st.Phase, st.EndReason, st.EndMessage, st.EndTime = v1alpha1.SessionEnded, reason, bound(msg), &now
 			d.Ended = true
@@ -132,7 +135,7 @@ func nextState(stateMachine bool, t Turn) string {
 // endOf says why the session ends now, if it does: by hand (agents.baton.dev/end), or a limit
 // reached. A limit ends it once its turns used it up; the turn at work when one runs out has
 // ended by its own limit first, as each turn gets at most what is left.
-func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal, atWork bool) (string, string) {
+func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal) (string, string) {
 	if why, ok := f.Session.Annotations[v1alpha1.AnnotationEnd]; ok {
 		if why == "" {
 			why = "ended by hand"
@@ -145,8 +148,8 @@ func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal, atWo
 		return string(v1alpha1.ReasonTokenBudgetExceeded), fmt.Sprintf("the session's turns used %d tokens of %d", st.TokensUsed, *l.MaxTokens)
 	case l.MaxCost != nil && spentAll(total, cost.Amount(*l.MaxCost)):
 		return string(v1alpha1.ReasonCostBudgetExceeded), fmt.Sprintf("the session's turns cost %s of %s", cost.Format(total), *l.MaxCost)
-	case l.MaxTurns != nil && st.Turns >= *l.MaxTurns && !atWork:
-		return v1alpha1.SessionReasonMaxTurns, fmt.Sprintf("the session took %d turns of %d", st.Turns, *l.MaxTurns)
+	case l.MaxTurns != nil && started(f.Turns) >= *l.MaxTurns && !startedAtWork(f.Turns):
+		return v1alpha1.SessionReasonMaxTurns, fmt.Sprintf("the session took %d turns of %d", started(f.Turns), *l.MaxTurns)
 	}
 	return "", ""
 }
@@ -156,6 +159,28 @@ func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal, atWo
 // maxCost 0 makes calls that cost nothing.
 func spentAll(total, maxCost decimal.Decimal) bool {
 	return total.GreaterThan(maxCost) || (maxCost.IsPositive() && total.Equal(maxCost))
+}
+
+// started counts the turns that started: a turn still waiting for the one before it is not
+// one of the session's turns taken.
+func started(turns []Turn) int32 {
+	n := int32(0)
+	for _, t := range turns {
+		if t.Started {
+			n++
+		}
+	}
+	return n
+}
+
+// startedAtWork says whether a turn that started has not ended.
+func startedAtWork(turns []Turn) bool {
+	for _, t := range turns {
+		if t.Started && !t.Phase.Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // conditions are the kstatus conditions: Ready while the session takes turns, Stalled once a

@@ -25,11 +25,11 @@ func session(mod func(*v1alpha1.AgentSession)) *v1alpha1.AgentSession {
 }
 
 func ended(name string, n int64, phase v1alpha1.RunPhase, at time.Duration, tokens int64, cost string) Turn {
-	return Turn{Name: name, Number: n, Created: t0, Phase: phase, Ended: t0.Add(at), Tokens: tokens, Cost: decimal.RequireFromString(cost)}
+	return Turn{Name: name, Number: n, Created: t0, Phase: phase, Ended: t0.Add(at), Tokens: tokens, Cost: decimal.RequireFromString(cost), Started: true}
 }
 
 func running(name string, n int64) Turn {
-	return Turn{Name: name, Number: n, Created: t0, Phase: v1alpha1.PhaseRunning, Cost: decimal.Zero}
+	return Turn{Name: name, Number: n, Created: t0, Phase: v1alpha1.PhaseRunning, Cost: decimal.Zero, Started: true}
 }
 
 func TestNext(t *testing.T) {
@@ -146,6 +146,12 @@ func TestNext(t *testing.T) {
 			facts: Facts{Session: session(nil), Limits: v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](2)},
 				Turns: []Turn{ended("a", 1, v1alpha1.PhaseSucceeded, 0, 0, "0"), running("b", 2)}},
 			phase: v1alpha1.SessionActive,
+		},
+		"a turn waiting past maxTurns does not keep the session open": {
+			facts: Facts{Session: session(nil), Limits: v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](2)},
+				Turns: []Turn{ended("a", 1, v1alpha1.PhaseSucceeded, 0, 0, "0"), ended("b", 2, v1alpha1.PhaseSucceeded, 0, 0, "0"),
+					{Name: "c", Number: 3, Phase: v1alpha1.PhaseQueued, Cost: decimal.Zero}}},
+			phase: v1alpha1.SessionEnded, reason: v1alpha1.SessionReasonMaxTurns,
 		},
 		"maxTurns ends it once the last turn ended": {
 			facts: Facts{Session: session(nil), Limits: v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](2)},

@@ -266,11 +266,31 @@ func (w *Decisions) mayRead(ctx context.Context, req admission.Request, run *v1a
 	if err != nil {
 		return "", fmt.Errorf("checking the get permission on agentrun %s: %w", other, err)
 	}
+	if !allowed {
+		return fmt.Sprintf("user %q may not get AgentRun %s/%s, which %s names: a run that reads another run's transcript needs the get verb on it",
+			req.UserInfo.Username, run.Namespace, other, field), nil
+	}
+	return w.mayReadTurn(ctx, req, run.Namespace, other, field)
+}
+
+// mayReadTurn says why the requesting user may not read the named run, if it is a turn of a
+// session they may not get: a turn's transcript holds its session's history.
+func (w *Decisions) mayReadTurn(ctx context.Context, req admission.Request, namespace, name, field string) (string, error) {
+	other := &v1alpha1.AgentRun{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, other); err != nil || other.Spec.Session == nil {
+		// A run that does not exist is refused by the operator, naming it.
+		return "", client.IgnoreNotFound(err)
+	}
+	session := other.Spec.Session.Name
+	allowed, err := w.mayOn(ctx, req, namespace, "get", "agentsessions", session)
+	if err != nil {
+		return "", fmt.Errorf("checking the get permission on agentsession %s: %w", session, err)
+	}
 	if allowed {
 		return "", nil
 	}
-	return fmt.Sprintf("user %q may not get AgentRun %s/%s, which %s names: a run that reads another run's transcript needs the get verb on it",
-		req.UserInfo.Username, run.Namespace, other, field), nil
+	return fmt.Sprintf("user %q may not get AgentSession %s/%s, whose turn %s %s names: a turn's transcript holds its session's history",
+		req.UserInfo.Username, namespace, session, name, field), nil
 }
 
 // may asks the API server whether the requesting user may do verb on the named AgentRun.

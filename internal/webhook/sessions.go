@@ -26,6 +26,7 @@ import (
 // leaves a number unused: turns wait only for the turns that exist. A dry run is numbered and
 // counts nothing (sideEffects NoneOnDryRun).
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentsessions,verbs=get
+// +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentsessions/status,verbs=get;update
 
 // turnMarks are what the webhook writes on a turn it admits.

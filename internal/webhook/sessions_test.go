@@ -507,3 +507,34 @@ func TestATurnOfASessionWithALongNameIsLabelledWithinBounds(t *testing.T) {
 		t.Errorf("turn %q, want 1", stored.Annotations[v1alpha1.AnnotationTurn])
 	}
 }
+
+// A run that reads a turn (spec.from, spec.replay) reads its session's history: its creator
+// must be allowed to get the session as well as the turn.
+func TestARunThatReadsATurnNeedsGetOnItsSession(t *testing.T) {
+	earlier := turnIn("chat-t1", chat, research)
+	for name, tc := range map[string]struct {
+		grants  []string
+		allowed bool
+	}{
+		"someone who may get the turn, not its session": {grants: []string{"create", "get"}},
+		"someone who may get both":                      {grants: []string{"create", "get", "get agentsessions/" + chat}, allowed: true},
+	} {
+		for field, read := range map[string]func(*v1alpha1.AgentRun){
+			"spec.from":   func(r *v1alpha1.AgentRun) { r.Spec.From = &v1alpha1.RunFrom{Run: "chat-t1", Step: 1} },
+			"spec.replay": func(r *v1alpha1.AgentRun) { r.Spec.Replay = &v1alpha1.RunReplay{Run: "chat-t1"} },
+		} {
+			t.Run(name+", by "+field, func(t *testing.T) {
+				w := webhookOn(t, &apiServer{rbac: rbac{"alice": tc.grants}}, session(chat, team, 1), earlier)
+				run := MakeRun("reader", team).Config(research).Obj()
+				read(run)
+				_, res := createAs(t, w, "alice", run)
+				if res.Allowed != tc.allowed {
+					t.Fatalf("allowed %v (%s); want %v", res.Allowed, refusal(res), tc.allowed)
+				}
+				if !tc.allowed && !strings.Contains(refusal(res), `may not get AgentSession team-a/`+chat+`, whose turn chat-t1 `+field+` names`) {
+					t.Errorf("refusal %q", refusal(res))
+				}
+			})
+		}
+	}
+}

@@ -37,6 +37,9 @@ type SessionFacts struct {
 	EndedBefore bool
 	// Before names the turn before this one that has not ended, if any: this one waits for it.
 	Before string
+	// Spent says why the session has nothing left for this turn (its turns before it took
+	// limits.maxTurns, or used its tokens or cost up); empty while it has.
+	Spent string
 }
 
 // StartWait is what a Pending run waits on before it may be admitted.
@@ -78,9 +81,11 @@ func StartGate(f StartFacts) (Update, StartWait) {
 }
 
 // sessionGate keeps a turn from starting before its session lets it: a turn waits Pending for
-// a session that does not exist, fails SessionEnded when created after its session ended, is
-// cancelled when its session ends while it waits, and waits Queued (SessionBusy) for the turn
-// before it, outside any quota's line.
+// a session that does not exist, fails SessionEnded when created after its session ended or
+// when the turns before it used the session's limits up, is cancelled when its session ends
+// while it waits, and waits Queued (SessionBusy) for the turn before it, outside any quota's
+// line. A turn is checked against the limits when it is next, whatever the session's status
+// says yet.
 func sessionGate(st v1alpha1.AgentRunStatus, s *SessionFacts, now time.Time) (Update, StartWait) {
 	switch {
 	case !s.Found:
@@ -90,6 +95,8 @@ func sessionGate(st v1alpha1.AgentRunStatus, s *SessionFacts, now time.Time) (Up
 		return Fail(st, v1alpha1.ReasonSessionEnded, sessionEnd(s, "before this turn was created"), now), StartEnds
 	case s.EndReason != "":
 		return Fail(st, v1alpha1.ReasonCancelled, sessionEnd(s, "while this turn waited"), now), StartEnds
+	case s.Spent != "":
+		return Fail(st, v1alpha1.ReasonSessionEnded, fmt.Sprintf("session %s: %s", s.Name, s.Spent), now), StartEnds
 	case s.Before != "":
 		return Queue(st, v1alpha1.ReasonSessionBusy,
 			fmt.Sprintf("session %s: waits for turn %s to end", s.Name, s.Before), now), StartWaitsForSession

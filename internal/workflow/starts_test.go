@@ -57,6 +57,13 @@ func TestStartGate(t *testing.T) {
 			want: StartEnds, phase: v1alpha1.PhaseCancelled, reason: string(v1alpha1.ReasonCancelled),
 			message: "session ticket-1 ended (MaxTurnsExceeded) while this turn waited",
 		},
+		"a turn whose session's turns before it used its limits up fails SessionEnded": {
+			facts: StartFacts{Config: "helpdesk", ConfigFound: true, Session: session(func(s *SessionFacts) {
+				s.Spent = "its turns before this one took all of limits.maxTurns (2)"
+			})},
+			want: StartEnds, phase: v1alpha1.PhaseFailed, reason: string(v1alpha1.ReasonSessionEnded),
+			message: "session ticket-1: its turns before this one took all of limits.maxTurns (2)",
+		},
 		"a turn waits Queued for the turn before it, not for a Secret": {
 			facts: StartFacts{Config: "helpdesk", ConfigFound: true, MissingSecret: "agent a needs its API key",
 				Session: session(func(s *SessionFacts) { s.Before = "ticket-1-t2" })},
