@@ -206,7 +206,10 @@ func (c cluster) checkWebhooksPermissions(t *testing.T) {
 		{[]string{"create", "selfsubjectreviews.authentication.k8s.io"}, true},
 		{[]string{"list", "secrets", "-A"}, false},
 		{[]string{"list", "secrets", "-n", namespace}, false},
-		{[]string{"get", "agentruns.agents.baton.dev", "-A"}, false},
+		// A run created from a turn (spec.from, spec.replay) needs get on the turn's session:
+		// the webhook reads the run it names to know. It reads runs; it writes none.
+		{[]string{"get", "agentruns.agents.baton.dev", "-A"}, true},
+		{[]string{"list", "agentruns.agents.baton.dev", "-A"}, false},
 		{[]string{"create", "agentruns.agents.baton.dev", "-n", "default"}, false},
 		{[]string{"patch", "agentruns.agents.baton.dev", "-n", "default"}, false},
 		{[]string{"get", "agentconfigs.agents.baton.dev", "-A"}, false},
