@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -35,25 +37,20 @@ func servingCA(ctx context.Context, c client.Client, w *envtest.WebhookInstallOp
 			return nil, err
 		}
 	}
-	for _, hook := range w.MutatingWebhooks {
-		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := c.Get(ctx, client.ObjectKey{Name: hook.Name}, cfg); err != nil {
+	for _, cfg := range webhookConfigs(w) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
 			return nil, err
 		}
-		for i := range cfg.Webhooks {
-			cfg.Webhooks[i].ClientConfig.CABundle = ca
+		hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+		for _, h := range hooks {
+			if hook, ok := h.(map[string]any); ok {
+				if err := unstructured.SetNestedField(hook, base64.StdEncoding.EncodeToString(ca), "clientConfig", "caBundle"); err != nil {
+					return nil, err
+				}
+			}
 		}
-		if err := c.Update(ctx, cfg); err != nil {
+		if err := unstructured.SetNestedSlice(cfg.Object, hooks, "webhooks"); err != nil {
 			return nil, err
-		}
-	}
-	for _, hook := range w.ValidatingWebhooks {
-		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := c.Get(ctx, client.ObjectKey{Name: hook.Name}, cfg); err != nil {
-			return nil, err
-		}
-		for i := range cfg.Webhooks {
-			cfg.Webhooks[i].ClientConfig.CABundle = ca
 		}
 		if err := c.Update(ctx, cfg); err != nil {
 			return nil, err
@@ -77,4 +74,22 @@ func lastCertificate(chain []byte) ([]byte, error) {
 		return nil, errors.New("the serving certificate chain holds no certificate")
 	}
 	return pem.EncodeToMemory(last), nil
+}
+
+// webhookConfigs are the webhook configurations envtest installed, of either kind.
+func webhookConfigs(w *envtest.WebhookInstallOptions) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	add := func(kind, name string) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind(kind))
+		u.SetName(name)
+		out = append(out, u)
+	}
+	for _, h := range w.MutatingWebhooks {
+		add("MutatingWebhookConfiguration", h.Name)
+	}
+	for _, h := range w.ValidatingWebhooks {
+		add("ValidatingWebhookConfiguration", h.Name)
+	}
+	return out
 }
