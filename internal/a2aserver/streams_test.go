@@ -88,18 +88,21 @@ type call struct {
 func follow(events func(func(a2a.Event, error) bool)) call {
 	c := call{started: make(chan struct{}), ended: make(chan error, 1)}
 	go func() {
+		// The end is reported once the range statement is done: by then the call has returned
+		// and given back whatever it held.
+		var end error
 		first := true
 		for _, err := range events {
 			if err != nil {
-				c.ended <- err
-				return
+				end = err
+				break
 			}
 			if first {
 				close(c.started)
 				first = false
 			}
 		}
-		c.ended <- nil
+		c.ended <- end
 	}()
 	return c
 }
