@@ -142,6 +142,35 @@ const (
 	LabelSession = "agents.baton.dev/session"
 )
 
+// SessionUsage is what a session's turns used, up to and including turn throughTurn.
+type SessionUsage struct {
+	// throughTurn is the number of the last turn counted: every turn numbered up to it has
+	// ended.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ThroughTurn int64 `json:"throughTurn,omitempty"`
+
+	// turns is how many turns were counted.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Turns int32 `json:"turns,omitempty"`
+
+	// started is how many of the turns counted started.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Started int32 `json:"started,omitempty"`
+
+	// tokensUsed is the tokens the counted turns used, with their summaries.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TokensUsed int64 `json:"tokensUsed,omitempty"`
+
+	// cost is what the counted turns cost, as a decimal string.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Cost string `json:"cost,omitempty"`
+}
+
 // AgentSessionStatus is where the conversation is.
 type AgentSessionStatus struct {
 	// phase is Active while a turn runs or waits, Idle between turns, Ended once it takes no
@@ -177,6 +206,11 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	Cost string `json:"cost,omitempty"`
+
+	// settled is what the session's ended turns used, up to the last of them in order, kept
+	// here so that deleting an ended turn gives nothing of the session's limits back.
+	// +optional
+	Settled *SessionUsage `json:"settled,omitempty"`
 
 	// endReason says why the session ended: MaxTurnsExceeded, CostBudgetExceeded,
 	// TokenBudgetExceeded or Ended.

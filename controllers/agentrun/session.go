@@ -15,7 +15,6 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/agentsession"
-	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/sessions"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -67,65 +66,31 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 		// after the end.
 		f.EndedBefore = s.Status.EndTime != nil && !s.Status.EndTime.After(run.CreationTimestamp.Time)
 	}
-	turns := &v1alpha1.AgentRunList{}
-	if err := r.List(ctx, turns, client.InNamespace(run.Namespace), client.MatchingFields{agentsession.Index: f.Name}); err != nil {
+	list := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingFields{agentsession.Index: f.Name}); err != nil {
 		return nil, err
 	}
-	f.Before = turnBefore(run, turns.Items)
-	w.turn = turnFrom(run, s, turns.Items)
-	if f.Before == "" {
-		f.Spent = spent(run, s.Spec.Limits, w.turn, turns.Items)
+	me, turns := agentsession.TurnOf(run), make([]sessions.Turn, 0, len(list.Items))
+	byName := make(map[string]*v1alpha1.AgentRun, len(list.Items))
+	for i := range list.Items {
+		if o := &list.Items[i]; o.UID != run.UID {
+			turns, byName[o.Name] = append(turns, agentsession.TurnOf(o)), o
+		}
+	}
+	f.Before = sessions.WaitsFor(me, turns)
+	used := sessions.UsageOf(&s.Status, turns)
+	w.turn = &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, tokens: used.Tokens, spent: used.Cost}
+	if prev, ok := sessions.Previous(me, turns); ok {
+		w.turn.previous = byName[prev.Name]
+		if prev.Phase == v1alpha1.PhaseSucceeded {
+			w.turn.state = prev.State
+		}
+	}
+	if f.Before == "" && s.Spec.Limits != nil {
+		// The session's status says so only once its controller has looked.
+		_, f.Spent = sessions.Spent(*s.Spec.Limits, used)
 	}
 	return f, nil
-}
-
-// spent says why the turns before run left nothing of the session's limits for it, if they did:
-// limits.maxTurns turns started before it, or its tokens or cost are used up. The session's
-// status says so only once its controller has looked.
-func spent(run *v1alpha1.AgentRun, l *v1alpha1.SessionLimits, t *turn, turns []v1alpha1.AgentRun) string {
-	if l == nil {
-		return ""
-	}
-	started := int32(0)
-	for i := range turns {
-		o := &turns[i]
-		if o.UID != run.UID && o.Status.StartTime != nil && turnPrecedes(o, run) {
-			started++
-		}
-	}
-	switch {
-	case l.MaxTurns != nil && started >= *l.MaxTurns:
-		return fmt.Sprintf("its turns before this one took all of limits.maxTurns (%d)", *l.MaxTurns)
-	case l.MaxTokens != nil && t.tokens >= *l.MaxTokens:
-		return fmt.Sprintf("its turns used %d tokens of limits.maxTokens %d", t.tokens, *l.MaxTokens)
-	case l.MaxCost != nil && cost.Amount(*l.MaxCost).IsPositive() && t.spent.GreaterThanOrEqual(cost.Amount(*l.MaxCost)):
-		return fmt.Sprintf("its turns cost %s of limits.maxCost %s", cost.Format(t.spent), *l.MaxCost)
-	}
-	return ""
-}
-
-// turnFrom is what run starts from of its session's other turns: the tokens and cost they used
-// (read from the turns, which the session's status counts only later), and the state the last
-// of them that ended before it led to, if it succeeded.
-func turnFrom(run *v1alpha1.AgentRun, s *v1alpha1.AgentSession, turns []v1alpha1.AgentRun) *turn {
-	t := &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, spent: decimal.Zero}
-	var last *v1alpha1.AgentRun
-	for i := range turns {
-		o := &turns[i]
-		if o.UID == run.UID {
-			continue
-		}
-		t.tokens += o.Status.TokensUsed
-		t.spent = t.spent.Add(cost.Amount(o.Status.Cost))
-		if o.Status.Phase.Terminal() && o.Status.StartTime != nil && turnPrecedes(o, run) && (last == nil || turnPrecedes(last, o)) {
-			last = o
-		}
-	}
-	t.previous = last
-	if last != nil && last.Status.Phase == v1alpha1.PhaseSucceeded {
-		t.state = last.Status.State
-	}
-	return t
 }
 
 // writeHistory records what the turn is given of its session's earlier turns before it starts:
@@ -173,36 +138,6 @@ func (r *Reconciler) lastOutput(ctx context.Context, run *v1alpha1.AgentRun) (st
 		return "", fmt.Errorf("reading the last step of turn %s: %w", run.Name, err)
 	}
 	return b.Output, nil
-}
-
-// turnBefore names the unended turn that comes last before run, if any: turns go in the order
-// of their numbers, then of their creation.
-func turnBefore(run *v1alpha1.AgentRun, turns []v1alpha1.AgentRun) string {
-	var before *v1alpha1.AgentRun
-	for i := range turns {
-		t := &turns[i]
-		if t.UID == run.UID || t.Status.Phase.Terminal() || !turnPrecedes(t, run) {
-			continue
-		}
-		if before == nil || turnPrecedes(before, t) {
-			before = t
-		}
-	}
-	if before == nil {
-		return ""
-	}
-	return before.Name
-}
-
-// turnPrecedes says whether turn a comes before turn b in their session.
-func turnPrecedes(a, b *v1alpha1.AgentRun) bool {
-	if na, nb := agentsession.TurnNumber(a), agentsession.TurnNumber(b); na != nb {
-		return na < nb
-	}
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
 }
 
 // sessionTurns maps an ended turn, or a session that changed, to the session's turns that have

@@ -166,13 +166,13 @@ func TestATurnPastItsSessionsLimitsDoesNotStart(t *testing.T) {
 			session: chatSession(func(s *v1alpha1.AgentSession) {
 				s.Spec.Limits = &v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](2)}
 			}),
-			phase: v1alpha1.PhaseFailed, message: "session s: its turns before this one took all of limits.maxTurns (2)",
+			phase: v1alpha1.PhaseFailed, message: "session s: the session took 2 turns of 2",
 		},
 		"the tokens used up": {
 			session: chatSession(func(s *v1alpha1.AgentSession) {
 				s.Spec.Limits = &v1alpha1.SessionLimits{MaxTokens: ptr.To[int64](200)}
 			}),
-			phase: v1alpha1.PhaseFailed, message: "session s: its turns used 200 tokens of limits.maxTokens 200",
+			phase: v1alpha1.PhaseFailed, message: "session s: the session's turns used 200 tokens of 200",
 		},
 		"ended by hand, not yet written by the session's controller": {
 			session: chatSession(func(s *v1alpha1.AgentSession) {

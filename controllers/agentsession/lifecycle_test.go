@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -184,6 +185,56 @@ func TestAnIdleSessionIsDeletedOnceItsTimeToLiveHasPassed(t *testing.T) {
 				t.Errorf("%d turns left after their session was deleted", left)
 			}
 		})
+	}
+}
+
+// A turn numbered while its session expires keeps the session: the webhook's write of the
+// session's status makes the delete fail, and the new turn is at work when it is looked at again.
+func TestATurnNumberedAsItsSessionExpiresKeepsIt(t *testing.T) {
+	numbered := false
+	funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		if s, ok := obj.(*v1alpha1.AgentSession); ok && !numbered {
+			numbered = true
+			// The webhook numbers a turn between the session's read and its delete.
+			now := &v1alpha1.AgentSession{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(s), now); err != nil {
+				return err
+			}
+			now.Status.Numbered++
+			if err := c.Status().Update(ctx, now); err != nil {
+				return err
+			}
+			if err := c.Create(ctx, turn("two", 2, v1alpha1.PhasePending).AgentRun); err != nil {
+				return err
+			}
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}
+	w := newWorldWith(t, funcs, talk(ttl(60)), turn("one", 1, v1alpha1.PhaseSucceeded).endedAgo(time.Hour).AgentRun)
+	w.reconcile()
+	if w.session() == nil {
+		t.Fatal("the session was deleted with a turn numbered after it was read")
+	}
+	w.run(ns, "one")
+	w.reconcile()
+	if s := w.session(); s == nil || s.Status.Phase != v1alpha1.SessionActive {
+		t.Fatalf("after the new turn the session is %+v, want it Active", s)
+	}
+}
+
+// Turns owned by a session that is gone are deleted (an operator stopped between the two);
+// a turn created before its session, not yet owned, is kept for it.
+func TestTheTurnsOfAGoneSessionGo(t *testing.T) {
+	owned := turn("owned", 1, v1alpha1.PhaseSucceeded).endedAgo(time.Hour).AgentRun
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AgentSession", Name: "talk", UID: "gone"}}
+	w := newWorld(t, owned, turn("early", 1, v1alpha1.PhasePending).AgentRun)
+	w.reconcile()
+	runs := &v1alpha1.AgentRunList{}
+	if err := w.c.List(context.Background(), runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.Items) != 1 || runs.Items[0].Name != "early" {
+		t.Errorf("runs left %v, want only the turn created before its session", runs.Items)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -63,8 +64,10 @@ type Reconciler struct {
 // of them.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	s := &v1alpha1.AgentSession{}
-	if err := r.Get(ctx, req.NamespacedName, s); err != nil || !s.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, s); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.orphans(ctx, req.NamespacedName)
+	} else if err != nil || !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, err
 	}
 	f, err := r.facts(ctx, s)
 	if err != nil {
@@ -87,22 +90,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: d.After}, nil
 }
 
-// expire deletes an idle session past its time to live, with its turns (their transcripts go
-// with them). The turns are deleted here, not left to the garbage collector: a control plane
+// expire deletes an idle session past its time to live, then its turns (their transcripts go
+// with them). The session goes only as it was read: a turn numbered since (the webhook wrote
+// the session's status) makes the delete fail, and the session is looked at again with the new
+// turn at work. The turns are deleted here, not left to the garbage collector: a control plane
 // without one (a local one) deletes them too.
 func (r *Reconciler) expire(ctx context.Context, s *v1alpha1.AgentSession, turns []sessions.Turn) error {
+	err := r.Delete(ctx, s, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+	if apierrors.IsConflict(err) {
+		return nil // changed since it was read: its update brings it back
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
 	for _, t := range turns {
-		run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: t.Name}}
-		var opts []client.DeleteOption
-		if t.UID != "" {
-			opts = append(opts, client.Preconditions{UID: &t.UID})
-		}
-		if err := client.IgnoreNotFound(r.Delete(ctx, run, opts...)); err != nil {
+		if err := r.deleteTurn(ctx, s.Namespace, t.Name, t.UID); err != nil {
 			return fmt.Errorf("deleting turn %s of session %s: %w", t.Name, s.Name, err)
 		}
 	}
-	err := r.Delete(ctx, s, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &s.UID})
-	return client.IgnoreNotFound(err)
+	return nil
+}
+
+// orphans deletes the turns owned by a session of that name that is gone: an operator that
+// stopped between deleting an expired session and its turns finishes here.
+func (r *Reconciler) orphans(ctx context.Context, key client.ObjectKey) error {
+	runs := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, runs, client.InNamespace(key.Namespace), client.MatchingFields{Index: key.Name}); err != nil {
+		return err
+	}
+	for i := range runs.Items {
+		run := &runs.Items[i]
+		for _, o := range run.OwnerReferences {
+			if o.Kind == "AgentSession" && o.Name == key.Name && run.DeletionTimestamp.IsZero() {
+				if err := r.deleteTurn(ctx, run.Namespace, run.Name, run.UID); err != nil {
+					return fmt.Errorf("deleting turn %s of the deleted session %s: %w", run.Name, key.Name, err)
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteTurn(ctx context.Context, namespace, name string, uid types.UID) error {
+	run := &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	var opts []client.DeleteOption
+	if uid != "" {
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	return client.IgnoreNotFound(r.Delete(ctx, run, opts...))
 }
 
 // facts gathers the session's turns (making it their owner), whether its team is a
@@ -118,7 +155,7 @@ func (r *Reconciler) facts(ctx context.Context, s *v1alpha1.AgentSession) (sessi
 		if err := r.own(ctx, s, run); err != nil {
 			return f, err
 		}
-		f.Turns = append(f.Turns, turnOf(run))
+		f.Turns = append(f.Turns, TurnOf(run))
 	}
 	cfg := &v1alpha1.AgentConfig{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.ConfigRef.Name}, cfg)
@@ -153,8 +190,8 @@ func (r *Reconciler) own(ctx context.Context, s *v1alpha1.AgentSession, run *v1a
 	return nil
 }
 
-// turnOf is what the session's status is made of, of one turn.
-func turnOf(run *v1alpha1.AgentRun) sessions.Turn {
+// TurnOf is what the session's status is made of, of one turn.
+func TurnOf(run *v1alpha1.AgentRun) sessions.Turn {
 	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: TurnNumber(run), Created: run.CreationTimestamp.Time,
 		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State,
 		Started: run.Status.StartTime != nil}

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 )
@@ -109,13 +110,19 @@ type world struct {
 
 func newWorld(t *testing.T, objs ...client.Object) *world {
 	t.Helper()
+	return newWorldWith(t, interceptor.Funcs{}, objs...)
+}
+
+// newWorldWith is a world whose API server calls go through funcs.
+func newWorldWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *world {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.AgentSession{}, &v1alpha1.AgentRun{}, &v1alpha1.AgentQuota{}, &v1alpha1.AgentConfig{}).
-		WithIndex(&v1alpha1.AgentRun{}, Index, SessionOf).Build()
+		WithIndex(&v1alpha1.AgentRun{}, Index, SessionOf).WithInterceptorFuncs(funcs).Build()
 	w := &world{t: t, c: c, clock: clocktesting.NewFakeClock(now), events: events.NewFakeRecorder(10)}
 	w.r = &Reconciler{Client: c, Clock: w.clock, Recorder: w.events}
 	return w

@@ -79,13 +79,11 @@ func Next(f Facts) Decision {
 	slices.SortFunc(turns, compare)
 	st := *s.Status.DeepCopy()
 	st.ObservedGeneration = s.Generation
-	st.Turns = int32(min(len(turns), 1<<31-1)) //nolint:gosec // bounded just above
-	st.LastRun, st.TokensUsed, st.IdleSince, st.State = "", 0, nil, ""
-	total := decimal.Zero
+	used := UsageOf(&s.Status, turns)
+	st.Turns, st.TokensUsed, st.Settled = used.Turns, used.Tokens, Settle(s.Status.Settled, turns)
+	st.IdleSince, st.State = nil, ""
 	atWork := ""
 	for _, t := range turns {
-		st.TokensUsed = satAdd(st.TokensUsed, t.Tokens)
-		total = total.Add(t.Cost)
 		st.LastRun = t.Name
 		switch {
 		case !t.Phase.Terminal():
@@ -104,10 +102,10 @@ func Next(f Facts) Decision {
 	if atWork != "" {
 		st.IdleSince = nil
 	}
-	st.Cost = cost.Format(total)
+	st.Cost = cost.Format(used.Cost)
 	d := Decision{}
 	if st.Phase != v1alpha1.SessionEnded {
-		if reason, msg := endOf(f, &st, total); reason != "" {
+		if reason, msg := endOf(f, used); reason != "" {
 			now := metav1.NewTime(f.Now)
 			st.Phase, st.EndReason, st.EndMessage, st.EndTime = v1alpha1.SessionEnded, reason, bound(msg), &now
 			d.Ended = true
@@ -135,21 +133,29 @@ func nextState(stateMachine bool, t Turn) string {
 // endOf says why the session ends now, if it does: by hand (agents.baton.dev/end), or a limit
 // reached. A limit ends it once its turns used it up; the turn at work when one runs out has
 // ended by its own limit first, as each turn gets at most what is left.
-func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal) (string, string) {
+func endOf(f Facts, used Usage) (string, string) {
 	if why, ok := f.Session.Annotations[v1alpha1.AnnotationEnd]; ok {
 		if why == "" {
 			why = "ended by hand"
 		}
 		return v1alpha1.SessionReasonEnded, why
 	}
-	l := f.Limits
+	if reason, msg := Spent(f.Limits, used); reason != "" && (reason != v1alpha1.SessionReasonMaxTurns || !startedAtWork(f.Turns)) {
+		return reason, msg
+	}
+	return "", ""
+}
+
+// Spent says which of a session's limits its turns used up, if any, and how: the session takes
+// no turn after that.
+func Spent(l v1alpha1.SessionLimits, used Usage) (string, string) {
 	switch {
-	case l.MaxTokens != nil && st.TokensUsed >= *l.MaxTokens:
-		return string(v1alpha1.ReasonTokenBudgetExceeded), fmt.Sprintf("the session's turns used %d tokens of %d", st.TokensUsed, *l.MaxTokens)
-	case l.MaxCost != nil && spentAll(total, cost.Amount(*l.MaxCost)):
-		return string(v1alpha1.ReasonCostBudgetExceeded), fmt.Sprintf("the session's turns cost %s of %s", cost.Format(total), *l.MaxCost)
-	case l.MaxTurns != nil && started(f.Turns) >= *l.MaxTurns && !startedAtWork(f.Turns):
-		return v1alpha1.SessionReasonMaxTurns, fmt.Sprintf("the session took %d turns of %d", started(f.Turns), *l.MaxTurns)
+	case l.MaxTokens != nil && used.Tokens >= *l.MaxTokens:
+		return string(v1alpha1.ReasonTokenBudgetExceeded), fmt.Sprintf("the session's turns used %d tokens of %d", used.Tokens, *l.MaxTokens)
+	case l.MaxCost != nil && spentAll(used.Cost, cost.Amount(*l.MaxCost)):
+		return string(v1alpha1.ReasonCostBudgetExceeded), fmt.Sprintf("the session's turns cost %s of %s", cost.Format(used.Cost), *l.MaxCost)
+	case l.MaxTurns != nil && used.Started >= *l.MaxTurns:
+		return v1alpha1.SessionReasonMaxTurns, fmt.Sprintf("the session took %d turns of %d", used.Started, *l.MaxTurns)
 	}
 	return "", ""
 }
@@ -159,18 +165,6 @@ func endOf(f Facts, st *v1alpha1.AgentSessionStatus, total decimal.Decimal) (str
 // maxCost 0 makes calls that cost nothing.
 func spentAll(total, maxCost decimal.Decimal) bool {
 	return total.GreaterThan(maxCost) || (maxCost.IsPositive() && total.Equal(maxCost))
-}
-
-// started counts the turns that started: a turn still waiting for the one before it is not
-// one of the session's turns taken.
-func started(turns []Turn) int32 {
-	n := int32(0)
-	for _, t := range turns {
-		if t.Started {
-			n++
-		}
-	}
-	return n
 }
 
 // startedAtWork says whether a turn that started has not ended.
