@@ -125,15 +125,8 @@ func (w *Decisions) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(fmt.Sprintf("AgentRun %s ended %s (%s); decisions no longer apply to it",
 			run.Name, old.Status.Phase, old.Status.TerminationReason))
 	}
-	if d.Action != decisions.Reply {
-		allowed, err := w.mayApprove(ctx, req, run)
-		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
-		}
-		if !allowed {
-			return admission.Denied(fmt.Sprintf("user %q may not %s gates of AgentRun %s/%s: it needs the %q verb on agentruns.agents.baton.dev in namespace %s (the ClusterRole baton-approver grants it)",
-				user, d.Action, run.Namespace, run.Name, v1alpha1.ApproveVerb, run.Namespace))
-		}
+	if refused := w.mayDecide(ctx, req, run, d.Action); refused != nil {
+		return *refused
 	}
 	queued, err := decisions.Add(annotations, d, old.Status.LastDecision)
 	if err != nil {
@@ -271,6 +264,47 @@ func (w *Decisions) mayRead(ctx context.Context, req admission.Request, run *v1a
 			req.UserInfo.Username, run.Namespace, other, field), nil
 	}
 	return w.mayReadTurn(ctx, req, run.Namespace, other, field)
+}
+
+// mayDecide refuses a decision its maker may not make: approving and rejecting need the approve
+// verb on the run, a reply to a turn get on its session.
+func (w *Decisions) mayDecide(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun, action string) *admission.Response {
+	if action == decisions.Reply {
+		if run.Spec.Session == nil {
+			return nil
+		}
+		return w.mayReplyToTurn(ctx, req, run)
+	}
+	allowed, err := w.mayApprove(ctx, req, run)
+	var res admission.Response
+	switch {
+	case err != nil:
+		res = admission.Errored(http.StatusInternalServerError, err)
+	case !allowed:
+		res = admission.Denied(fmt.Sprintf("user %q may not %s gates of AgentRun %s/%s: it needs the %q verb on agentruns.agents.baton.dev in namespace %s (the ClusterRole baton-approver grants it)",
+			req.UserInfo.Username, action, run.Namespace, run.Name, v1alpha1.ApproveVerb, run.Namespace))
+	default:
+		return nil
+	}
+	return &res
+}
+
+// mayReplyToTurn refuses a reply to a turn by someone who may not get its session: a reply is
+// the next line of the conversation, and needs what taking a turn does.
+func (w *Decisions) mayReplyToTurn(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) *admission.Response {
+	session := run.Spec.Session.Name
+	allowed, err := w.mayOn(ctx, req, run.Namespace, "get", "agentsessions", session)
+	var res admission.Response
+	switch {
+	case err != nil:
+		res = admission.Errored(http.StatusInternalServerError, fmt.Errorf("checking the get permission on agentsession %s: %w", session, err))
+	case !allowed:
+		res = admission.Denied(fmt.Sprintf("user %q may not get AgentSession %s/%s: replying to its turn %s needs the get verb on it, as taking a turn does",
+			req.UserInfo.Username, run.Namespace, session, run.Name))
+	default:
+		return nil
+	}
+	return &res
 }
 
 // mayReadTurn says why the requesting user may not read the named run, if it is a turn of a

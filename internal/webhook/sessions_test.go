@@ -538,3 +538,36 @@ func TestARunThatReadsATurnNeedsGetOnItsSession(t *testing.T) {
 		}
 	}
 }
+
+// A reply to a turn waiting for input is the conversation's next line: it needs get on the
+// session, as taking a turn does; without it the reply is refused and nothing is queued.
+func TestAReplyToATurnNeedsGetOnItsSession(t *testing.T) {
+	waiting := func() *v1alpha1.AgentRun {
+		run := turnIn("chat-t2", chat, research)
+		run.Annotations = map[string]string{v1alpha1.AnnotationCreatedBy: "alice", v1alpha1.AnnotationTurn: "2"}
+		run.Status.Phase = v1alpha1.PhaseAwaitingInput
+		return run
+	}
+	for name, tc := range map[string]struct {
+		grants rbac
+		refuse string
+	}{
+		"a person who may get the session": {grants: rbac{"bob": {"update", "get agentsessions/chat"}}},
+		"a person who may edit runs, not the session": {grants: rbac{"bob": {"update", "get"}},
+			refuse: `user "bob" may not get AgentSession team-a/chat: replying to its turn chat-t2 needs the get verb on it, as taking a turn does`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := webhookOn(t, &apiServer{rbac: tc.grants}, session(chat, team, 2))
+			stored, res := annotate(t, w, "bob", waiting(), v1alpha1.AnnotationReply, "yes, go ahead")
+			if tc.refuse == "" {
+				if !res.Allowed || len(queueOf(t, stored)) != 1 {
+					t.Fatalf("refused %q; want the reply queued", refusal(res))
+				}
+				return
+			}
+			if res.Allowed || refusal(res) != tc.refuse {
+				t.Fatalf("allowed %t %q; want refused %q", res.Allowed, refusal(res), tc.refuse)
+			}
+		})
+	}
+}
