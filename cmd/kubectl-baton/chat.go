@@ -17,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
+	"github.com/baton-dev/baton/internal/transcriptclient"
 )
 
 func (o *options) chatCmd() *cobra.Command {
@@ -39,9 +40,13 @@ func (o *options) chatCmd() *cobra.Command {
 			}
 			defer tc.stop()
 			ch := &chat{kube: kube, ns: ns, session: args[0], out: o.streams.Out, poll: 500 * time.Millisecond,
-				records: func(ctx context.Context, name string) ([]records.Record, error) {
-					page, err := tc.Records(ctx, ns, name, 0)
-					return page.Records, err
+				records: func(ctx context.Context, name string, after int64) ([]records.Record, error) {
+					var recs []records.Record
+					err := tc.PagesAfter(ctx, ns, name, 0, after, func(p transcriptclient.Page) error {
+						recs = append(recs, p.Records...)
+						return nil
+					})
+					return recs, err
 				}}
 			if err := ch.open(cmd.Context(), config); err != nil {
 				return err
@@ -59,13 +64,14 @@ type chat struct {
 	kube    client.Client
 	ns      string
 	session string
-	// records reads a turn's transcript records, oldest first.
-	records func(ctx context.Context, name string) ([]records.Record, error)
+	// records reads a turn's transcript records after the one numbered after, oldest first.
+	records func(ctx context.Context, name string, after int64) ([]records.Record, error)
 	out     io.Writer
 	poll    time.Duration
-	// seen is the last record printed of the turn followed: a turn followed again after its
-	// reply goes on from there.
+	// seen is the last record printed of the turn followed: each look, and a turn followed again
+	// after its reply, reads on from there. last is the turn's last answer read.
 	seen map[string]int64
+	last map[string]string
 }
 
 // open starts the session on config, or checks that it exists.
@@ -158,7 +164,7 @@ func (c *chat) reply(ctx context.Context, name, line string) error {
 // returns the turn's name when it asks.
 func (c *chat) follow(ctx context.Context, name string) (string, error) {
 	if c.seen == nil {
-		c.seen = map[string]int64{}
+		c.seen, c.last = map[string]int64{}, map[string]string{}
 	}
 	gate := ""
 	for {
@@ -166,17 +172,16 @@ func (c *chat) follow(ctx context.Context, name string) (string, error) {
 		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: name}, run); err != nil {
 			return "", err
 		}
-		recs, err := c.records(ctx, name)
+		recs, err := c.records(ctx, name, c.seen[name])
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return "", err
 		}
-		last := ""
 		for _, r := range recs {
-			if r.Kind == "step" {
-				last = r.StepBody().Output
-			}
 			if r.Seq <= c.seen[name] {
 				continue
+			}
+			if r.Kind == "step" {
+				c.last[name] = r.StepBody().Output
 			}
 			c.seen[name] = r.Seq
 			if line := logLine(r); line != "" {
@@ -187,7 +192,7 @@ func (c *chat) follow(ctx context.Context, name string) (string, error) {
 		switch {
 		case st.Phase.Terminal():
 			fmt.Fprintf(c.out, "turn %s ended %s (%s)\n", name, st.Phase, st.TerminationReason)
-			if last != "" {
+			if last := c.last[name]; last != "" {
 				fmt.Fprintln(c.out, indent(last))
 			}
 			return "", nil

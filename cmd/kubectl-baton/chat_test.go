@@ -26,6 +26,8 @@ type team struct {
 	mu   sync.Mutex
 	recs map[string][]records.Record
 	seq  int64
+	// served counts the records read.
+	served int
 }
 
 func (tm *team) step(name, agent, output string) {
@@ -37,10 +39,19 @@ func (tm *team) step(name, agent, output string) {
 		Time: time.Date(2026, 11, 28, 11, 0, 0, 0, time.UTC), Body: body})
 }
 
-func (tm *team) records(_ context.Context, name string) ([]records.Record, error) {
+// records serves a turn's records after the one numbered after, as the transcript API does,
+// and counts how many it served.
+func (tm *team) records(_ context.Context, name string, after int64) ([]records.Record, error) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	return append([]records.Record(nil), tm.recs[name]...), nil
+	var out []records.Record
+	for _, r := range tm.recs[name] {
+		if r.Seq > after {
+			out = append(out, r)
+		}
+	}
+	tm.served += len(out)
+	return out, nil
 }
 
 func chatOn(t *testing.T, tm *team, objs ...client.Object) (*chat, client.Client, *bytes.Buffer) {
@@ -121,6 +132,9 @@ func TestChatSendsTurnsAndReplies(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "checking stock"); n != 1 {
 		t.Errorf("the first step printed %d times:\n%s", n, out)
+	}
+	if total := len(tm.recs["ticket-t1"]) + len(tm.recs["ticket-t2"]); tm.served != total {
+		t.Errorf("chat read %d records of the %d written: each look reads only what is new", tm.served, total)
 	}
 	first := &v1alpha1.AgentRun{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team-a", Name: "ticket-t1"}, first); err != nil {

@@ -63,7 +63,12 @@ func (c *Client) Records(ctx context.Context, namespace, name string, step int32
 // time, oldest first: a reader that keeps only what it needs of each record holds one page
 // (the API bounds a page's bytes), however long the run.
 func (c *Client) Pages(ctx context.Context, namespace, name string, step int32, each func(Page) error) error {
-	after := int64(0)
+	return c.PagesAfter(ctx, namespace, name, step, 0, each)
+}
+
+// PagesAfter is Pages from the record after sequence number after on: a reader that follows a
+// run reads only what is new.
+func (c *Client) PagesAfter(ctx context.Context, namespace, name string, step int32, after int64, each func(Page) error) error {
 	for {
 		q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 		if step > 0 {
