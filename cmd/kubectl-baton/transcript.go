@@ -183,6 +183,11 @@ func printRecord(w io.Writer, r records.Record) {
 		printHistory(w, r)
 		return
 	}
+	if r.Kind == transcript.KindSummary {
+		b := r.SummaryBody()
+		fmt.Fprintf(w, "=== %s summarized turns %s (%d tokens) %s\n%s\n\n", b.Agent, strings.Join(b.Turns, ", "), b.Tokens, r.Time.Format(time.RFC3339), indent(b.Summary))
+		return
+	}
 	if r.Kind != "step" {
 		// A record of nothing people decided (a run started from another keeps its next
 		// agent's input so) is not shown.
@@ -276,6 +281,10 @@ func logLine(r records.Record) string {
 	if r.Kind == "progress" {
 		b := r.ProgressBody()
 		return fmt.Sprintf("%s  step %-3d %-16s reports: %s", r.Time.Format("15:04:05"), r.Step, b.Agent, textbound.Line(b.Text, 80))
+	}
+	if r.Kind == transcript.KindSummary {
+		b := r.SummaryBody()
+		return fmt.Sprintf("%s  summary  %s summarized turns %s: %s", r.Time.Format("15:04:05"), b.Agent, strings.Join(b.Turns, ", "), textbound.Line(b.Summary, 80))
 	}
 	if r.Kind == transcript.KindHistory {
 		h := r.HistoryBody()

@@ -95,35 +95,69 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 
 // writeHistory records what the turn is given of its session's earlier turns before it starts:
 // the history the turn before it was given, with that turn's question and answer added, within
-// the session's bounds (sessions.History.Append); and the turn's own question. It reads two
-// records of one earlier turn, however long the session. A turn begun again after a restart
-// finds its record written.
+// the session's bounds (sessions.History.Append); the turns that left the window, to be
+// summarized before its first step; and the turn's own question. It reads three records of one
+// earlier turn, however long the session. A turn begun again after a restart finds its record
+// written.
 func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time) error {
 	run, t := w.AgentRun, w.turn
-	var h sessions.History
+	body := records.HistoryBody{From: run.Annotations[v1alpha1.AnnotationCreatedBy], Input: run.Spec.Input}
+	if t.history != nil && t.history.Summarizer != nil {
+		body.Summarizer = t.history.Summarizer.Agent
+	}
 	if prev := t.previous; prev != nil {
-		rec, found, err := r.Transcript.Get(ctx, string(prev.UID), records.HistoryKey)
+		before, found, err := r.historyOf(ctx, prev)
 		if err != nil {
 			return fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
 		}
 		if found {
-			before, err := records.HistoryOf(rec)
-			if err != nil {
-				return fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
-			}
 			answer, err := r.lastOutput(ctx, prev)
 			if err != nil {
 				return err
 			}
-			h, _ = before.History.Append(sessions.Exchange{Turn: prev.Name, From: before.From, Input: before.Input, Output: answer},
-				sessions.BoundsOf(t.history))
+			bounds := sessions.BoundsOf(t.history)
+			var left []sessions.Exchange
+			body.History, left = before.History.Append(sessions.Exchange{Turn: prev.Name, From: before.From, Input: before.Input, Output: answer}, bounds)
+			if bounds.Summarize {
+				// Turns the turn before did not get summarized (its summary failed) are summarized now.
+				body.Fold = sessions.ToFold(lastOf(append(before.Fold, left...), maxFold))
+			}
 		}
 	}
-	body := records.HistoryBody{History: h, From: run.Annotations[v1alpha1.AnnotationCreatedBy], Input: run.Spec.Input}
 	if _, err := r.Transcript.Append(ctx, body.Record(idOf(run), now)); err != nil {
 		return fmt.Errorf("writing the turn's history to the transcript: %w", err)
 	}
 	return nil
+}
+
+// maxFold bounds the turns kept to be summarized, when summaries keep failing.
+const maxFold = sessions.DefaultMaxTurns
+
+func lastOf[T any](s []T, n int) []T { return s[max(len(s)-n, 0):] }
+
+// historyOf is a turn's history record, with the summary made as it started in place of the one
+// it was given; Fold is left only when no summary was made.
+func (r *Reconciler) historyOf(ctx context.Context, turn *v1alpha1.AgentRun) (records.HistoryBody, bool, error) {
+	rec, found, err := r.Transcript.Get(ctx, string(turn.UID), records.HistoryKey)
+	if err != nil || !found {
+		return records.HistoryBody{}, false, err
+	}
+	h, err := records.HistoryOf(rec)
+	if err != nil {
+		return h, false, err
+	}
+	rec, found, err = r.Transcript.Get(ctx, string(turn.UID), records.SummaryKey)
+	if err != nil {
+		return h, false, err
+	}
+	if found {
+		s, err := records.SummaryOf(rec)
+		if err != nil {
+			return h, false, err
+		}
+		h.Summary, h.Fold = s.Summary, nil
+	}
+	return h, true, nil
 }
 
 // lastOutput is what a run's last step answered, in full, from its transcript.

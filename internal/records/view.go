@@ -36,6 +36,9 @@ func (r Record) ProgressBody() ProgressBody { return bodyAs[ProgressBody](r.Body
 // HistoryBody is the body of a turn's history record.
 func (r Record) HistoryBody() HistoryBody { return bodyAs[HistoryBody](r.Body) }
 
+// SummaryBody reads a summary record's body.
+func (r Record) SummaryBody() SummaryBody { return bodyAs[SummaryBody](r.Body) }
+
 // IsTool says whether the record is one of a tool call's.
 func (r Record) IsTool() bool { return strings.HasPrefix(string(r.Kind), "tool") }
 

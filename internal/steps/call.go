@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/agents"
@@ -52,6 +52,11 @@ type stepCall struct {
 	capacity   pacing.Ask
 	meter      *meter
 
+	// turn marks a step of a session's turn: its first summarizes the turns that left the
+	// window, and summary is what that used, which the step's result counts.
+	turn    bool
+	summary *summaryUse
+
 	// sent is the request as the agent got it, and box the step's toolbox, for the record; the
 	// call may outlive its deadline.
 	mu   sync.Mutex
@@ -63,37 +68,45 @@ type stepCall struct {
 // deadline, it calls the agent, records the answer in the transcript, and wakes the run. The
 // run's status is the one the step starts from.
 func (s *Runner) Start(run *v1alpha1.AgentRun, plan *workflow.Plan, step workflow.Step) {
-	c := &stepCall{r: s, plan: plan, spec: plan.Agent(step.Agent), step: step,
-		rid:  records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name},
-		task: run.Spec.Input, config: run.Spec.ConfigRef.Name, from: *run.Status.DeepCopy()}
-	c.meter = &meter{prompt: c.promptTokens(), free: scripted(c.spec) && c.spec.Model.EndpointRef == nil, quota: quotaMeter{ledger: s.Ledger, namespace: run.Namespace, clock: s.Clock,
-		held: s.holding(client.ObjectKeyFromObject(run), run.UID)}}
+	c := s.newCall(records.RunID{UID: string(run.UID), Namespace: run.Namespace, Name: run.Name}, plan, plan.Agent(step.Agent), step,
+		run.Spec.Input, run.Spec.ConfigRef.Name, *run.Status.DeepCopy())
+	c.turn = run.Spec.Session != nil
+	s.start(run, step, c)
+}
+
+// newCall readies a call of agent spec for the run's step, metered: held to its namespace's
+// caps, and paced and priced on its model endpoint, if it names one.
+func (s *Runner) newCall(rid records.RunID, plan *workflow.Plan, spec *v1alpha1.Agent, step workflow.Step, task, config string, from v1alpha1.AgentRunStatus) *stepCall {
+	c := &stepCall{r: s, plan: plan, spec: spec, step: step, rid: rid, task: task, config: config, from: from}
+	c.meter = &meter{prompt: c.promptTokens(), free: scripted(c.spec) && c.spec.Model.EndpointRef == nil, quota: quotaMeter{ledger: s.Ledger, namespace: rid.Namespace, clock: s.Clock,
+		held: s.holding(types.NamespacedName{Namespace: rid.Namespace, Name: rid.Name}, types.UID(rid.UID))}}
 	if s.Quotas != nil {
-		c.meter.quota.caps, c.resolveErr = s.Quotas(context.Background(), run.Namespace)
+		c.meter.quota.caps, c.resolveErr = s.Quotas(context.Background(), rid.Namespace)
 	}
 	if ref := c.spec.Model.EndpointRef; ref != nil && c.resolveErr == nil {
-		c.onEndpoint(run, ref)
+		c.onEndpoint(ref)
 	}
-	s.start(run, step, c)
+	return c
 }
 
 // onEndpoint readies a step whose agent names a model endpoint: resolved from the cache, and
 // paced with every other step on it. An endpoint that cannot be had fails the step, saying why.
-func (c *stepCall) onEndpoint(run *v1alpha1.AgentRun, ref *v1alpha1.EndpointReference) {
+func (c *stepCall) onEndpoint(ref *v1alpha1.EndpointReference) {
 	if c.r.Endpoints == nil || c.r.Pacer == nil {
 		c.resolveErr = fmt.Errorf("model endpoint references are not available in this operator")
 		return
 	}
-	c.endpoint, c.resolveErr = c.r.Endpoints.Resolve(context.Background(), run.Namespace, ref)
+	ns := c.rid.Namespace
+	c.endpoint, c.resolveErr = c.r.Endpoints.Resolve(context.Background(), ns, ref)
 	if c.resolveErr != nil {
 		return
 	}
 	c.paced = c.r.Pacer.Endpoint(c.endpoint.Key, c.endpoint.Limits)
 	c.meter.onEndpoint(c.endpoint, c.paced, c.spec.Model, workflow.Spent(&c.from), c.plan.Limits)
 	if c.step.WrapUp == nil {
-		c.meter.reserve = c.wrapUpReserve(run.Namespace)
+		c.meter.reserve = c.wrapUpReserve(ns)
 	}
-	c.capacity = pacing.Ask{Namespace: run.Namespace, Run: run.Namespace + "/" + run.Name, Tokens: c.meter.prompt + c.meter.outputCap}
+	c.capacity = pacing.Ask{Namespace: ns, Run: ns + "/" + c.rid.Name, Tokens: c.meter.prompt + c.meter.outputCap}
 	c.meter.ask = c.capacity
 }
 
@@ -194,6 +207,13 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 	if c.resolveErr != nil {
 		return req, c.resolveErr
 	}
+	if c.turn && c.step.Number == 1 && c.step.Attempt == 0 && !c.step.Continues && !c.step.Repairs {
+		use, err := c.summarize(ctx)
+		if err != nil {
+			return req, err
+		}
+		c.summary = use
+	}
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
 		return req, err
 	}
@@ -262,6 +282,7 @@ func (c *stepCall) ask(ctx context.Context, req *agents.Request) *workflow.StepR
 	if c.meter != nil {
 		c.meter.result(&res.Result)
 	}
+	c.summary.addTo(&res.Result)
 	result := "ok"
 	switch {
 	case err == nil:
@@ -395,13 +416,23 @@ func (s *Runner) fromTranscript(ctx context.Context, plan *workflow.Plan, step w
 	if maxMessages > 0 && !scripted(&req.Agent) {
 		// A page of the newest records: the window is bounded in characters far below it.
 		recs, err := s.Store.List(ctx, transcript.Query{RunUID: req.RunUID, Limit: maxMessages, Newest: true,
-			Kinds: []transcript.Kind{transcript.KindHistory, transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
+			Kinds: []transcript.Kind{transcript.KindHistory, transcript.KindSummary, transcript.KindStep, transcript.KindDecision}, MaxBytes: records.ReadPage})
 		if err != nil {
 			return fmt.Errorf("reading the run's transcript: %w", err)
 		}
 		var entries []workflow.ContextEntry
+		summary := ""
 		for _, rec := range recs {
+			if rec.Kind == transcript.KindSummary {
+				if b, err := records.SummaryOf(rec); err == nil {
+					summary = b.Summary
+				}
+				continue
+			}
 			entries = append(entries, records.ContextOf(rec)...)
+		}
+		if summary != "" {
+			entries = records.WithSummary(entries, summary)
 		}
 		req.Context = workflow.Window(entries, maxMessages, maxChars)
 	}

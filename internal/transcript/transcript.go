@@ -42,6 +42,9 @@ const (
 	// KindHistory is what a turn of a session was given of the turns before it, and its own
 	// input: one per turn, at step 0, written when the turn starts.
 	KindHistory Kind = "history"
+	// KindSummary is the summary of a session's turns that left the window as a turn started,
+	// made before its first step: one per turn at most, at step 0.
+	KindSummary Kind = "summary"
 )
 
 // Key identifies a record within its run: records are append-only, and a key is stored once.
