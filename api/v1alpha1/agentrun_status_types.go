@@ -379,6 +379,13 @@ type AgentRunStatus struct {
 	// +optional
 	InputDigest string `json:"inputDigest,omitempty"`
 
+	// historyDigest is, for a turn of a session, a short digest of the history it was given:
+	// the loop detectors that see across turns compare its steps with those of the earlier
+	// turns given the same history.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	HistoryDigest string `json:"historyDigest,omitempty"`
+
 	// terminationReason says why the run ended. Set once, with the terminal phase.
 	// +optional
 	TerminationReason TerminationReason `json:"terminationReason,omitempty"`

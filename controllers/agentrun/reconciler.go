@@ -204,7 +204,10 @@ func (r *Reconciler) pinnedPlan(ctx context.Context, run *v1alpha1.AgentRun) (*w
 		}
 		plan = r.revisions.share(run.Namespace, run.Status.ConfigRevision, limits, plan)
 	}
-	plan = r.forRun(ctx, plan, run)
+	plan, err := r.withEarlierTurns(ctx, r.forRun(ctx, plan, run), run)
+	if err != nil {
+		return nil, err
+	}
 	r.runs.setPlan(run, plan)
 	return plan, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -37,6 +38,8 @@ type turn struct {
 	// previous is the last turn before this one that started and ended: its history and its
 	// answer are this one's history.
 	previous *v1alpha1.AgentRun
+	// others are the session's other turns.
+	others []*v1alpha1.AgentRun
 }
 
 // sessionFacts gathers what a turn's start depends on of its session, and what it starts from
@@ -80,6 +83,9 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 	f.Before = sessions.WaitsFor(me, turns)
 	used := sessions.UsageOf(&s.Status, turns)
 	w.turn = &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, tokens: used.Tokens, spent: used.Cost}
+	for _, o := range byName {
+		w.turn.others = append(w.turn.others, o)
+	}
 	if prev, ok := sessions.Previous(me, turns); ok {
 		w.turn.previous = byName[prev.Name]
 		if prev.Phase == v1alpha1.PhaseSucceeded {
@@ -99,7 +105,7 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 // summarized before its first step; and the turn's own question. It reads three records of one
 // earlier turn, however long the session. A turn begun again after a restart finds its record
 // written.
-func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time) error {
+func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time) (string, error) {
 	run, t := w.AgentRun, w.turn
 	body := records.HistoryBody{From: run.Annotations[v1alpha1.AnnotationCreatedBy], Input: run.Spec.Input}
 	if t.history != nil && t.history.Summarizer != nil {
@@ -108,12 +114,12 @@ func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time
 	if prev := t.previous; prev != nil {
 		before, found, err := r.historyOf(ctx, prev)
 		if err != nil {
-			return fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
+			return "", fmt.Errorf("reading the history of turn %s: %w", prev.Name, err)
 		}
 		if found {
 			answer, err := r.lastOutput(ctx, prev)
 			if err != nil {
-				return err
+				return "", err
 			}
 			bounds := sessions.BoundsOf(t.history)
 			var left []sessions.Exchange
@@ -125,9 +131,78 @@ func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time
 		}
 	}
 	if _, err := r.Transcript.Append(ctx, body.Record(idOf(run), now)); err != nil {
-		return fmt.Errorf("writing the turn's history to the transcript: %w", err)
+		return "", fmt.Errorf("writing the turn's history to the transcript: %w", err)
 	}
-	return nil
+	return body.History.Digest(), nil
+}
+
+// earlierTurns are the turns before run given the same history as it, oldest first (turns
+// holds the session's other turns): the loop detectors that see across turns compare run's
+// steps with theirs.
+func earlierTurns(run *v1alpha1.AgentRun, digest string, turns []*v1alpha1.AgentRun) []*v1alpha1.AgentRun {
+	me := agentsession.TurnOf(run)
+	var same []*v1alpha1.AgentRun
+	for _, o := range turns {
+		if o.UID != run.UID && o.Status.HistoryDigest == digest && o.Status.Phase.Terminal() && sessions.Before(agentsession.TurnOf(o), me) {
+			same = append(same, o)
+		}
+	}
+	slices.SortFunc(same, func(a, b *v1alpha1.AgentRun) int {
+		if sessions.Before(agentsession.TurnOf(a), agentsession.TurnOf(b)) {
+			return -1
+		}
+		return 1
+	})
+	return same
+}
+
+// withEarlier is plan with the steps and runs of a turn's earlier turns given the same history
+// (workflow.Plan.WithEarlierTurns). Status keeps no digests of steps: each step's are read from
+// its record, the newest steps of each turn, as many as the detectors look at.
+func (r *Reconciler) withEarlier(ctx context.Context, plan *workflow.Plan, turns []*v1alpha1.AgentRun) (*workflow.Plan, error) {
+	if len(turns) == 0 {
+		return plan, nil
+	}
+	var steps []v1alpha1.HandoffRecord
+	uids := make([]string, 0, len(turns))
+	for _, o := range turns {
+		uids = append(uids, string(o.UID))
+		recs, err := r.Transcript.List(ctx, transcript.Query{RunUID: string(o.UID), Kinds: []transcript.Kind{transcript.KindStep},
+			Limit: workflow.MaxEarlierSteps, Newest: true, MaxBytes: records.ReadPage})
+		if err != nil {
+			return nil, fmt.Errorf("reading the steps of turn %s: %w", o.Name, err)
+		}
+		results := map[int32]workflow.StepResult{}
+		for _, rec := range recs {
+			if res, err := records.ResultOf(rec); err == nil {
+				results[rec.Step] = res
+			}
+		}
+		for _, h := range o.Status.HandoffSequence {
+			if res, ok := results[h.Step]; ok {
+				h.InputDigest, h.OutputDigest = workflow.StepDigests(res)
+				steps = append(steps, h)
+			}
+		}
+	}
+	return plan.WithEarlierTurns(steps, uids), nil
+}
+
+// withEarlierTurns is a started turn's plan with its earlier turns given the same history, from
+// the cache: after a restart, as at its start.
+func (r *Reconciler) withEarlierTurns(ctx context.Context, plan *workflow.Plan, run *v1alpha1.AgentRun) (*workflow.Plan, error) {
+	if run.Spec.Session == nil || run.Status.HistoryDigest == "" {
+		return plan, nil
+	}
+	list := &v1alpha1.AgentRunList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingFields{agentsession.Index: run.Spec.Session.Name}); err != nil {
+		return nil, err
+	}
+	turns := make([]*v1alpha1.AgentRun, len(list.Items))
+	for i := range list.Items {
+		turns[i] = &list.Items[i]
+	}
+	return r.withEarlier(ctx, plan, earlierTurns(run, run.Status.HistoryDigest, turns))
 }
 
 // maxFold bounds the turns kept to be summarized, when summaries keep failing.

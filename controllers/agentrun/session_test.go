@@ -3,6 +3,7 @@ package agentrun
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -188,5 +189,36 @@ func TestATurnPastItsSessionsLimitsDoesNotStart(t *testing.T) {
 				t.Errorf("the turn ended %s: %s; want %s: %s", got.Status.Phase, got.Status.TerminationMessage, tc.phase, tc.message)
 			}
 		})
+	}
+}
+
+// The repeated-input detector sees across turns given the same history: a conversation stuck
+// asking the same of a team that answers the same ends in a loop, while the same question
+// asked with a different history does not.
+func TestALoopAcrossTurnsGivenTheSameHistoryIsDetected(t *testing.T) {
+	session := chatSession(func(s *v1alpha1.AgentSession) {
+		s.Spec.History = &v1alpha1.SessionHistory{MaxTurns: ptr.To[int32](1), Compaction: v1alpha1.CompactionDrop}
+	})
+	turns := []client.Object{chat(), session}
+	for i, name := range []string{"t1", "t2", "t3"} {
+		run := turnRun(name, i+1)
+		run.Spec.Input = "again"
+		turns = append(turns, run)
+	}
+	o := newOperator(t, turns...)
+	for _, name := range []string{"t1", "t2"} {
+		if run := o.drive(t, name, ended); run.Status.Phase != v1alpha1.PhaseSucceeded {
+			t.Fatalf("turn %s ended %s: %s; want it to succeed, its history being its own", name, run.Status.Phase, run.Status.TerminationMessage)
+		}
+	}
+	third := o.drive(t, "t3", ended)
+	if third.Status.TerminationReason != v1alpha1.ReasonLoopDetected || third.Status.Loop == nil ||
+		third.Status.Loop.Detector != v1alpha1.DetectorRepeatedInput ||
+		!strings.Contains(third.Status.TerminationMessage, "1 of them in earlier turns of the session") {
+		t.Fatalf("the third turn ended %s (%s): %s; want a repeated input seen across turns", third.Status.Phase, third.Status.TerminationReason, third.Status.TerminationMessage)
+	}
+	second := o.run(t, "t2")
+	if second.Status.HistoryDigest == "" || second.Status.HistoryDigest != third.Status.HistoryDigest || o.run(t, "t1").Status.HistoryDigest == second.Status.HistoryDigest {
+		t.Errorf("history digests t1 %q t2 %q t3 %q; want t2 and t3 alone the same", o.run(t, "t1").Status.HistoryDigest, second.Status.HistoryDigest, third.Status.HistoryDigest)
 	}
 }

@@ -122,12 +122,19 @@ func (r *Reconciler) startFacts(ctx context.Context, w *working, limits *v1alpha
 // transcript.
 func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan, revision string, now time.Time) (ctrl.Result, error) {
 	run := w.AgentRun
-	d := workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
-	if w.turn != nil {
-		if err := r.writeHistory(ctx, w, now); err != nil {
+	var d workflow.Update
+	if w.turn == nil {
+		d = workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
+	} else {
+		digest, err := r.writeHistory(ctx, w, now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if plan, err = r.withEarlier(ctx, plan, earlierTurns(run, digest, w.turn.others)); err != nil {
 			return ctrl.Result{}, err
 		}
 		d = workflow.StartTurn(plan, run.Status, run.Spec.Input, revision, w.turn.state, now)
+		d.Status.HistoryDigest = digest
 	}
 	if d.Status.Phase != v1alpha1.PhaseRunning {
 		return r.write(ctx, w, plan, d)

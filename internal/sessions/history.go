@@ -1,6 +1,10 @@
 package sessions
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -100,4 +104,21 @@ func (h History) Entries() []workflow.ContextEntry {
 		}
 	}
 	return out
+}
+
+// Digest is a short digest of what the history gives a turn's agents: its summary and each
+// turn's asker, question and answer, not the turns' names. Turns given the same history are
+// compared by the loop detectors that see across turns.
+func (h History) Digest() string {
+	type said struct{ From, Input, Output string }
+	seen := struct {
+		Summary string
+		Turns   []said
+	}{Summary: h.Summary}
+	for _, t := range h.Turns {
+		seen.Turns = append(seen.Turns, said{t.From, t.Input, t.Output})
+	}
+	b, _ := json.Marshal(seen) //nolint:errchkjson // strings only
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
 }

@@ -82,10 +82,9 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 	return p, done, size, nil
 }
 
-// RunToolUses counts the tool calls the run's steps before step asked for, from their
+// addToolUses adds to uses the tool calls the run's steps before step asked for, from their
 // tool-turn records: what the repeated-call detector needs after the operator restarted.
-func RunToolUses(ctx context.Context, store transcript.Store, runUID string, step int32) (*workflow.ToolUses, error) {
-	uses := &workflow.ToolUses{}
+func addToolUses(ctx context.Context, store transcript.Store, runUID string, step int32, uses *workflow.ToolUses) error {
 	q := transcript.Query{RunUID: runUID, Kinds: []transcript.Kind{transcript.KindToolTurn}}
 	err := records.Each(ctx, store, q, func(rec transcript.Record) (bool, error) {
 		if rec.Step >= step {
@@ -100,9 +99,9 @@ func RunToolUses(ctx context.Context, store transcript.Store, runUID string, ste
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
+		return fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
 	}
-	return uses, nil
+	return nil
 }
 
 // toolDecision is what people decided at the gate of a call, from the run's status: found is

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -390,8 +391,14 @@ func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, 
 	}
 	uses := m.counted(id, step.Number)
 	if uses == nil {
-		var err error
-		if uses, err = RunToolUses(ctx, m.Store, id.UID, step.Number); err != nil {
+		// A turn of a session counts the calls of its earlier turns given the same history.
+		uses = &workflow.ToolUses{}
+		for _, uid := range plan.EarlierTurns() {
+			if err := addToolUses(ctx, m.Store, uid, math.MaxInt32, uses); err != nil {
+				return nil, err
+			}
+		}
+		if err := addToolUses(ctx, m.Store, id.UID, step.Number, uses); err != nil {
 			return nil, err
 		}
 	}

@@ -146,7 +146,7 @@ func record(d *Update, v verdict, now time.Time) {
 	s := &d.Status
 	res := v.res
 	count(s, v)
-	inputDigest, outputDigest := recordDigests(res)
+	inputDigest, outputDigest := StepDigests(res)
 	rec := v1alpha1.HandoffRecord{
 		Step:        s.StepCount,
 		From:        res.Agent,

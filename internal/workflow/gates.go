@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,32 @@ func (p *Plan) ForRun(name, namespace string, policy v1alpha1.ApprovalPolicy, cr
 	run.creator = creator
 	return &run
 }
+
+// MaxEarlierSteps bounds the steps of earlier turns a turn's loop detectors see.
+const MaxEarlierSteps = 64
+
+// WithEarlierTurns is the plan for a turn of a session whose earlier turns, given the same
+// history, took these steps (oldest first) and were these runs (their UIDs): its repeated
+// input, output and tool call detectors count them with its own. The last MaxEarlierSteps steps
+// are kept.
+func (p *Plan) WithEarlierTurns(steps []v1alpha1.HandoffRecord, runs []string) *Plan {
+	if len(steps) == 0 && len(runs) == 0 {
+		return p
+	}
+	turn := *p
+	kept := make([]v1alpha1.HandoffRecord, 0, min(len(steps), MaxEarlierSteps))
+	for _, r := range steps[max(len(steps)-MaxEarlierSteps, 0):] {
+		if !isRetry(r) {
+			kept = append(kept, r)
+		}
+	}
+	turn.earlier, turn.earlierRuns = kept, slices.Clone(runs)
+	return &turn
+}
+
+// EarlierTurns are the runs of a session's earlier turns given the same history as this one:
+// the repeated tool call detector counts their calls.
+func (p *Plan) EarlierTurns() []string { return p.earlierRuns }
 
 // stopKind is what brings a run to a stop.
 type stopKind int

@@ -37,9 +37,12 @@ type guardInput struct {
 	now    time.Time
 	// hist is the steps the loop detectors look at; agents and steps are their agents and
 	// step numbers followed by the step about to run.
-	hist   []v1alpha1.HandoffRecord
-	agents []string
-	steps  []int32
+	hist []v1alpha1.HandoffRecord
+	// earlier are the steps of a session's earlier turns given the same history: the repeated
+	// input and output detectors see them too.
+	earlier []v1alpha1.HandoffRecord
+	agents  []string
+	steps   []int32
 }
 
 // A guard trips when the run must not take its next step. It returns the reason and a message
@@ -72,7 +75,7 @@ func check(p *Plan, st *v1alpha1.AgentRunStatus, now time.Time) (Trip, bool) {
 	if st.WrappingUp != nil {
 		return Trip{}, false // the last turn, after a limit ran out
 	}
-	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now, hist: history(st)}
+	in := guardInput{plan: p, status: st, next: st.CurrentAgent, now: now, hist: history(st), earlier: p.earlier}
 	for _, r := range in.hist {
 		in.agents, in.steps = append(in.agents, r.From), append(in.steps, r.Step)
 	}

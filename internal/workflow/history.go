@@ -59,9 +59,9 @@ func sameRecord(a, b v1alpha1.HandoffRecord) bool {
 	return a.Step == b.Step && a.Time.Unix() == b.Time.Unix()
 }
 
-// recordDigests are the digests a step's handoff record carries: of its input always, of its
-// answer when it answered.
-func recordDigests(res StepResult) (input, output string) {
+// StepDigests are the digests a step's handoff record carries: of its input always, of its
+// answer when it answered. The loop detectors compare them.
+func StepDigests(res StepResult) (input, output string) {
 	input = digest(res.Input)
 	if res.Trip == nil && res.Error == "" {
 		output = digest(res.Output)
@@ -93,7 +93,7 @@ func RestoreHistory(stored, seen []v1alpha1.HandoffRecord, results map[int32]Ste
 			continue
 		}
 		if res, ok := results[r.Step]; ok {
-			r.InputDigest, r.OutputDigest = recordDigests(res)
+			r.InputDigest, r.OutputDigest = StepDigests(res)
 		}
 		out = append(out, r)
 	}

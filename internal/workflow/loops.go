@@ -101,9 +101,13 @@ func cycleGuard(in guardInput) (Trip, bool) {
 func repeatedInputGuard(in guardInput) (Trip, bool) {
 	d := digest(in.status.Input)
 	var seen []int32
-	for _, r := range in.hist {
+	before := 0
+	for i, r := range slices.Concat(in.earlier, in.hist) {
 		if r.From == in.next && r.InputDigest == d {
 			seen = append(seen, r.Step)
+			if i < len(in.earlier) {
+				before++
+			}
 		}
 	}
 	seen = append(seen, in.status.StepCount+1)
@@ -111,8 +115,8 @@ func repeatedInputGuard(in guardInput) (Trip, bool) {
 		return Trip{}, false
 	}
 	return loopTrip(v1alpha1.DetectorRepeatedInput, []string{in.next}, seen, fmt.Sprintf(
-		"loop detected (RepeatedInput): %s would be given the same input (digest %s) for the %s time, at steps %s (maxRepeatedInputs %d)",
-		in.next, d, ordinal(len(seen)), stepRange(seen), in.plan.Loops.MaxRepeatedInputs))
+		"loop detected (RepeatedInput): %s would be given the same input (digest %s) for the %s time, at steps %s%s (maxRepeatedInputs %d)",
+		in.next, d, ordinal(len(seen)), stepRange(seen), inEarlierTurns(before), in.plan.Loops.MaxRepeatedInputs))
 }
 
 // repeatedOutputGuard: the agent of the last step returned the same output as before, often
@@ -127,17 +131,29 @@ func repeatedOutputGuard(in guardInput) (Trip, bool) {
 		return Trip{}, false
 	}
 	var seen []int32
-	for _, r := range hist {
+	before := 0
+	for i, r := range slices.Concat(in.earlier, hist) {
 		if r.From == last.From && r.OutputDigest == last.OutputDigest && r.Outcome != v1alpha1.OutcomeFailed {
 			seen = append(seen, r.Step)
+			if i < len(in.earlier) {
+				before++
+			}
 		}
 	}
 	if int32(len(seen)) < in.plan.Loops.MaxRepeatedOutputs {
 		return Trip{}, false
 	}
 	return loopTrip(v1alpha1.DetectorRepeatedOutput, []string{last.From}, seen, fmt.Sprintf(
-		"loop detected (RepeatedOutput): %s returned the same output (digest %s) %d times, at steps %s (maxRepeatedOutputs %d)",
-		last.From, last.OutputDigest, len(seen), stepRange(seen), in.plan.Loops.MaxRepeatedOutputs))
+		"loop detected (RepeatedOutput): %s returned the same output (digest %s) %d times, at steps %s%s (maxRepeatedOutputs %d)",
+		last.From, last.OutputDigest, len(seen), stepRange(seen), inEarlierTurns(before), in.plan.Loops.MaxRepeatedOutputs))
+}
+
+// inEarlierTurns says how many of the steps named were earlier turns' of the session.
+func inEarlierTurns(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of them in earlier turns of the session given the same history)", n)
 }
 
 // trailingRepeats counts how many times the last period agents repeat back to back at the end.

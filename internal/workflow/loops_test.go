@@ -221,3 +221,32 @@ func TestSignalsFromMarkerLines(t *testing.T) {
 		})
 	}
 }
+
+// A turn of a session sees the steps of its earlier turns given the same history: a repeated
+// output trips on what they said, naming how many were theirs; Window and Cycle start fresh.
+func TestEarlierTurnsCountForRepeatedOutputsNotForCycles(t *testing.T) {
+	cfg := MakeConfig("duo", "ns").Agents(MakeAgent("a").HandsOffTo("b"), MakeAgent("b").HandsOffTo("a")).MaxSteps(100).MaxHandoffs(100)
+	plan := mustPlan(t, cfg)
+	earlier := []v1alpha1.HandoffRecord{
+		{Step: 1, From: "a", To: "b", Outcome: v1alpha1.OutcomeHandoff, InputDigest: digest("x"), OutputDigest: digest("stuck")},
+		{Step: 2, From: "b", To: "a", Outcome: v1alpha1.OutcomeHandoff, InputDigest: digest("y"), OutputDigest: digest("b says")},
+		{Step: 1, From: "a", To: "b", Outcome: v1alpha1.OutcomeHandoff, InputDigest: digest("x"), OutputDigest: digest("stuck")},
+		{Step: 2, From: "b", To: "a", Outcome: v1alpha1.OutcomeHandoff, InputDigest: digest("z"), OutputDigest: digest("b again")},
+	}
+	st := drive(t, plan.WithEarlierTurns(earlier, []string{"uid-1", "uid-2"}), say("stuck", "b"))
+	if st.TerminationReason != v1alpha1.ReasonLoopDetected || st.Loop == nil || st.Loop.Detector != v1alpha1.DetectorRepeatedOutput {
+		t.Fatalf("ended %q (%s); want RepeatedOutput across turns", st.TerminationReason, st.TerminationMessage)
+	}
+	want := "loop detected (RepeatedOutput): a returned the same output (digest " + digest("stuck") +
+		") 3 times, at steps 1, 1, 1 (2 of them in earlier turns of the session given the same history) (maxRepeatedOutputs 3)"
+	if st.TerminationMessage != want {
+		t.Errorf("message:\n got %q\nwant %q", st.TerminationMessage, want)
+	}
+	// Without them, the same step is no loop: a -> b -> a -> b across turns is no cycle either.
+	if st := drive(t, plan, say("stuck", "b"), say("fine", "a")); st.Phase.Terminal() {
+		t.Errorf("a turn without earlier turns ended %s: %s", st.TerminationReason, st.TerminationMessage)
+	}
+	if got := plan.WithEarlierTurns(earlier, []string{"uid-1"}).EarlierTurns(); len(got) != 1 || got[0] != "uid-1" {
+		t.Errorf("earlier turns %v", got)
+	}
+}

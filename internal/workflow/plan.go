@@ -78,6 +78,10 @@ type Plan struct {
 	skipGates             bool
 	// creator is who created the run, as the admission webhook recorded it; empty if unknown.
 	creator string
+	// earlier and earlierRuns are, for a turn of a session, the steps and runs of its earlier
+	// turns given the same history (WithEarlierTurns).
+	earlier     []v1alpha1.HandoffRecord
+	earlierRuns []string
 	// alsoNotApprovedBy is, while a run started from an earlier one is replayed, who created
 	// the earlier run: their approvals do not pass gates with allowSelfApproval: false either.
 	alsoNotApprovedBy string
