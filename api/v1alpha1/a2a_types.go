@@ -20,6 +20,10 @@ const (
 	// message's ID and its sender, which names the run, so that a message sent again finds the
 	// run it started.
 	LabelA2ATask = "agents.baton.dev/a2a-task"
-	// AnnotationA2AContext is the A2A context of a run an A2A message started.
+	// AnnotationA2AContext is the A2A context of a run an A2A message started, and of the
+	// AgentSession the context is.
 	AnnotationA2AContext = "agents.baton.dev/a2a-context"
+	// LabelA2AContext marks the AgentSession of an A2A context: its value is a digest of the
+	// context's ID.
+	LabelA2AContext = "agents.baton.dev/a2a-context"
 )

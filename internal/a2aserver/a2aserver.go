@@ -103,7 +103,10 @@ type Handler struct {
 	// KeepAlive is how often a stream that has nothing new says so, so that proxies keep it
 	// open (default DefaultKeepAlive).
 	KeepAlive time.Duration
-	Clock     clock.PassiveClock
+	// SessionTTL is the ttlSecondsAfterIdle of the sessions A2A contexts open (default
+	// DefaultSessionTTL).
+	SessionTTL int32
+	Clock      clock.PassiveClock
 
 	mu          sync.Mutex
 	inFlight    int
@@ -278,6 +281,10 @@ func (h *Handler) poll() time.Duration {
 
 func (h *Handler) streamLifetime() time.Duration {
 	return cmp.Or(h.StreamLifetime, DefaultStreamLifetime)
+}
+
+func (h *Handler) sessionTTL() int32 {
+	return cmp.Or(h.SessionTTL, DefaultSessionTTL)
 }
 
 func (h *Handler) reauthorize() time.Duration {

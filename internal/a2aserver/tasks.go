@@ -246,13 +246,18 @@ func (t *team) start(ctx context.Context, msg *a2a.Message, input string) (start
 	if contextID == "" {
 		contextID = a2a.NewContextID()
 	}
+	session, err := t.contextSession(ctx, contextID)
+	if err != nil {
+		return started{}, err
+	}
 	run := &v1alpha1.AgentRun{
 		ObjectMeta: metav1.ObjectMeta{Name: taskName(t.cfg.Name, digest), Namespace: ns,
 			Labels:      map[string]string{v1alpha1.LabelA2ATask: digest},
 			Annotations: map[string]string{v1alpha1.AnnotationA2AContext: contextID, v1alpha1.AnnotationCreatedBy: t.caller.GetName()}},
-		Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: t.cfg.Name}, Input: input},
+		Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: t.cfg.Name}, Input: input,
+			Session: &v1alpha1.SessionReference{Name: session}},
 	}
-	err := t.h.Client.Create(ctx, run)
+	err = t.h.Client.Create(ctx, run)
 	if apierrors.IsAlreadyExists(err) {
 		// The message was sent before: its run is the task.
 		existing := &v1alpha1.AgentRun{}
