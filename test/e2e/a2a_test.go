@@ -111,6 +111,24 @@ var _ = Describe("A2A both ways, with the A2A JavaScript SDK", Ordered, func() {
 		Expect(last(orderClient(agentURL, "get", asked.ID)).State).To(Equal("TASK_STATE_COMPLETED"))
 	})
 
+	It("continues a context: the next message is the next turn of the sender's session, given the first", func() {
+		asked := last(orderClient("--now", agentURL, "send", "Can order ORD-7 (3 x SKU-123) ship today?"))
+		first := asked.ID
+		Eventually(func() string { return last(orderClient(agentURL, "get", first)).State }).Should(Equal("TASK_STATE_INPUT_REQUIRED"))
+		Expect(last(orderClient(agentURL, "reply", first, asked.ContextID, "berlin")).State).To(Equal("TASK_STATE_COMPLETED"))
+
+		next := last(orderClient("--now", agentURL, "continue", asked.ContextID, "And can ORD-8 ship today?"))
+		Expect(next.ID).NotTo(Equal(first))
+		Expect(next.ContextID).To(Equal(asked.ContextID))
+		session := jsonpath("agentrun", first, ns, "{.spec.session.name}")
+		Expect(session).NotTo(BeEmpty(), "a message's run is a turn of its context's session")
+		Expect(jsonpath("agentrun", next.ID, ns, "{.spec.session.name}")).To(Equal(session))
+		Expect(jsonpath("agentsession", session, ns, `{.metadata.annotations.agents\.baton\.dev/created-by}`)).
+			To(Equal("system:serviceaccount:"+ns+":order-clerk"), "the session is its sender's")
+		Eventually(func() string { return kubectl("baton", "-n", ns, "transcript", next.ID) }).
+			Should(ContainSubstring("given 1 earlier turns"), "the second turn is given the first")
+	})
+
 	It("streams a task to its question and its reply to the end", func() {
 		events := orderClient(agentURL, "stream", "Can order ORD-7 (3 x SKU-123) ship today?")
 		Expect(events[0].Kind).To(Equal("task"))

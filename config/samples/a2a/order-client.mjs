@@ -7,6 +7,7 @@
 //   AGENT=https://baton.example:8444/namespaces/default/agentconfigs/order-desk
 //   node order-client.mjs $AGENT send "Can order ORD-7 (3 x SKU-123) ship today?"
 //   node order-client.mjs $AGENT reply <task> <context> berlin
+//   node order-client.mjs $AGENT continue <context> "And ORD-8?"   # the next turn of the context's session
 //   node order-client.mjs $AGENT stream "Can order ORD-7 (3 x SKU-123) ship today?"
 //   node order-client.mjs $AGENT get|cancel|resubscribe <task>
 //
@@ -60,12 +61,13 @@ try {
   switch (command) {
     case 'send': task(await client.sendMessage(message(rest[0]))); break;
     case 'reply': task(await client.sendMessage(message(rest[2], rest[0], rest[1]))); break;
+    case 'continue': task(await client.sendMessage(message(rest[1], '', rest[0]))); break;
     case 'stream': for await (const ev of client.sendMessageStream(message(rest[0]))) event(ev); break;
     case 'stream-reply': for await (const ev of client.sendMessageStream(message(rest[2], rest[0], rest[1]))) event(ev); break;
     case 'get': task(await client.getTask({ id: rest[0], tenant: '' })); break;
     case 'cancel': task(await client.cancelTask({ id: rest[0], tenant: '', metadata: {} })); break;
     case 'resubscribe': for await (const ev of client.resubscribeTask({ id: rest[0], tenant: '' })) event(ev); break;
-    default: throw new Error(`unknown command ${command}: send, reply, stream, stream-reply, get, cancel or resubscribe`);
+    default: throw new Error(`unknown command ${command}: send, reply, continue, stream, stream-reply, get, cancel or resubscribe`);
   }
 } catch (e) {
   print({ kind: 'error', error: e.constructor.name, text: e.message });
