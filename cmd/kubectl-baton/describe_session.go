@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -69,13 +69,7 @@ func describeSession(out io.Writer, s *v1alpha1.AgentSession, turns []v1alpha1.A
 		}
 		fmt.Fprintf(out, "Limits:       %s\n", strings.Join(parts, ", "))
 	}
-	sort.Slice(turns, func(i, j int) bool {
-		a, b := turnNumber(&turns[i]), turnNumber(&turns[j])
-		if a != b {
-			return a < b
-		}
-		return turns[i].CreationTimestamp.Before(&turns[j].CreationTimestamp)
-	})
+	runview.SortTurns(turns)
 	fmt.Fprintln(out, "Turns:")
 	if len(turns) == 0 {
 		fmt.Fprintln(out, "  (none)")
@@ -94,12 +88,6 @@ func describeSession(out io.Writer, s *v1alpha1.AgentSession, turns []v1alpha1.A
 	if last.Status.Output != "" {
 		fmt.Fprintf(out, "Last answer (%s):\n%s\n", last.Name, indent(last.Status.Output))
 	}
-}
-
-func turnNumber(run *v1alpha1.AgentRun) int {
-	n := 0
-	_, _ = fmt.Sscanf(run.Annotations[v1alpha1.AnnotationTurn], "%d", &n)
-	return n
 }
 
 func orNone(s string) string {

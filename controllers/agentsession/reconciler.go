@@ -192,7 +192,7 @@ func (r *Reconciler) own(ctx context.Context, s *v1alpha1.AgentSession, run *v1a
 
 // TurnOf is what the session's status is made of, of one turn.
 func TurnOf(run *v1alpha1.AgentRun) sessions.Turn {
-	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: TurnNumber(run), Created: run.CreationTimestamp.Time,
+	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: v1alpha1.TurnNumber(run), Created: run.CreationTimestamp.Time,
 		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State,
 		Started: run.Status.StartTime != nil}
 	if run.Status.CompletionTime != nil {

@@ -102,6 +102,9 @@ var funcs = template.FuncMap{
 	"runURL": func(namespace, name string) string {
 		return "/runs/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
 	},
+	"sessionURL": func(namespace, name string) string {
+		return "/sessions/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	},
 }
 
 // stamp is a time exactly, as a gate's form carries the time the gate opened.

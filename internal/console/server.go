@@ -111,6 +111,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /runs/{namespace}/{name}/steps/{step}", s.stepPage)
 	s.mux.HandleFunc("POST /runs/{namespace}/{name}/decide", s.decide)
 	s.mux.HandleFunc("POST /runs/{namespace}/{name}/retry", s.retry)
+	s.mux.HandleFunc("GET /sessions", s.sessionsPage)
+	s.mux.HandleFunc("GET /sessions/{namespace}/{name}", s.sessionPage)
 	s.mux.HandleFunc("GET /inbox", s.inboxPage)
 	s.mux.HandleFunc("GET /new", s.newPage)
 	s.mux.HandleFunc("POST /new", s.start)
