@@ -77,7 +77,12 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 	byName := make(map[string]*v1alpha1.AgentRun, len(list.Items))
 	for i := range list.Items {
 		if o := &list.Items[i]; o.UID != run.UID {
-			turns, byName[o.Name] = append(turns, agentsession.TurnOf(o)), o
+			t := agentsession.TurnOf(o)
+			if p := r.runs.heldPhase(o); p.Started() && !t.Phase.Started() {
+				// Begun here, its start not written yet: it is at work all the same.
+				t.Phase, t.Started = p, true
+			}
+			turns, byName[o.Name] = append(turns, t), o
 		}
 	}
 	f.Before = sessions.WaitsFor(me, turns)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -220,5 +222,27 @@ func TestALoopAcrossTurnsGivenTheSameHistoryIsDetected(t *testing.T) {
 	second := o.run(t, "t2")
 	if second.Status.HistoryDigest == "" || second.Status.HistoryDigest != third.Status.HistoryDigest || o.run(t, "t1").Status.HistoryDigest == second.Status.HistoryDigest {
 		t.Errorf("history digests t1 %q t2 %q t3 %q; want t2 and t3 alone the same", o.run(t, "t1").Status.HistoryDigest, second.Status.HistoryDigest, third.Status.HistoryDigest)
+	}
+}
+
+// A turn stored after a later-numbered one that this operator has begun, its start not yet
+// written (it is written with its first step's result), waits for it: two turns of a session
+// never run at once.
+func TestATurnWaitsForALaterOneBegunHere(t *testing.T) {
+	slow := MakeConfig("chat", ns).Agents(MakeAgent("a").Terminator().Script(Says("an answer").Delay(time.Hour))).Obj()
+	o := newOperator(t, slow, chatSession(nil), turnRun("t2", 2))
+	if _, err := o.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "t2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := o.run(t, "t2").Status.Phase; p != "" {
+		t.Fatalf("t2 is %s in the API server: its start was written, and this test needs it held", p)
+	}
+	if err := o.Create(context.Background(), turnRun("t1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	first := o.drive(t, "t1", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase != "" })
+	reason, msg := progressing(first)
+	if first.Status.Phase != v1alpha1.PhaseQueued || reason != v1alpha1.ReasonSessionBusy || msg != "session s: waits for turn t2 to end" {
+		t.Fatalf("t1 is %s (%s: %s), want Queued for t2, which is at work", first.Status.Phase, reason, msg)
 	}
 }

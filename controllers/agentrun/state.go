@@ -135,6 +135,17 @@ func (t *runTable) with(run *v1alpha1.AgentRun, f func(*runState)) {
 	f(s)
 }
 
+// heldPhase is the phase of the status this operator holds for the run and has not written
+// yet (a run begun writes its start with its first step's result); "" when it holds none.
+func (t *runTable) heldPhase(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.runs[client.ObjectKeyFromObject(run)]; ok && s.uid == run.UID && s.held != nil {
+		return s.held.status.Phase
+	}
+	return ""
+}
+
 // forget drops everything kept of the run.
 func (t *runTable) forget(key types.NamespacedName) {
 	t.mu.Lock()
