@@ -63,6 +63,8 @@ func describeContext(c workflow.ContextEntry) string {
 		return "feedback from " + c.From + ": "
 	case workflow.ContextReply:
 		return "reply from " + c.From + ": "
+	case workflow.ContextTimedOut:
+		return c.From + ", nobody decided: "
 	case workflow.ContextFailed:
 		return c.From + " failed: "
 	case workflow.ContextTruncated:

@@ -209,8 +209,9 @@ type ApprovalRecord struct {
 	// +optional
 	ToolCall int32 `json:"toolCall,omitempty"`
 
-	// decision is Approved, Rejected or Replied.
-	// +kubebuilder:validation:Enum=Approved;Rejected;Replied
+	// decision is Approved, Rejected, Replied or TimedOut (a gate whose timeout let the run go
+	// on, with nobody's decision).
+	// +kubebuilder:validation:Enum=Approved;Rejected;Replied;TimedOut
 	// +required
 	Decision string `json:"decision,omitempty"`
 

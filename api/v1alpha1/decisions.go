@@ -5,6 +5,9 @@ const (
 	RecordApproved = "Approved"
 	RecordRejected = "Rejected"
 	RecordReplied  = "Replied"
+	// RecordTimedOut is a gate whose timeout passed with nobody's decision, and whose
+	// onTimeout: Approve let the run go on. Nobody approved it.
+	RecordTimedOut = "TimedOut"
 )
 
 // Values people and the operator write in decisions and status.approvals.

@@ -114,7 +114,7 @@ func toolDecision(approvals []v1alpha1.ApprovalRecord, gate string, step, call i
 		switch a.Decision {
 		case v1alpha1.RecordRejected:
 			return a, nil, true
-		case v1alpha1.RecordApproved:
+		case v1alpha1.RecordApproved, v1alpha1.RecordTimedOut:
 			rec, found = a, true
 			approvedBy = append(approvedBy, a.By)
 		}

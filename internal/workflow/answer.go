@@ -114,6 +114,8 @@ const (
 	ContextFailed    ContextKind = "Failed"
 	ContextFeedback  ContextKind = "Feedback"
 	ContextReply     ContextKind = "Reply"
+	// ContextTimedOut says that a gate's timeout passed with nobody's decision.
+	ContextTimedOut ContextKind = "TimedOut"
 	// ContextAsked, ContextAnswered and ContextSummary are a session's earlier turns, given to
 	// each turn as its history: what a turn was asked, what the team answered, and the summary
 	// of the turns before the window.

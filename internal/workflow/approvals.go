@@ -307,14 +307,21 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, b
 	s := &d.Status
 	g, _ := p.pendingGate(s)
 	if g.OnTimeout == "Approve" {
-		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordApproved, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
+		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordTimedOut, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
 		if tc := s.PendingApproval.ToolCall; tc != nil {
 			record.Step, record.ToolCall = tc.Step, tc.Call
 		}
 		appendApproval(&d, record, "")
-		msg := fmt.Sprintf("gate %s approved by its timeout after %s", g.Name, g.Timeout.OrZero())
+		msg := fmt.Sprintf("gate %s timed out after %s with nobody's decision (%d of %d approvals); its onTimeout: Approve lets the run go on",
+			g.Name, g.Timeout.OrZero(), len(s.PendingApproval.ApprovedBy), required(g))
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)
+		if s.PendingApproval.ToolCall == nil {
+			// The next agent is told that nobody decided: never that someone approved.
+			addContext(&d, "gate "+g.Name, ContextTimedOut, fmt.Sprintf(
+				"Nobody decided at gate %s within its timeout of %s. The run went on because the gate's onTimeout is Approve: nobody approved it.",
+				g.Name, g.Timeout.OrZero()))
+		}
 		passGate(p, &d, "", now)
 		return d, true
 	}

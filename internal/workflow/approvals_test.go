@@ -284,8 +284,17 @@ func TestGateTimeouts(t *testing.T) {
 					t.Fatalf("got %s: %s", d.Status.TerminationReason, d.Status.TerminationMessage)
 				}
 			case "Approve":
-				if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.Approvals[0].By != v1alpha1.ByTimeout {
+				// The timeout says so: recorded TimedOut, never Approved, and the next agent is
+				// told that nobody decided.
+				if d.Status.Phase != v1alpha1.PhaseRunning || d.Status.Approvals[0].By != v1alpha1.ByTimeout ||
+					d.Status.Approvals[0].Decision != v1alpha1.RecordTimedOut {
 					t.Fatalf("got %s %+v", d.Status.Phase, d.Status.Approvals)
+				}
+				if len(d.Context) != 1 || d.Context[0].Kind != ContextTimedOut || !strings.Contains(d.Context[0].Text, "nobody approved it") {
+					t.Fatalf("the next agent is told %+v", d.Context)
+				}
+				if msg := d.Events[len(d.Events)-1].Message; strings.Contains(msg, "approved") {
+					t.Errorf("the Event says %q: a timeout approves nothing", msg)
 				}
 			}
 		})
@@ -428,7 +437,7 @@ func TestDecisionsAreJudgedWhenTheyWereMade(t *testing.T) {
 			onTimeout: "Approve",
 			queue:     []decisions.Queued{made(1, decisions.Reject, "bob", 61*time.Minute)},
 			phase:     v1alpha1.PhaseRunning,
-			approvals: []string{"Approved timeout"},
+			approvals: []string{"TimedOut timeout"},
 			refused:   v1alpha1.ReasonNotWaiting,
 		},
 		"a decision with no time is judged now": {
