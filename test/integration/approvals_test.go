@@ -212,7 +212,7 @@ var _ = Describe("A gate", func() {
 			Expect(records(done)).To(Equal(want))
 		},
 		Entry("Reject ends the run ApprovalExpired", "Reject", v1alpha1.PhaseFailed, v1alpha1.ReasonApprovalExpired, []string(nil)),
-		Entry("Approve passes the gate, approved by the timeout", "Approve", v1alpha1.PhaseSucceeded, v1alpha1.ReasonCompleted, []string{"Approved review by timeout"}),
+		Entry("Approve lets the run go on, recorded as the timeout it was", "Approve", v1alpha1.PhaseSucceeded, v1alpha1.ReasonCompleted, []string{"TimedOut review by timeout"}),
 	)
 
 	It("does not count waiting time against the run's timeout", func() {
