@@ -86,7 +86,8 @@ RACE_PKGS := ./agents/... ./controllers/... ./cmd/... ./internal/a2aserver/... .
 	./internal/toolbox/... ./internal/tools/... ./internal/transcript/... ./internal/transcriptapi/... \
 	./internal/transcriptclient/... \
 	./internal/webhook/...
-PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... ./internal/sessions/... \
+PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... ./internal/notify \
+	./internal/sessions/... \
 	./internal/kueue/... ./internal/quota/... ./internal/records/... ./internal/replay \
 	./internal/replay/stored/... ./internal/runview/... ./internal/telemetry/... ./internal/textbound/... ./internal/workflow/...
 

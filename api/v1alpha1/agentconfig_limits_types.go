@@ -235,6 +235,14 @@ type ApprovalGate struct {
 	// not recorded (created without the webhook) cannot be approved at such a gate.
 	// +optional
 	AllowSelfApproval *bool `json:"allowSelfApproval,omitempty"`
+
+	// remind sends GateReminder to the config's sinks while the gate waits.
+	// +optional
+	Remind *GateReminder `json:"remind,omitempty"`
+
+	// escalate sends GateEscalated once the gate has waited this long, naming more deciders.
+	// +optional
+	Escalate *GateEscalation `json:"escalate,omitempty"`
 }
 
 // Routing configures the supervisor of a Supervisor-mode run.

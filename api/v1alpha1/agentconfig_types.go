@@ -94,6 +94,13 @@ type AgentConfigStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// notifications counts what each sink of spec.notify was sent.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Notifications []SinkStatus `json:"notifications,omitempty"`
+
 	// conditions are Ready and Stalled. Ready is True when runs can start with the config, and
 	// False with the reason (ConfigInvalid) and the fields at fault otherwise; Stalled is True,
 	// with the same reason and message, while Ready is False, and absent otherwise.
@@ -189,6 +196,14 @@ type AgentConfigSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Approvals []ApprovalGate `json:"approvals,omitempty"`
+
+	// notify are where the runs' gates, ends and budget warnings are sent
+	// (docs/notifications.md).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Notify []NotifySink `json:"notify,omitempty"`
 
 	// routing configures the supervisor in Supervisor mode.
 	// +optional
