@@ -86,7 +86,7 @@ RACE_PKGS := ./agents/... ./controllers/... ./cmd/... ./internal/a2aserver/... .
 	./internal/toolbox/... ./internal/tools/... ./internal/transcript/... ./internal/transcriptapi/... \
 	./internal/transcriptclient/... \
 	./internal/webhook/...
-PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... ./internal/notify \
+PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/egress/... ./internal/notify ./internal/outbox \
 	./internal/sessions/... \
 	./internal/kueue/... ./internal/quota/... ./internal/records/... ./internal/replay \
 	./internal/replay/stored/... ./internal/runview/... ./internal/telemetry/... ./internal/textbound/... ./internal/workflow/...

@@ -86,6 +86,24 @@ func migrations(t columnTypes) []string {
 		);
 		ALTER TABLE runs ADD COLUMN bytes ` + t.bigint + ` NOT NULL DEFAULT 0;
 		UPDATE runs SET bytes = (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM records WHERE records.run_uid = runs.run_uid);`,
+		// The outbox of notifications: an entry per event and sink, kept apart from the runs'
+		// records (internal/outbox). done_ns is 0 while the entry waits to be delivered.
+		`CREATE TABLE outbox (
+			seq ` + t.serial + `,
+			namespace TEXT NOT NULL,
+			config TEXT NOT NULL,
+			sink TEXT NOT NULL,
+			run_uid TEXT NOT NULL,
+			event_id TEXT NOT NULL,
+			body ` + t.bytes + ` NOT NULL,
+			written_ns ` + t.bigint + ` NOT NULL,
+			next_ns ` + t.bigint + ` NOT NULL,
+			attempts INTEGER NOT NULL DEFAULT 0,
+			last_error TEXT NOT NULL DEFAULT '',
+			done_ns ` + t.bigint + ` NOT NULL DEFAULT 0,
+			UNIQUE (namespace, config, sink, event_id)
+		);
+		CREATE INDEX outbox_pending ON outbox (done_ns, run_uid, namespace, config, sink, seq);`,
 	}
 }
 

@@ -60,6 +60,7 @@ var cases = []struct {
 	{"spend is booked once, with its record, and outlives the run", spendBookedOnce},
 	{"writers racing on one namespace's ledger lose no spend", racingSpend},
 	{"a namespace's records' bytes are counted and freed with their runs", namespaceBytes},
+	{"the outbox delivers each run and sink in order, an event once", outboxOrder},
 }
 
 // appendOrder checks that records come back in the order they were appended.
