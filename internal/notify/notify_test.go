@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
-func gateOpened() Event {
+func openedEvent() Event {
 	deadline := t0.Add(2 * time.Hour)
 	return Event{ID: "ev-1", Type: v1alpha1.NotifyGateOpened, Time: t0, Namespace: "team-a", Run: "refund-7", RunUID: "u1",
 		Config: "refunds", Gate: "plan", Waiting: WaitingOutput("Refund 12 EUR to <!channel> & order 1001"),
@@ -25,7 +25,7 @@ func gateOpened() Event {
 // A CloudEvent is 1.0 structured JSON that the SDK reads back: its type, id, source and data
 // as the contract lists them.
 func TestACloudEventIsOneThatTheSDKReads(t *testing.T) {
-	body, ctype, err := Body(gateOpened(), v1alpha1.NotifyCloudEvents)
+	body, ctype, err := Body(openedEvent(), v1alpha1.NotifyCloudEvents)
 	if err != nil || ctype != ContentCloudEvents {
 		t.Fatalf("%q %v", ctype, err)
 	}
@@ -54,7 +54,7 @@ func TestACloudEventIsOneThatTheSDKReads(t *testing.T) {
 // A Slack message quotes what waits as plain text, so a mention or a link in it is nothing
 // more; the headline's markup is escaped.
 func TestASlackMessageQuotesWhatWaitsAsPlainText(t *testing.T) {
-	e := gateOpened()
+	e := openedEvent()
 	e.Run = "r<@U123>"
 	body, _, err := Body(e, v1alpha1.NotifySlack)
 	if err != nil {
