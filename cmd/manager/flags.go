@@ -61,6 +61,8 @@ func parseFlags() config {
 		"The audience A2A callers' bearer tokens must be made for (kubectl create token SERVICEACCOUNT --audience ...); tokens made for the API server are refused. Client certificates are accepted too.")
 	flag.DurationVar(&o.A2AStreamLifetime, "a2a-stream-lifetime", a2aserver.DefaultStreamLifetime,
 		"The longest an A2A stream, subscription or send that waits follows its task; the caller subscribes again to go on. Every such call also ends when its caller may no longer follow the task.")
+	flag.StringVar(&o.ConsoleURL, "console-url", "",
+		"The web console's address as people open it (kubectl baton ui's, or one served for a team), which notifications link gates to; empty, notifications carry no link.")
 	flag.BoolVar(&o.TraceContent, "trace-content", false,
 		"Put prompts, answers, tool arguments and tool results on trace spans. Off, spans carry names, token counts, timings and outcomes only. Traces are exported by OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.")
 	flag.Func("egress-allow", "Addresses the calls a config makes (models, HTTP agents, HTTP and MCP tools) may reach although the egress policy refuses them: CIDRs, IP addresses and host names (*.domain for a whole domain), comma-separated; may be repeated. The policy refuses loopback, link-local and cloud metadata addresses, after DNS resolution, and redirects to another origin.",

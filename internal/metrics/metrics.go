@@ -95,6 +95,17 @@ var (
 		Help: "Steps whose first model call the server turned away (429): each went back into its endpoint's line, with no error.",
 	})
 
+	Notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_notifications_total",
+		Help: "Deliveries of notifications to the sinks of configs' spec.notify, by result: sent, retry (failed, to be tried again) or given-up.",
+	}, []string{"namespace", "config", "sink", "event", "result"})
+
+	NotificationDelay = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "baton_notification_delay_seconds",
+		Help:    "From an event (a gate opening, a run ending) to its sink taking it.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
+	})
+
 	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
 		Help: "Writes this operator made to the API server, by kind (status, event, revision, intake, config-status).",
@@ -105,7 +116,7 @@ var (
 // /metrics beside controller-runtime's own).
 var collectors = []prometheus.Collector{RunsEnded, RunDuration, StepsTotal, StepDuration, TokensTotal, GuardTrips, ToolCalls,
 	ApprovalWait, StepsInFlight, APIWrites, TranscriptWrite, TranscriptWriteErrors, StepsFromTranscript, ApprovalsWaiting,
-	CostTotal, StepsRateLimited}
+	CostTotal, StepsRateLimited, Notifications, NotificationDelay}
 
 func init() { crmetrics.Registry.MustRegister(collectors...) }
 

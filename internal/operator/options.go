@@ -96,6 +96,8 @@ type Options struct {
 	// TraceContent puts prompts, answers, tool arguments and results on the traces' spans.
 	// Off, spans carry names, counts, timings and outcomes only.
 	TraceContent bool
+	// ConsoleURL is the web console's address (--console-url): notifications link gates to it.
+	ConsoleURL string
 	// Egress is the policy every call a config makes goes through: models, HTTP agents, tools
 	// (nil: egress.Default(), which refuses loopback, link-local and metadata addresses).
 	Egress *egress.Policy

@@ -26,6 +26,8 @@ import (
 	"github.com/baton-dev/baton/internal/endpoints"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
+	"github.com/baton-dev/baton/internal/notifier"
+	"github.com/baton-dev/baton/internal/outbox"
 	"github.com/baton-dev/baton/internal/pacing"
 	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/steps"
@@ -132,6 +134,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := addNotifier(mgr, deps, secrets, clk, opts); err != nil {
+		return err
+	}
 	talks := &agentsession.Reconciler{Client: mgr.GetClient(), Clock: clk, Recorder: mgr.GetEventRecorder("baton-controller")}
 	if err := talks.SetupWithManager(mgr); err != nil {
 		return err
@@ -213,4 +218,16 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	teams.Register(mux)
 	return mgr.Add(&transcriptapi.Server{Addr: opts.TranscriptAddr, CertDir: opts.TranscriptCertDir,
 		Handler: mux, Log: log, Listening: opts.TranscriptListening})
+}
+
+// addNotifier sends runs' notifications to their configs' sinks, through the egress policy,
+// from the outbox the transcript store keeps.
+func addNotifier(mgr ctrl.Manager, deps agents.Dependencies, secrets *secretReader, clk clock.Clock, opts Options) error {
+	box, ok := opts.Transcript.(outbox.Store)
+	if !ok {
+		ctrl.Log.WithName("setup").Info("The transcript store keeps no outbox: notifications are not sent")
+		return nil
+	}
+	return mgr.Add(&notifier.Notifier{Client: mgr.GetClient(), Cache: mgr.GetCache(), Outbox: box, Transcript: opts.Transcript,
+		Secrets: secrets, HTTP: deps.HTTPClient, Console: opts.ConsoleURL, Clock: clk, Log: ctrl.Log.WithName("notifier")})
 }

@@ -1,0 +1,265 @@
+// Package notifier sends runs' notifications to the sinks of their configs' spec.notify. It
+// derives each run's events from its status as the manager's cache sees it change
+// (notify.Changes), and from the time a gate has waited (notify.Due), writes them to the outbox
+// before anything is sent, and delivers the outbox's due entries, in order per run and sink,
+// through the egress policy, signed when the sink has a key, trying again as notify.NextTry
+// says. Nothing is written to a run: what each sink was sent is counted on its AgentConfig's
+// status and in metrics. It runs on the elected leader, off every reconcile's path.
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/agents"
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/notify"
+	"github.com/baton-dev/baton/internal/outbox"
+	"github.com/baton-dev/baton/internal/transcript"
+)
+
+// Defaults of the Notifier's periods and bounds.
+const (
+	DefaultWorkers  = 16
+	deliverEvery    = time.Second
+	remindEvery     = 15 * time.Second
+	flushEvery      = 10 * time.Second
+	purgeEvery      = time.Hour
+	sendTimeout     = 10 * time.Second
+	dueBatch        = 256
+	derivedQueueLen = 1024
+)
+
+// Notifier derives, stores and delivers notifications.
+type Notifier struct {
+	// Client reads AgentConfigs and AgentRuns from the manager's cache and writes configs'
+	// status; Cache is where it watches runs change.
+	Client client.Client
+	Cache  cache.Cache
+	Outbox outbox.Store
+	// Transcript gives what waits at a gate: the output of the step before it, whole.
+	Transcript transcript.Store
+	// Secrets reads sinks' URLs and signing keys from labelled Secrets.
+	Secrets agents.SecretReader
+	// HTTP posts to sinks: the egress policy's client.
+	HTTP *http.Client
+	// Console is the console's URL (--console-url); events link to gates there.
+	Console string
+	Clock   clock.Clock
+	Log     logr.Logger
+	// Workers bounds the deliveries made at once (default DefaultWorkers).
+	Workers int
+
+	derived chan derivation
+	wake    chan struct{}
+	mu      sync.Mutex
+	// inFlight are the entries being delivered; counts are what sinks were sent since the
+	// last flush of their configs' status.
+	inFlight map[int64]bool
+	counts   map[sinkKey]*sinkCounts
+}
+
+// NeedLeaderElection makes the notifier run on the elected leader alone.
+func (n *Notifier) NeedLeaderElection() bool { return true }
+
+// derivation is a run's change to derive events from.
+type derivation struct {
+	before *v1alpha1.AgentRunStatus
+	run    *v1alpha1.AgentRun
+}
+
+// Start watches runs, and delivers until ctx ends.
+func (n *Notifier) Start(ctx context.Context) error {
+	n.init()
+	informer, err := n.Cache.GetInformer(ctx, &v1alpha1.AgentRun{})
+	if err != nil {
+		return err
+	}
+	reg, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if run, ok := obj.(*v1alpha1.AgentRun); ok {
+				n.queue(ctx, nil, run)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*v1alpha1.AgentRun)
+			run, ok2 := newObj.(*v1alpha1.AgentRun)
+			if ok1 && ok2 && old.ResourceVersion != run.ResourceVersion {
+				n.queue(ctx, &old.Status, run)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = informer.RemoveEventHandler(reg) }()
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context){n.deriveLoop, n.deliverLoop, n.remindLoop, n.flushLoop, n.purgeLoop} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (n *Notifier) init() {
+	n.derived, n.wake = make(chan derivation, derivedQueueLen), make(chan struct{}, 1)
+	n.inFlight, n.counts = map[int64]bool{}, map[sinkKey]*sinkCounts{}
+}
+
+// queue hands a run's change to the loop that derives its events; the informer's handler does
+// no more than that.
+func (n *Notifier) queue(ctx context.Context, before *v1alpha1.AgentRunStatus, run *v1alpha1.AgentRun) {
+	select {
+	case n.derived <- derivation{before: before, run: run}:
+	case <-ctx.Done():
+	}
+}
+
+func (n *Notifier) deriveLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-n.derived:
+			n.derive(ctx, d.before, d.run)
+		}
+	}
+}
+
+// derive writes the events of a run's change to the outbox, if its config has sinks.
+func (n *Notifier) derive(ctx context.Context, before *v1alpha1.AgentRunStatus, run *v1alpha1.AgentRun) {
+	cfg, ok := n.config(ctx, run.Namespace, run.Spec.ConfigRef.Name)
+	if !ok {
+		return
+	}
+	if err := n.put(ctx, cfg, run, notify.Changes(n.facts(cfg, before, run))); err != nil {
+		n.Log.Error(err, "Writing notifications to the outbox", "agentRun", run.Namespace+"/"+run.Name)
+	}
+}
+
+// config is the run's config when it has sinks.
+func (n *Notifier) config(ctx context.Context, namespace, name string) (*v1alpha1.AgentConfig, bool) {
+	cfg := &v1alpha1.AgentConfig{}
+	if err := n.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cfg); err != nil || len(cfg.Spec.Notify) == 0 {
+		return nil, false
+	}
+	return cfg, true
+}
+
+func (n *Notifier) facts(cfg *v1alpha1.AgentConfig, before *v1alpha1.AgentRunStatus, run *v1alpha1.AgentRun) notify.Facts {
+	return notify.Facts{Namespace: run.Namespace, Run: run.Name, UID: string(run.UID), Config: cfg.Name, Before: before,
+		After: run.Status, Gates: cfg.Spec.Approvals, Now: n.Clock.Now(), Console: n.Console}
+}
+
+// put writes each event for each sink that wants it, with what waits at its gate read from
+// the transcript, and wakes the delivery.
+func (n *Notifier) put(ctx context.Context, cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun, events []notify.Event) error {
+	var entries []outbox.Entry
+	for _, e := range events {
+		if e.Gate != "" && e.Waiting == nil && e.Type != v1alpha1.NotifyGateDecided {
+			e.Waiting = n.waiting(ctx, run)
+		}
+		body, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		for i := range cfg.Spec.Notify {
+			s := &cfg.Spec.Notify[i]
+			if s.Wants(e.Type) {
+				entries = append(entries, outbox.Entry{Namespace: run.Namespace, Config: cfg.Name, Sink: s.Name, RunUID: string(run.UID),
+					EventID: e.ID, Body: body, Written: e.Time, NextTry: e.Time})
+			}
+		}
+	}
+	stored, err := n.Outbox.Put(ctx, entries...)
+	if err == nil && stored > 0 {
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// waiting is the output of the run's last step, whole up to notify.MaxWaiting, from its
+// transcript; nil when it cannot be read.
+func (n *Notifier) waiting(ctx context.Context, run *v1alpha1.AgentRun) *notify.Waiting {
+	recs, err := n.Transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
+		Limit: 1, Newest: true, MaxBytes: 1 << 20})
+	if err != nil || len(recs) == 0 {
+		return nil
+	}
+	var b struct {
+		Output string `json:"output"`
+	}
+	if json.Unmarshal(recs[0].Body, &b) != nil {
+		return nil
+	}
+	return notify.WaitingOutput(b.Output)
+}
+
+// remindLoop derives, every remindEvery, the reminders and escalations due of the runs that
+// wait at gates.
+func (n *Notifier) remindLoop(ctx context.Context) {
+	tick := time.NewTicker(remindEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			n.remind(ctx)
+		}
+	}
+}
+
+func (n *Notifier) remind(ctx context.Context) {
+	runs := &v1alpha1.AgentRunList{}
+	if err := n.Client.List(ctx, runs); err != nil {
+		n.Log.Error(err, "Listing runs for reminders")
+		return
+	}
+	for i := range runs.Items {
+		run := &runs.Items[i]
+		if run.Status.Phase != v1alpha1.PhaseAwaitingApproval {
+			continue
+		}
+		cfg, ok := n.config(ctx, run.Namespace, run.Spec.ConfigRef.Name)
+		if !ok {
+			continue
+		}
+		if events, _ := notify.Due(n.facts(cfg, nil, run)); len(events) > 0 {
+			if err := n.put(ctx, cfg, run, events); err != nil {
+				n.Log.Error(err, "Writing reminders to the outbox", "agentRun", run.Namespace+"/"+run.Name)
+			}
+		}
+	}
+}
+
+func (n *Notifier) purgeLoop(ctx context.Context) {
+	tick := time.NewTicker(purgeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := n.Outbox.Purge(ctx, n.Clock.Now().Add(-outbox.Keep)); err != nil {
+				n.Log.Error(err, "Purging the outbox")
+			}
+		}
+	}
+}
