@@ -127,7 +127,8 @@ type Deciders struct {
 	Groups []string `json:"groups,omitempty"`
 }
 
-// SinkStatus is what a config's sink was sent.
+// SinkStatus is what a config's sink was sent: the counts are of the last 48 hours, as the
+// outbox keeps them.
 type SinkStatus struct {
 	// name is the sink's.
 	// +kubebuilder:validation:MinLength=1

@@ -161,7 +161,7 @@ func (n *Notifier) finish(ctx context.Context, e outbox.Entry, ev notify.Event, 
 		if outcome == notify.GiveUp {
 			result = "given-up"
 		}
-		if derr := n.Outbox.Delivered(ctx, e.Seq, now); derr != nil {
+		if derr := n.Outbox.Delivered(ctx, e.Seq, now, outcome == notify.GiveUp); derr != nil {
 			n.Log.Error(derr, "Recording a delivered notification")
 		}
 	}

@@ -18,11 +18,11 @@ import (
 // sinkKey names a sink: its config's namespace and name, and its own.
 type sinkKey struct{ namespace, config, sink string }
 
-// sinkCounts are what a sink was sent since its config's status was last written.
+// sinkCounts are what became of a sink's last deliveries since its config's status was last
+// written. The counts themselves are the outbox's (outbox.Counts), which a restart keeps.
 type sinkCounts struct {
-	sent, givenUp int64
-	lastError     string
-	failing       bool
+	lastError string
+	failing   bool
 }
 
 func (n *Notifier) count(e outbox.Entry, result string, err error) {
@@ -34,16 +34,7 @@ func (n *Notifier) count(e outbox.Entry, result string, err error) {
 		c = &sinkCounts{}
 		n.counts[k] = c
 	}
-	switch result {
-	case "sent":
-		c.sent++
-		c.failing = false
-	case "given-up":
-		c.givenUp++
-		c.failing = true
-	default:
-		c.failing = true
-	}
+	c.failing = result != "sent"
 	if err != nil {
 		c.lastError = bounded(err)
 	}
@@ -62,8 +53,8 @@ func (n *Notifier) flushLoop(ctx context.Context) {
 	}
 }
 
-// flush writes, to each config whose sinks were sent anything since the last flush, what they
-// were sent, how many wait to be tried again, and whether one fails.
+// flush writes, to each config whose sinks were sent anything since the last flush, what the
+// outbox says they were sent, how many wait to be tried again, and whether one fails.
 func (n *Notifier) flush(ctx context.Context) {
 	n.mu.Lock()
 	counts := n.counts
@@ -72,43 +63,36 @@ func (n *Notifier) flush(ctx context.Context) {
 	if len(counts) == 0 {
 		return
 	}
-	retrying, err := n.Outbox.Retrying(ctx)
+	totals, err := n.Outbox.Counts(ctx)
 	if err != nil {
-		n.Log.Error(err, "Counting the notifications to be tried again")
+		n.Log.Error(err, "Counting the outbox's notifications")
+		n.putBack(counts)
+		return
 	}
 	configs := map[client.ObjectKey]bool{}
 	for k := range counts {
 		configs[client.ObjectKey{Namespace: k.namespace, Name: k.config}] = true
 	}
 	for key := range configs {
-		if err := n.writeStatus(ctx, key, counts, retrying); err != nil {
+		if err := n.writeStatus(ctx, key, counts, totals); err != nil {
 			n.Log.Error(err, "Writing a config's notification counts", "agentConfig", key.String())
-			n.mu.Lock()
-			for k, c := range counts {
-				if k.namespace == key.Namespace && k.config == key.Name {
-					n.merge(k, c)
-				}
-			}
-			n.mu.Unlock()
+			n.putBack(counts)
 		}
 	}
 }
 
-// merge puts counts not written back, under n.mu.
-func (n *Notifier) merge(k sinkKey, c *sinkCounts) {
-	cur := n.counts[k]
-	if cur == nil {
-		n.counts[k] = c
-		return
-	}
-	cur.sent += c.sent
-	cur.givenUp += c.givenUp
-	if cur.lastError == "" {
-		cur.lastError = c.lastError
+// putBack keeps what could not be written for the next flush, unless newer news came.
+func (n *Notifier) putBack(counts map[sinkKey]*sinkCounts) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, c := range counts {
+		if _, newer := n.counts[k]; !newer {
+			n.counts[k] = c
+		}
 	}
 }
 
-func (n *Notifier) writeStatus(ctx context.Context, key client.ObjectKey, counts map[sinkKey]*sinkCounts, retrying map[[3]string]int64) error {
+func (n *Notifier) writeStatus(ctx context.Context, key client.ObjectKey, counts map[sinkKey]*sinkCounts, totals map[[3]string]outbox.Counts) error {
 	cfg := &v1alpha1.AgentConfig{}
 	if err := n.Client.Get(ctx, key, cfg); err != nil {
 		return client.IgnoreNotFound(err)
@@ -122,10 +106,9 @@ func (n *Notifier) writeStatus(ctx context.Context, key client.ObjectKey, counts
 			st = cfg.Status.Notifications[i]
 		}
 		k := sinkKey{key.Namespace, key.Name, sink.Name}
-		st.Retrying = retrying[[3]string{k.namespace, k.config, k.sink}]
+		t := totals[[3]string{k.namespace, k.config, k.sink}]
+		st.Sent, st.Retrying, st.GivenUp = t.Sent, t.Retrying, t.GivenUp
 		if c := counts[k]; c != nil {
-			st.Sent += c.sent
-			st.GivenUp += c.givenUp
 			if c.lastError != "" {
 				st.LastError = c.lastError
 			}

@@ -33,6 +33,11 @@ type Entry struct {
 // Keep is how long a delivered or given-up entry is kept, so that it is not put again.
 const Keep = 48 * time.Hour
 
+// Counts are what a sink was sent, as the outbox keeps it.
+type Counts struct {
+	Sent, Retrying, GivenUp int64
+}
+
 // Store keeps the outbox.
 type Store interface {
 	// Put stores the entries whose event is not stored yet for their sink, and says how many it
@@ -42,12 +47,12 @@ type Store interface {
 	// the oldest pending entry of its run and sink, oldest first.
 	Due(ctx context.Context, now time.Time, limit int) ([]Entry, error)
 	// Delivered marks an entry delivered, or given up.
-	Delivered(ctx context.Context, seq int64, at time.Time) error
+	Delivered(ctx context.Context, seq int64, at time.Time, givenUp bool) error
 	// Failed records a delivery that failed and is to be tried again at next.
 	Failed(ctx context.Context, seq int64, attempts int, next time.Time, lastError string) error
-	// Retrying counts the pending entries that failed at least once, by namespace, config and
-	// sink.
-	Retrying(ctx context.Context) (map[[3]string]int64, error)
+	// Counts counts the entries of each sink (by namespace, config and sink) the outbox holds:
+	// delivered and given up within Keep, and pending after a failed delivery.
+	Counts(ctx context.Context) (map[[3]string]Counts, error)
 	// Purge drops the entries delivered or given up before the time given.
 	Purge(ctx context.Context, before time.Time) error
 }

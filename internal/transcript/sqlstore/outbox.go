@@ -63,9 +63,13 @@ func (s *sqlStore) Due(ctx context.Context, now time.Time, limit int) ([]outbox.
 	return out, rows.Err()
 }
 
-func (s *sqlStore) Delivered(ctx context.Context, seq int64, at time.Time) error {
+func (s *sqlStore) Delivered(ctx context.Context, seq int64, at time.Time, givenUp bool) error {
 	p := s.d.placeholder
-	_, err := s.db.ExecContext(ctx, fmt.Sprintf("UPDATE outbox SET done_ns = %s WHERE seq = %s", p(1), p(2)), max(at.UnixNano(), 1), seq)
+	up := 0
+	if givenUp {
+		up = 1
+	}
+	_, err := s.db.ExecContext(ctx, fmt.Sprintf("UPDATE outbox SET done_ns = %s, given_up = %s WHERE seq = %s", p(1), p(2), p(3)), max(at.UnixNano(), 1), up, seq)
 	return err
 }
 
@@ -76,21 +80,24 @@ func (s *sqlStore) Failed(ctx context.Context, seq int64, attempts int, next tim
 	return err
 }
 
-func (s *sqlStore) Retrying(ctx context.Context) (map[[3]string]int64, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT namespace, config, sink, COUNT(*) FROM outbox WHERE done_ns = 0 AND attempts > 0
-		GROUP BY namespace, config, sink`)
+func (s *sqlStore) Counts(ctx context.Context) (map[[3]string]outbox.Counts, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT namespace, config, sink,
+		SUM(CASE WHEN done_ns > 0 AND given_up = 0 THEN 1 ELSE 0 END),
+		SUM(CASE WHEN done_ns = 0 AND attempts > 0 THEN 1 ELSE 0 END),
+		SUM(CASE WHEN done_ns > 0 AND given_up = 1 THEN 1 ELSE 0 END)
+		FROM outbox GROUP BY namespace, config, sink`)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	out := map[[3]string]int64{}
+	out := map[[3]string]outbox.Counts{}
 	for rows.Next() {
 		var k [3]string
-		var n int64
-		if err := rows.Scan(&k[0], &k[1], &k[2], &n); err != nil {
+		var c outbox.Counts
+		if err := rows.Scan(&k[0], &k[1], &k[2], &c.Sent, &c.Retrying, &c.GivenUp); err != nil {
 			return nil, err
 		}
-		out[k] = n
+		out[k] = c
 	}
 	return out, rows.Err()
 }

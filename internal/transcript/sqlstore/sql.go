@@ -87,7 +87,8 @@ func migrations(t columnTypes) []string {
 		ALTER TABLE runs ADD COLUMN bytes ` + t.bigint + ` NOT NULL DEFAULT 0;
 		UPDATE runs SET bytes = (SELECT COALESCE(SUM(LENGTH(body)), 0) FROM records WHERE records.run_uid = runs.run_uid);`,
 		// The outbox of notifications: an entry per event and sink, kept apart from the runs'
-		// records (internal/outbox). done_ns is 0 while the entry waits to be delivered.
+		// records (internal/outbox). done_ns is 0 while the entry waits to be delivered; given_up is 1
+		// for an entry its sink never took.
 		`CREATE TABLE outbox (
 			seq ` + t.serial + `,
 			namespace TEXT NOT NULL,
@@ -101,6 +102,7 @@ func migrations(t columnTypes) []string {
 			attempts INTEGER NOT NULL DEFAULT 0,
 			last_error TEXT NOT NULL DEFAULT '',
 			done_ns ` + t.bigint + ` NOT NULL DEFAULT 0,
+			given_up INTEGER NOT NULL DEFAULT 0,
 			UNIQUE (namespace, config, sink, event_id)
 		);
 		CREATE INDEX outbox_pending ON outbox (done_ns, run_uid, namespace, config, sink, seq);`,

@@ -65,14 +65,25 @@ func outboxOrder(t *testing.T, open Opener) {
 	if got := due(t0); len(got) != 2 || got[0] != "slack/e1" {
 		t.Fatalf("due %v while ops/e1 waits to be tried again: its run's e2 must wait too", got)
 	}
-	retrying, err := o.Retrying(ctx)
-	if err != nil || retrying[[3]string{"team-a", "refunds", "ops"}] != 1 {
-		t.Fatalf("retrying %v, %v", retrying, err)
+	counts, err := o.Counts(ctx)
+	if err != nil || counts[[3]string{"team-a", "refunds", "ops"}] != (outbox.Counts{Retrying: 1}) {
+		t.Fatalf("counts %v, %v", counts, err)
 	}
-	if err := o.Delivered(ctx, es[0].Seq, t0.Add(time.Minute)); err != nil {
+	if err := o.Delivered(ctx, es[0].Seq, t0.Add(time.Minute), false); err != nil {
 		t.Fatal(err)
 	}
-	if got := due(t0.Add(time.Minute)); len(got) != 3 || got[0] != "ops/e2" {
+	es, _ = o.Due(ctx, t0.Add(time.Minute), 100)
+	if err := o.Delivered(ctx, es[1].Seq, t0.Add(time.Minute), true); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ = o.Counts(ctx)
+	if got := counts[[3]string{"team-a", "refunds", "slack"}]; got != (outbox.Counts{GivenUp: 1}) {
+		t.Fatalf("slack's counts %+v after its entry was given up", got)
+	}
+	if got := counts[[3]string{"team-a", "refunds", "ops"}]; got != (outbox.Counts{Sent: 1}) {
+		t.Fatalf("ops' counts %+v after its entry was delivered", got)
+	}
+	if got := due(t0.Add(time.Minute)); len(got) != 2 || got[0] != "ops/e2" {
 		t.Fatalf("due %v after ops/e1 was delivered", got)
 	}
 	if n, _ := o.Put(ctx, entry("r1", "ops", "e1", t0)); n != 0 {
