@@ -101,9 +101,11 @@ type AgentConfigStatus struct {
 	// +optional
 	Notifications []SinkStatus `json:"notifications,omitempty"`
 
-	// conditions are Ready and Stalled. Ready is True when runs can start with the config, and
-	// False with the reason (ConfigInvalid) and the fields at fault otherwise; Stalled is True,
-	// with the same reason and message, while Ready is False, and absent otherwise.
+	// conditions are Ready, Stalled and Notifying. Ready is True when runs can start with the
+	// config, and False with the reason (ConfigInvalid) and the fields at fault otherwise;
+	// Stalled is True, with the same reason and message, while Ready is False, and absent
+	// otherwise. Notifying, for a config with spec.notify, is False (SinkFailing) while one of
+	// its sinks fails.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
