@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/runview"
@@ -62,6 +63,12 @@ who asked each and what, and the last answer.`,
 			st.branches, err = runview.ReadBranches(cmd.Context(), c, run)
 			if err != nil {
 				st.branchesUnread = err.Error()
+			}
+			if p := run.Status.PendingApproval; p != nil {
+				cfg := &v1alpha1.AgentConfig{}
+				if c.Get(cmd.Context(), client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg) == nil {
+					st.gate = runview.GateSpec(cfg, p.Gate)
+				}
 			}
 			describe(o.streams.Out, run, st, tail)
 			return nil
@@ -193,6 +200,9 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 	s := run.Status
 	if p := s.PendingApproval; p != nil {
 		fmt.Fprintf(out, "\nWaiting at gate %s since %s (approved by: %s)\n", p.Gate, p.Since.Format(time.RFC3339), strings.Join(p.ApprovedBy, ", "))
+		for _, line := range runview.Reaching(st.gate, p.Since.Time, time.Now()) {
+			fmt.Fprintf(out, "  %s\n", line)
+		}
 		if c := p.ToolCall; c != nil {
 			h := runview.Held(c, st.held, st.unread)
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))

@@ -25,6 +25,8 @@ type runStory struct {
 	// when they were not: they are then what the run's status says of its latest fan-out.
 	branches       []runview.Branch
 	branchesUnread string
+	// gate is the spec of the gate the run waits at, from its config, when it could be read.
+	gate *v1alpha1.ApprovalGate
 }
 
 // story reads the run's whole timeline from its transcript, a page at a time, keeping only what

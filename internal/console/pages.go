@@ -163,6 +163,8 @@ type gateView struct {
 	MayApprove bool
 	// Blocked says why the user may not approve at this gate, when they may not.
 	Blocked string
+	// Reaching says how the gate reaches people: its reminders and escalation.
+	Reaching []string
 }
 
 // runPage shows a run: its summary, the gate it waits at with the decisions the user may make,
@@ -249,8 +251,9 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	if p.Expires != nil {
 		g.Expires = p.Expires.Time
 	}
-	if spec := gateSpec(cfg, p.Gate); spec != nil {
+	if spec := runview.GateSpec(cfg, p.Gate); spec != nil {
 		g.Required = max(spec.Required, 1)
+		g.Reaching = runview.Reaching(spec, p.Since.Time, time.Now())
 		if spec.AllowSelfApproval != nil && !*spec.AllowSelfApproval {
 			g.Blocked = selfApproval(run, p.Gate, creator, s.opts.User)
 		}
@@ -289,19 +292,6 @@ func (s *Server) creatorOf(ctx context.Context, run *v1alpha1.AgentRun) string {
 		}
 		return parent
 	})
-}
-
-// gateSpec is the config's gate of that name; nil for a tool's gate or an unreadable config.
-func gateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
-	if cfg == nil {
-		return nil
-	}
-	for i := range cfg.Spec.Approvals {
-		if cfg.Spec.Approvals[i].Name == name {
-			return &cfg.Spec.Approvals[i]
-		}
-	}
-	return nil
 }
 
 // records reads one step's records; when it cannot, it says why.

@@ -1,0 +1,62 @@
+package runview
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+)
+
+// Reaching says how a gate that has waited since since reaches people by now: its reminders
+// (how many were due, and when the next is) and its escalation (when, to whom). It is worked
+// out from the gate's spec, as the notifier works them out: nothing of it is in the run.
+func Reaching(g *v1alpha1.ApprovalGate, since, now time.Time) []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
+	waited := now.Sub(since)
+	if r := g.Remind; r != nil && r.Every.OrZero() > 0 {
+		every := r.Every.OrZero()
+		n := int64(waited / every)
+		next := since.Add(time.Duration(n+1) * every)
+		out = append(out, fmt.Sprintf("reminders every %s: %d so far, the next at %s", every, n, next.Local().Format(time.TimeOnly)))
+	}
+	if e := g.Escalate; e != nil {
+		at := since.Add(e.After.OrZero())
+		verb := "escalates at"
+		if !now.Before(at) {
+			verb = "escalated at"
+		}
+		out = append(out, fmt.Sprintf("%s %s%s", verb, at.Local().Format(time.TimeOnly), to(e.To)))
+	}
+	return out
+}
+
+func to(d v1alpha1.Deciders) string {
+	var parts []string
+	if len(d.Users) > 0 {
+		parts = append(parts, "users "+strings.Join(d.Users, ", "))
+	}
+	if len(d.Groups) > 0 {
+		parts = append(parts, "groups "+strings.Join(d.Groups, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", to " + strings.Join(parts, " and ") + " (who may decide with the approve verb)"
+}
+
+// GateSpec is the config's gate of that name; nil when it has none.
+func GateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
+	if cfg == nil {
+		return nil
+	}
+	for i := range cfg.Spec.Approvals {
+		if cfg.Spec.Approvals[i].Name == name {
+			return &cfg.Spec.Approvals[i]
+		}
+	}
+	return nil
+}
