@@ -60,7 +60,8 @@ type Notifier struct {
 	Workers int
 
 	derived chan derivation
-	wake    chan struct{}
+	// wake wakes the delivery, opened the reminders (a gate opened).
+	wake, opened chan struct{}
 	mu      sync.Mutex
 	// inFlight are the entries being delivered; counts are what sinks were sent since the
 	// last flush of their configs' status.
@@ -115,7 +116,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 }
 
 func (n *Notifier) init() {
-	n.derived, n.wake = make(chan derivation, derivedQueueLen), make(chan struct{}, 1)
+	n.derived, n.wake, n.opened = make(chan derivation, derivedQueueLen), make(chan struct{}, 1), make(chan struct{}, 1)
 	n.inFlight, n.counts = map[int64]bool{}, map[sinkKey]*sinkCounts{}
 }
 
@@ -145,8 +146,17 @@ func (n *Notifier) derive(ctx context.Context, before *v1alpha1.AgentRunStatus, 
 	if !ok {
 		return
 	}
-	if err := n.put(ctx, cfg, run, notify.Changes(n.facts(cfg, before, run))); err != nil {
+	events := notify.Changes(n.facts(cfg, before, run))
+	if err := n.put(ctx, cfg, run, events); err != nil {
 		n.Log.Error(err, "Writing notifications to the outbox", "agentRun", run.Namespace+"/"+run.Name)
+	}
+	for _, e := range events {
+		if e.Type == v1alpha1.NotifyGateOpened {
+			select {
+			case n.opened <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -211,27 +221,35 @@ func (n *Notifier) waiting(ctx context.Context, run *v1alpha1.AgentRun) *notify.
 	return notify.WaitingOutput(b.Output)
 }
 
-// remindLoop derives, every remindEvery, the reminders and escalations due of the runs that
-// wait at gates.
+// remindLoop derives the reminders and escalations due of the runs that wait at gates: when
+// the earliest of them comes due, at most remindEvery apart, and when a gate opens.
 func (n *Notifier) remindLoop(ctx context.Context) {
-	tick := time.NewTicker(remindEvery)
-	defer tick.Stop()
 	for {
+		wait := remindEvery
+		if next := n.remind(ctx); !next.IsZero() {
+			// At most once a second: each look lists the runs from the cache.
+			wait = min(max(next.Sub(n.Clock.Now()), time.Second), remindEvery)
+		}
+		t := n.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-tick.C:
-			n.remind(ctx)
+		case <-t.C():
+		case <-n.opened:
+			t.Stop()
 		}
 	}
 }
 
-func (n *Notifier) remind(ctx context.Context) {
+// remind writes the reminders and escalations due now, and says when the next is due.
+func (n *Notifier) remind(ctx context.Context) time.Time {
 	runs := &v1alpha1.AgentRunList{}
 	if err := n.Client.List(ctx, runs); err != nil {
 		n.Log.Error(err, "Listing runs for reminders")
-		return
+		return time.Time{}
 	}
+	var earliest time.Time
 	for i := range runs.Items {
 		run := &runs.Items[i]
 		if run.Status.Phase != v1alpha1.PhaseAwaitingApproval {
@@ -241,12 +259,17 @@ func (n *Notifier) remind(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if events, _ := notify.Due(n.facts(cfg, nil, run)); len(events) > 0 {
+		events, next := notify.Due(n.facts(cfg, nil, run))
+		if !next.IsZero() && (earliest.IsZero() || next.Before(earliest)) {
+			earliest = next
+		}
+		if len(events) > 0 {
 			if err := n.put(ctx, cfg, run, events); err != nil {
 				n.Log.Error(err, "Writing reminders to the outbox", "agentRun", run.Namespace+"/"+run.Name)
 			}
 		}
 	}
+	return earliest
 }
 
 func (n *Notifier) purgeLoop(ctx context.Context) {
