@@ -27,6 +27,9 @@ func (n *Notifier) deliverLoop(ctx context.Context) {
 	tick := time.NewTicker(deliverEvery)
 	defer tick.Stop()
 	for {
+		n.mu.Lock()
+		clear(n.finished)
+		n.mu.Unlock()
 		due, err := n.Outbox.Due(ctx, n.Clock.Now(), dueBatch)
 		if err != nil && ctx.Err() == nil {
 			n.Log.Error(err, "Reading the outbox")
@@ -54,10 +57,12 @@ func (n *Notifier) deliverLoop(ctx context.Context) {
 	}
 }
 
+// take claims an entry to deliver: not one being delivered, nor one that finished since the
+// outbox was read (its read may predate its delivery).
 func (n *Notifier) take(seq int64) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.inFlight[seq] {
+	if n.inFlight[seq] || n.finished[seq] {
 		return false
 	}
 	n.inFlight[seq] = true
@@ -68,6 +73,7 @@ func (n *Notifier) release(seq int64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.inFlight, seq)
+	n.finished[seq] = true
 }
 
 // deliver sends one entry to its sink and records what became of it.

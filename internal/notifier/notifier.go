@@ -62,10 +62,11 @@ type Notifier struct {
 	derived chan derivation
 	// wake wakes the delivery, opened the reminders (a gate opened).
 	wake, opened chan struct{}
-	mu      sync.Mutex
+	mu           sync.Mutex
 	// inFlight are the entries being delivered; counts are what sinks were sent since the
 	// last flush of their configs' status.
 	inFlight map[int64]bool
+	finished map[int64]bool
 	counts   map[sinkKey]*sinkCounts
 }
 
@@ -117,7 +118,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 
 func (n *Notifier) init() {
 	n.derived, n.wake, n.opened = make(chan derivation, derivedQueueLen), make(chan struct{}, 1), make(chan struct{}, 1)
-	n.inFlight, n.counts = map[int64]bool{}, map[sinkKey]*sinkCounts{}
+	n.inFlight, n.finished, n.counts = map[int64]bool{}, map[int64]bool{}, map[sinkKey]*sinkCounts{}
 }
 
 // queue hands a run's change to the loop that derives its events; the informer's handler does

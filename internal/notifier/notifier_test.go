@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -181,5 +184,57 @@ func TestARefusedEventIsGivenUp(t *testing.T) {
 	}
 	if c := cfg.Status.Conditions; len(c) != 1 || c[0].Type != v1alpha1.ConditionNotifying || c[0].Status != metav1.ConditionFalse {
 		t.Errorf("conditions %+v", c)
+	}
+}
+
+// With nothing failing, each event is sent once, whatever the deliveries' overlap with the
+// outbox's reads: a read made before an entry's delivery finished does not send it again.
+func TestEachEventIsSentOnceWhenNothingFails(t *testing.T) {
+	var mu sync.Mutex
+	sent := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ce struct {
+			ID string `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&ce)
+		mu.Lock()
+		sent[ce.ID]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	n, _, _ := newNotifier(t, srv.URL)
+	n.Clock = clock.RealClock{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.deliverLoop(ctx)
+	const gates = 300
+	running := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}
+	for i := range gates {
+		run := refundRun()
+		run.Name, run.UID = fmt.Sprintf("refund-%d", i), types.UID(fmt.Sprintf("u%d", i))
+		run.Status = v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseAwaitingApproval,
+			PendingApproval: &v1alpha1.PendingApproval{Gate: "plan", Since: metav1.NewMicroTime(time.Now())}}
+		n.derive(ctx, &running, run)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		got := len(sent)
+		mu.Unlock()
+		if got == gates || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != gates {
+		t.Fatalf("%d of %d events sent", len(sent), gates)
+	}
+	for id, times := range sent {
+		if times != 1 {
+			t.Errorf("event %s sent %d times", id, times)
+		}
 	}
 }
