@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,7 +31,7 @@ func (o *options) uiCmd() *cobra.Command {
 	var openBrowser bool
 	var namespaces []string
 	cmd := &cobra.Command{
-		Use:   "ui",
+		Use:   "ui [LINK]",
 		Short: "Serve the web console on localhost: runs and their timelines, live; the gates waiting for you; decisions, as you",
 		Long: `Serve Baton's web console on localhost and print its URL.
 
@@ -40,12 +42,23 @@ console answers only requests that carry it (as a cookie once the URL is opened)
 own loopback address, and, for decisions, that come from its own pages.
 
 It looks for runs and model endpoints in every namespace you may list them in, or in
---namespaces, or in the namespace -n names.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+--namespaces, or in the namespace -n names.
+
+LINK is a link a notification carried to a gate (https://CONSOLE/runs/NAMESPACE/RUN#gate, from the
+manager's --console-url) or its path: the URL printed opens that page, in this console, once it
+has traded its token. kubectl baton ui --open LINK opens it in the browser.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return o.serveUI(ctx, port, openBrowser, namespaces)
+			page := ""
+			if len(args) == 1 {
+				var err error
+				if page, err = linkPage(args[0]); err != nil {
+					return err
+				}
+			}
+			return o.serveUI(ctx, port, openBrowser, namespaces, page)
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", 0, "The local port to serve on (0: any free port)")
@@ -54,7 +67,7 @@ It looks for runs and model endpoints in every namespace you may list them in, o
 	return cmd
 }
 
-func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, namespaces []string) error {
+func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, namespaces []string, page string) error {
 	if port < 0 || port > 65535 {
 		return fmt.Errorf("--port %d: must be from 0 to 65535", port)
 	}
@@ -103,7 +116,7 @@ func (o *options) serveUI(ctx context.Context, port int, openBrowser bool, names
 	if err != nil {
 		return err
 	}
-	url := srv.URL(l.Addr())
+	url := srv.URLTo(l.Addr(), page)
 	fmt.Fprintf(o.streams.Out, "Baton console, as %s: %s\nPress Ctrl-C to stop.\n", cmp.Or(opts.User, "you"), url)
 	if openBrowser {
 		if err := open(ctx, url); err != nil {
@@ -151,4 +164,21 @@ func open(ctx context.Context, url string) error {
 	}
 	go func() { _ = cmd.Wait() }()
 	return nil
+}
+
+// linkPage is the console page a notification's link names: its path and fragment, when the
+// path is a run's, a session's or the inbox.
+func linkPage(link string) (string, error) {
+	u, err := neturl.Parse(link)
+	if err != nil {
+		return "", fmt.Errorf("LINK %q: %w", link, err)
+	}
+	page := u.EscapedPath()
+	if !strings.HasPrefix(page, "/runs/") && !strings.HasPrefix(page, "/sessions/") && page != "/inbox" {
+		return "", fmt.Errorf("LINK %q is no link to a run, a session or the inbox of the console (/runs/NAMESPACE/RUN)", link)
+	}
+	if u.Fragment != "" {
+		page += "#" + u.EscapedFragment()
+	}
+	return page, nil
 }

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,25 @@ func (s *Server) URL(addr net.Addr) string {
 	return fmt.Sprintf("http://%s/?token=%s", addr, s.token)
 }
 
+// URLTo is URL, then the page a link names (a notification's link to a gate, /runs/NS/RUN#gate):
+// the console opens it once it has traded the token.
+func (s *Server) URLTo(addr net.Addr, page string) string {
+	if !localPage(page) {
+		return s.URL(addr)
+	}
+	return s.URL(addr) + "&next=" + url.QueryEscape(page)
+}
+
+// localPage says whether page is one of the console's own pages, to go to after the token.
+func localPage(page string) bool {
+	for _, prefix := range []string{"/runs/", "/sessions/", "/inbox"} {
+		if strings.HasPrefix(page, prefix) && !strings.Contains(page, "//") && !strings.ContainsAny(page, "\\\r\n") {
+			return true
+		}
+	}
+	return false
+}
+
 // Serve serves the console on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	host, port, err := net.SplitHostPort(l.Addr().String())
@@ -189,7 +209,11 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 			http.SetCookie(w, &http.Cookie{Name: s.cookie(), Value: s.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			http.Redirect(w, r, "/runs", http.StatusSeeOther)
+			next := "/runs"
+			if page := r.URL.Query().Get("next"); localPage(page) {
+				next = page
+			}
+			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
 		}
 		if c, err := r.Cookie(s.cookie()); err != nil || !equal(c.Value, s.session) {
