@@ -112,9 +112,9 @@ var _ = Describe("A2A both ways, with the A2A JavaScript SDK", Ordered, func() {
 	})
 
 	It("continues a context: the next message is the next turn of the sender's session, given the first", func() {
-		asked := last(orderClient("--now", agentURL, "send", "Can order ORD-7 (3 x SKU-123) ship today?"))
+		asked := last(orderClient(agentURL, "send", "Can order ORD-7 (3 x SKU-123) ship today?"))
 		first := asked.ID
-		Eventually(func() string { return last(orderClient(agentURL, "get", first)).State }).Should(Equal("TASK_STATE_INPUT_REQUIRED"))
+		Expect(asked.State).To(Equal("TASK_STATE_INPUT_REQUIRED"), "%+v", asked)
 		Expect(last(orderClient(agentURL, "reply", first, asked.ContextID, "berlin")).State).To(Equal("TASK_STATE_COMPLETED"))
 
 		next := last(orderClient("--now", agentURL, "continue", asked.ContextID, "And can ORD-8 ship today?"))
