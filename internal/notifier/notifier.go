@@ -95,7 +95,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		UpdateFunc: func(oldObj, newObj any) {
 			old, ok1 := oldObj.(*v1alpha1.AgentRun)
 			run, ok2 := newObj.(*v1alpha1.AgentRun)
-			if ok1 && ok2 && old.ResourceVersion != run.ResourceVersion {
+			if ok1 && ok2 && old.ResourceVersion != run.ResourceVersion && notify.Relevant(&old.Status, &run.Status) {
 				n.queue(ctx, &old.Status, run)
 			}
 		},

@@ -214,3 +214,29 @@ func Due(f Facts) ([]Event, time.Time) {
 }
 
 func stamp(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) }
+
+// Relevant says whether a change of a run's status can make an event: a phase, a gate, a
+// decision or a budget warning changed. The steps between them make none, and a notifier need
+// not look at them.
+func Relevant(before, after *v1alpha1.AgentRunStatus) bool {
+	if before.Phase != after.Phase || !samePending(before.PendingApproval, after.PendingApproval) {
+		return true
+	}
+	if len(before.Approvals) != len(after.Approvals) ||
+		len(after.Approvals) > 0 && decisionKey(before.Approvals[len(before.Approvals)-1]) != decisionKey(after.Approvals[len(after.Approvals)-1]) {
+		return true
+	}
+	for _, t := range []string{v1alpha1.ConditionTokenBudgetWarning, v1alpha1.ConditionCostBudgetWarning} {
+		if meta.IsStatusConditionTrue(before.Conditions, t) != meta.IsStatusConditionTrue(after.Conditions, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func samePending(a, b *v1alpha1.PendingApproval) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Gate == b.Gate && a.Since.Equal(&b.Since)
+}

@@ -114,3 +114,61 @@ func TestRemindersAndEscalation(t *testing.T) {
 		t.Error("a run at no gate is reminded")
 	}
 }
+
+// Every change that makes an event is relevant; a step that changes nothing a notification
+// says is not.
+func TestRelevantChanges(t *testing.T) {
+	running := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, StepCount: 3}
+	stepped := running
+	stepped.StepCount, stepped.TokensUsed = 4, 100
+	waiting := waitingAt("plan", t0)
+	decided := running
+	decided.Approvals = []v1alpha1.ApprovalRecord{{Gate: "plan", Decision: v1alpha1.RecordApproved, By: "bob", Time: metav1.NewTime(t0)}}
+	warned := running
+	warned.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionCostBudgetWarning, Status: metav1.ConditionTrue}}
+	if Relevant(&running, &stepped) {
+		t.Error("a step is relevant")
+	}
+	for name, after := range map[string]v1alpha1.AgentRunStatus{"a gate": waiting, "a decision": decided, "a warning": warned} {
+		if !Relevant(&running, &after) {
+			t.Errorf("%s is not relevant", name)
+		}
+		if len(Changes(facts(&running, after, t0))) > 0 != Relevant(&running, &after) {
+			t.Errorf("%s: Changes and Relevant disagree", name)
+		}
+	}
+}
+
+// Whatever a change, if it makes an event it is relevant: the notifier never skips one that
+// does.
+func TestNoChangeThatMakesAnEventIsSkipped(t *testing.T) {
+	var statuses []v1alpha1.AgentRunStatus
+	for _, phase := range []v1alpha1.RunPhase{v1alpha1.PhaseRunning, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed} {
+		for _, gate := range []string{"", "plan", "final"} {
+			for _, decisions := range []int{0, 1, 2} {
+				for _, warned := range []bool{false, true} {
+					st := v1alpha1.AgentRunStatus{Phase: phase, CompletionTime: &metav1.Time{Time: t0}}
+					if gate != "" {
+						st.PendingApproval = &v1alpha1.PendingApproval{Gate: gate, Since: metav1.NewMicroTime(t0)}
+					}
+					for i := range decisions {
+						st.Approvals = append(st.Approvals, v1alpha1.ApprovalRecord{Gate: "plan", Decision: v1alpha1.RecordApproved,
+							By: string(rune('a' + i)), Time: metav1.NewTime(t0)})
+					}
+					if warned {
+						st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionTokenBudgetWarning, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
+					}
+					statuses = append(statuses, st)
+				}
+			}
+		}
+	}
+	for i := range statuses {
+		for j := range statuses {
+			a, b := statuses[i], statuses[j]
+			if len(Changes(facts(&a, b, t0))) > 0 && !Relevant(&a, &b) {
+				t.Fatalf("a change that makes %v is skipped:\n%+v\n->\n%+v", types(Changes(facts(&a, b, t0))), a, b)
+			}
+		}
+	}
+}
