@@ -86,6 +86,11 @@ var _ = Describe("Runs on a Kueue LocalQueue", Ordered, func() {
 		low := queued("low", 0)
 		create(low)
 		waitForGate(low, "review", 1)
+		// Kueue preempts for a workload it finds it cannot admit; it must see the low run's
+		// Workload admitted first, or it parks the high one until the queue next changes.
+		Eventually(func() bool {
+			return meta.IsStatusConditionTrue(workloadOf(low).Status.Conditions, kueuev1beta2.WorkloadAdmitted)
+		}, runTimeout, poll).Should(BeTrue())
 
 		high := queued("high", 10)
 		create(high)
