@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +25,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/notify"
 	"github.com/baton-dev/baton/internal/outbox"
+	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
@@ -105,7 +107,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 	}
 	defer func() { _ = informer.RemoveEventHandler(reg) }()
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){n.deriveLoop, n.deliverLoop, n.remindLoop, n.flushLoop, n.purgeLoop} {
+	flushLoop := func(ctx context.Context) { wait.UntilWithContext(ctx, n.flush, flushEvery) }
+	purgeLoop := func(ctx context.Context) { wait.UntilWithContext(ctx, n.purge, purgeEvery) }
+	for _, loop := range []func(context.Context){n.deriveLoop, n.deliverLoop, n.remindLoop, flushLoop, purgeLoop} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,18 +212,11 @@ func (n *Notifier) put(ctx context.Context, cfg *v1alpha1.AgentConfig, run *v1al
 // waiting is the output of the run's last step, whole up to notify.MaxWaiting, from its
 // transcript; nil when it cannot be read.
 func (n *Notifier) waiting(ctx context.Context, run *v1alpha1.AgentRun) *notify.Waiting {
-	recs, err := n.Transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
-		Limit: 1, Newest: true, MaxBytes: 1 << 20})
-	if err != nil || len(recs) == 0 {
+	out, found, err := records.LastOutput(ctx, n.Transcript, string(run.UID))
+	if err != nil || !found {
 		return nil
 	}
-	var b struct {
-		Output string `json:"output"`
-	}
-	if json.Unmarshal(recs[0].Body, &b) != nil {
-		return nil
-	}
-	return notify.WaitingOutput(b.Output)
+	return notify.WaitingOutput(out)
 }
 
 // remindLoop derives the reminders and escalations due of the runs that wait at gates: when
@@ -273,17 +270,9 @@ func (n *Notifier) remind(ctx context.Context) time.Time {
 	return earliest
 }
 
-func (n *Notifier) purgeLoop(ctx context.Context) {
-	tick := time.NewTicker(purgeEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := n.Outbox.Purge(ctx, n.Clock.Now().Add(-outbox.Keep)); err != nil {
-				n.Log.Error(err, "Purging the outbox")
-			}
-		}
+// purge drops the entries delivered or given up more than outbox.Keep ago.
+func (n *Notifier) purge(ctx context.Context) {
+	if err := n.Outbox.Purge(ctx, n.Clock.Now().Add(-outbox.Keep)); err != nil {
+		n.Log.Error(err, "Purging the outbox")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,19 +36,6 @@ func (n *Notifier) count(e outbox.Entry, result string, err error) {
 	c.failing = result != "sent"
 	if err != nil {
 		c.lastError = bounded(err)
-	}
-}
-
-func (n *Notifier) flushLoop(ctx context.Context) {
-	tick := time.NewTicker(flushEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			n.flush(ctx)
-		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -159,4 +160,19 @@ func prefixed(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
+}
+
+// LastOutput is what a run's last recorded step answered, in full; found is false while the run
+// has recorded no step.
+func LastOutput(ctx context.Context, store transcript.Store, runUID string) (output string, found bool, err error) {
+	recs, err := store.List(ctx, transcript.Query{RunUID: runUID, Kinds: []transcript.Kind{transcript.KindStep},
+		Limit: 1, Newest: true, MaxBytes: ReadPage})
+	if err != nil || len(recs) == 0 {
+		return "", false, err
+	}
+	var b StepBody
+	if err := json.Unmarshal(recs[0].Body, &b); err != nil {
+		return "", false, err
+	}
+	return b.Output, true, nil
 }
