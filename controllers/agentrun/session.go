@@ -2,7 +2,6 @@ package agentrun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -145,20 +144,23 @@ func (r *Reconciler) writeHistory(ctx context.Context, w *working, now time.Time
 // holds the session's other turns): the loop detectors that see across turns compare run's
 // steps with theirs.
 func earlierTurns(run *v1alpha1.AgentRun, digest string, turns []*v1alpha1.AgentRun) []*v1alpha1.AgentRun {
+	type turned struct {
+		run  *v1alpha1.AgentRun
+		turn sessions.Turn
+	}
 	me := agentsession.TurnOf(run)
-	var same []*v1alpha1.AgentRun
+	var same []turned
 	for _, o := range turns {
-		if o.UID != run.UID && o.Status.HistoryDigest == digest && o.Status.Phase.Terminal() && sessions.Before(agentsession.TurnOf(o), me) {
-			same = append(same, o)
+		if t := agentsession.TurnOf(o); o.UID != run.UID && o.Status.HistoryDigest == digest && o.Status.Phase.Terminal() && sessions.Before(t, me) {
+			same = append(same, turned{o, t})
 		}
 	}
-	slices.SortFunc(same, func(a, b *v1alpha1.AgentRun) int {
-		if sessions.Before(agentsession.TurnOf(a), agentsession.TurnOf(b)) {
-			return -1
-		}
-		return 1
-	})
-	return same
+	slices.SortFunc(same, func(a, b turned) int { return sessions.Compare(a.turn, b.turn) })
+	out := make([]*v1alpha1.AgentRun, len(same))
+	for i, t := range same {
+		out[i] = t.run
+	}
+	return out
 }
 
 // withEarlier is plan with the steps and runs of a turn's earlier turns given the same history
@@ -242,16 +244,11 @@ func (r *Reconciler) historyOf(ctx context.Context, turn *v1alpha1.AgentRun) (re
 
 // lastOutput is what a run's last step answered, in full, from its transcript.
 func (r *Reconciler) lastOutput(ctx context.Context, run *v1alpha1.AgentRun) (string, error) {
-	recs, err := r.Transcript.List(ctx, transcript.Query{RunUID: string(run.UID), Kinds: []transcript.Kind{transcript.KindStep},
-		Limit: 1, Newest: true, MaxBytes: records.ReadPage})
-	if err != nil || len(recs) == 0 {
-		return "", err
-	}
-	var b records.StepBody
-	if err := json.Unmarshal(recs[0].Body, &b); err != nil {
+	out, _, err := records.LastOutput(ctx, r.Transcript, string(run.UID))
+	if err != nil {
 		return "", fmt.Errorf("reading the last step of turn %s: %w", run.Name, err)
 	}
-	return b.Output, nil
+	return out, nil
 }
 
 // sessionTurns maps an ended turn, or a session that changed, to the session's turns that have

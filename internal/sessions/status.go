@@ -38,9 +38,10 @@ type Turn struct {
 }
 
 // Before says whether turn a comes before turn b: by number, then creation, then name.
-func Before(a, b Turn) bool { return compare(a, b) < 0 }
+func Before(a, b Turn) bool { return Compare(a, b) < 0 }
 
-func compare(a, b Turn) int {
+// Compare orders turns as Before does, for sorting.
+func Compare(a, b Turn) int {
 	return cmp.Or(cmp.Compare(a.Number, b.Number), a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name))
 }
 
@@ -76,11 +77,11 @@ const maxEndMessage = 1024
 func Next(f Facts) Decision {
 	s := f.Session
 	turns := slices.Clone(f.Turns)
-	slices.SortFunc(turns, compare)
+	slices.SortFunc(turns, Compare)
 	st := *s.Status.DeepCopy()
 	st.ObservedGeneration = s.Generation
-	used := UsageOf(&s.Status, turns)
-	st.Turns, st.TokensUsed, st.Settled = used.Turns, used.Tokens, Settle(s.Status.Settled, turns)
+	used, settled := usage(&s.Status, turns)
+	st.Turns, st.TokensUsed, st.Settled = used.Turns, used.Tokens, settled
 	st.IdleSince, st.State = nil, ""
 	atWork := ""
 	for _, t := range turns {

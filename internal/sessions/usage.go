@@ -53,7 +53,13 @@ func Settle(settled *v1alpha1.SessionUsage, turns []Turn) *v1alpha1.SessionUsage
 // work keeps what it had used.
 func UsageOf(st *v1alpha1.AgentSessionStatus, turns []Turn) Usage {
 	sorted := slices.Clone(turns)
-	slices.SortFunc(sorted, compare)
+	slices.SortFunc(sorted, Compare)
+	u, _ := usage(st, sorted)
+	return u
+}
+
+// usage is UsageOf of turns sorted (Before), and what the status's settled usage becomes.
+func usage(st *v1alpha1.AgentSessionStatus, sorted []Turn) (Usage, *v1alpha1.SessionUsage) {
 	settled := Settle(st.Settled, sorted)
 	u := Usage{Cost: decimal.Zero}
 	through := int64(0)
@@ -74,7 +80,7 @@ func UsageOf(st *v1alpha1.AgentSessionStatus, turns []Turn) Usage {
 	if last := cost.Amount(st.Cost); last.GreaterThan(u.Cost) {
 		u.Cost = last
 	}
-	return u
+	return u, settled
 }
 
 // WaitsFor names the turn that t waits for, if any: an unended turn before it, or a turn after it
