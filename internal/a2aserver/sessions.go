@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,9 +62,8 @@ func contextMark(contextID string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// sessionName is the session of a sender's context with a team: the config's name, cut, and a
-// digest of whose context it is.
+// sessionName is the session of a sender's context with a team: named as the team's tasks are
+// (taskPrefix, taskDigest), from the context in place of a message.
 func sessionName(config, namespace, sender, contextID string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{namespace, config, sender, contextID}, "\x00")))
-	return strings.TrimRight(config[:min(len(config), 40)], "-.") + "-a2a-ctx-" + hex.EncodeToString(sum[:8])
+	return taskPrefix(config) + "ctx-" + taskDigest(namespace, config, sender, contextID)[:16]
 }

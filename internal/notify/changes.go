@@ -87,7 +87,7 @@ func gateOpened(f Facts) (Event, bool) {
 	if f.After.Phase != v1alpha1.PhaseAwaitingApproval || p == nil || !f.recent(p.Since.Time) {
 		return Event{}, false
 	}
-	if b := f.Before; b != nil && b.PendingApproval != nil && b.PendingApproval.Gate == p.Gate && b.PendingApproval.Since.Equal(&p.Since) {
+	if f.Before != nil && samePending(f.Before.PendingApproval, p) {
 		return Event{}, false
 	}
 	e := f.gateEvent(v1alpha1.NotifyGateOpened, p)

@@ -293,11 +293,11 @@ func (w *Decisions) mayDecide(ctx context.Context, req admission.Request, run *v
 // the next line of the conversation, and needs what taking a turn does.
 func (w *Decisions) mayReplyToTurn(ctx context.Context, req admission.Request, run *v1alpha1.AgentRun) *admission.Response {
 	session := run.Spec.Session.Name
-	allowed, err := w.mayOn(ctx, req, run.Namespace, "get", "agentsessions", session)
+	allowed, err := w.mayGetSession(ctx, req, run.Namespace, session)
 	var res admission.Response
 	switch {
 	case err != nil:
-		res = admission.Errored(http.StatusInternalServerError, fmt.Errorf("checking the get permission on agentsession %s: %w", session, err))
+		res = admission.Errored(http.StatusInternalServerError, err)
 	case !allowed:
 		res = admission.Denied(fmt.Sprintf("user %q may not get AgentSession %s/%s: replying to its turn %s needs the get verb on it, as taking a turn does",
 			req.UserInfo.Username, run.Namespace, session, run.Name))
@@ -316,15 +316,25 @@ func (w *Decisions) mayReadTurn(ctx context.Context, req admission.Request, name
 		return "", client.IgnoreNotFound(err)
 	}
 	session := other.Spec.Session.Name
-	allowed, err := w.mayOn(ctx, req, namespace, "get", "agentsessions", session)
+	allowed, err := w.mayGetSession(ctx, req, namespace, session)
 	if err != nil {
-		return "", fmt.Errorf("checking the get permission on agentsession %s: %w", session, err)
+		return "", err
 	}
 	if allowed {
 		return "", nil
 	}
 	return fmt.Sprintf("user %q may not get AgentSession %s/%s, whose turn %s %s names: a turn's transcript holds its session's history",
 		req.UserInfo.Username, namespace, session, name, field), nil
+}
+
+// mayGetSession asks the API server whether the requesting user may get the named AgentSession:
+// what taking a turn, replying to one and reading one need.
+func (w *Decisions) mayGetSession(ctx context.Context, req admission.Request, namespace, name string) (bool, error) {
+	allowed, err := w.mayOn(ctx, req, namespace, "get", "agentsessions", name)
+	if err != nil {
+		return false, fmt.Errorf("checking the get permission on agentsession %s: %w", name, err)
+	}
+	return allowed, nil
 }
 
 // may asks the API server whether the requesting user may do verb on the named AgentRun.

@@ -70,8 +70,8 @@ func (w *Decisions) turn(ctx context.Context, req admission.Request, run *v1alph
 	allowed := req.UserInfo.Username == w.Self
 	if !allowed {
 		var err error
-		if allowed, err = w.mayOn(ctx, req, run.Namespace, "get", "agentsessions", name); err != nil {
-			return nil, "", fmt.Errorf("checking the get permission on agentsession %s: %w", name, err)
+		if allowed, err = w.mayGetSession(ctx, req, run.Namespace, name); err != nil {
+			return nil, "", err
 		}
 	}
 	if !allowed {
