@@ -40,6 +40,8 @@ var actors = map[workflow.ActionKind]actor{
 	workflow.DeferHeld:    (*Reconciler).deferHeld,
 	workflow.Look:         (*Reconciler).look,
 	workflow.StartStep:    (*Reconciler).startStep,
+	workflow.Admit:        (*Reconciler).admitAction,
+	workflow.WriteQueued:  (*Reconciler).writeQueued,
 	workflow.Begin:        (*Reconciler).beginAction,
 	workflow.TakeDecision: (*Reconciler).takeDecision,
 	workflow.Replaying:    (*Reconciler).replayingAction,
@@ -120,6 +122,8 @@ func (r *Reconciler) look(ctx context.Context, w *working, f *workflow.Facts, a 
 			return ctrl.Result{}, false, err
 		}
 		f.Room = &room
+	case workflow.NeedStart:
+		return r.lookStart(ctx, w, f)
 	case workflow.NeedBranches:
 		runs, err := r.branchRuns(ctx, w)
 		if err != nil {
@@ -210,14 +214,6 @@ func (r *Reconciler) startStep(ctx context.Context, w *working, f *workflow.Fact
 	r.Steps.Start(w.AgentRun, f.Plan, a.Step)
 	f.Step = &workflow.StepFacts{Number: a.Step.Number, State: workflow.StepStarted, Started: true}
 	return ctrl.Result{}, true, nil
-}
-
-// beginAction starts a Pending run, and decides again when the start is held to be written
-// with the first step's result.
-func (r *Reconciler) beginAction(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
-	w.begun = false
-	res, err := r.start(ctx, w, f.Now)
-	return res, err == nil && w.begun, err
 }
 
 // takeDecision moves a decision annotation the webhook did not take into the run's queue.

@@ -28,10 +28,6 @@ import (
 // by itself, sooner the nearer it is to the head of the line, and at once when a run of its
 // namespace ends.
 
-// queuedRewrite is how often a Queued run's new place in line is written: its place moves
-// with every run that starts, and a write per move per queued run would be many.
-const queuedRewrite = 30 * time.Second
-
 // admissions is what this operator admitted and wrote of its namespaces' lines.
 type admissions struct {
 	mu sync.Mutex
@@ -66,22 +62,37 @@ func (a *admissions) release(key types.NamespacedName) {
 	a.mu.Unlock()
 }
 
-// admitOrQueue admits the run, or keeps it Queued (or ends it, for a queue label no LocalQueue
-// can have) and says what the reconcile returns. Every way a run starts goes through it.
-func (r *Reconciler) admitOrQueue(ctx context.Context, w *working, now time.Time) (ctrl.Result, bool, error) {
-	v, err := r.admitted(ctx, w.AgentRun, now)
+// admitAction asks the namespace's quotas, then Kueue, whether the run may start (a run let
+// start is counted from now on), and decides again with their word. Every way a run starts but a
+// branch's goes through it.
+func (r *Reconciler) admitAction(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
+	v, err := r.admitted(ctx, w.AgentRun, f.Now)
+	a := &workflow.Admission{Admit: v.Admit, Reason: v.Reason, Message: v.Message, Place: v.Place}
 	var invalid errQueueInvalid
 	switch {
 	case errors.As(err, &invalid):
-		res, err := r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, invalid.Error(), now))
-		return res, false, err
+		a.Invalid = invalid.Error()
 	case err != nil:
 		return ctrl.Result{}, false, err
-	case !v.Admit:
-		res, err := r.queue(ctx, w, v, now)
-		return res, false, err
 	}
+	a.KueueChanged = !equality.Semantic.DeepEqual(w.Status.Kueue, w.stored.Kueue)
+	key := client.ObjectKeyFromObject(w.AgentRun)
+	r.admissions.mu.Lock()
+	a.Written = r.admissions.written[key]
+	r.admissions.mu.Unlock()
+	f.Start.Admission = a
 	return ctrl.Result{}, true, nil
+}
+
+// writeQueued writes a Queued run's place in its quotas' line, notes when, and comes back as
+// the action says.
+func (r *Reconciler) writeQueued(ctx context.Context, w *working, f *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
+	key := client.ObjectKeyFromObject(w.AgentRun)
+	r.admissions.mu.Lock()
+	r.admissions.written[key] = f.Now
+	r.admissions.mu.Unlock()
+	_, err := r.write(ctx, w, nil, a.Update)
+	return ctrl.Result{RequeueAfter: a.After}, false, err
 }
 
 // admitted decides whether the run may start: its namespace's quotas first, then, for a run
@@ -146,36 +157,6 @@ func (r *Reconciler) admit(ctx context.Context, run *v1alpha1.AgentRun, now time
 		delete(a.written, key)
 	}
 	return v, nil
-}
-
-// queue keeps a run its quotas or Kueue hold Queued, writing its place at most every
-// queuedRewrite. A run the quotas hold comes back sooner the nearer it is to the head of the
-// line; one Kueue holds comes back when its Workload changes.
-func (r *Reconciler) queue(ctx context.Context, w *working, v quota.Verdict, now time.Time) (ctrl.Result, error) {
-	reason, message := workflow.QueuedFor(&w.Status)
-	if v.Reason != v1alpha1.ReasonQuotaExceeded {
-		// Kueue's word changes only when its Workload does, which brings the run back: it is
-		// written whenever it changes.
-		if reason == v.Reason && message == v.Message && equality.Semantic.DeepEqual(w.Status.Kueue, w.stored.Kueue) {
-			return ctrl.Result{}, nil
-		}
-		return r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
-	}
-	key := client.ObjectKeyFromObject(w.AgentRun)
-	a := r.admissions
-	a.mu.Lock()
-	last, wrote := a.written[key]
-	fresh := wrote && reason == v.Reason && now.Sub(last) < queuedRewrite
-	if !fresh {
-		a.written[key] = now
-	}
-	a.mu.Unlock()
-	back := ctrl.Result{RequeueAfter: time.Second + time.Duration(min(v.Place, 300))*100*time.Millisecond}
-	if fresh {
-		return back, nil
-	}
-	_, err := r.write(ctx, w, nil, workflow.Queue(w.Status, v.Reason, v.Message, now))
-	return back, err
 }
 
 // queuedBehind maps a run that ended to the head of its namespace's line, which may start now.

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -144,19 +142,18 @@ func branchRun(parent *v1alpha1.AgentRun, b v1alpha1.BranchStatus, input string,
 	return run
 }
 
-// startBranch starts a branch run, once its parent vouches for it: the parent controls it and
-// its status lists it, with the run's agent, input and share (workflow.CheckBranch). It runs on the
-// config its parent pinned, from its agent, admitted with its parent.
-func (r *Reconciler) startBranch(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
+// branchStartFacts gathers what a branch run's start depends on: its parent must vouch for it
+// (it controls the run and names it as its fan-out's branch), and the branch starts on the
+// parent's pinned config, admitted with its parent.
+func (r *Reconciler) branchStartFacts(ctx context.Context, w *working) (workflow.StartFacts, error) {
 	run := w.AgentRun
 	parent := &v1alpha1.AgentRun{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.Branch.Parent}, parent)
 	if apierrors.IsNotFound(err) {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("spec.branch: the parent run %s does not exist", run.Spec.Branch.Parent), now))
+		return workflow.StartFacts{Problem: fmt.Sprintf("spec.branch: the parent run %s does not exist", run.Spec.Branch.Parent)}, nil
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return workflow.StartFacts{}, err
 	}
 	// The parent's fan-out was written just before the branch was made: the cache may not
 	// have it yet, this operator's written copy does, and the API server has it.
@@ -170,17 +167,18 @@ func (r *Reconciler) startBranch(ctx context.Context, w *working, now time.Time)
 		}
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return workflow.StartFacts{}, err
 	}
 	if problem != "" {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, "spec.branch: "+problem, now))
+		return workflow.StartFacts{Problem: "spec.branch: " + problem}, nil
 	}
 	revision := parent.Status.ConfigRevision
 	plan, err := r.pinnedPlan(ctx, withRevision(run, revision))
 	if err != nil {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
+		return workflow.StartFacts{Problem: err.Error()}, nil
 	}
-	return r.begin(ctx, w, plan, revision, now)
+	w.start.plan, w.start.revision = plan, revision
+	return workflow.StartFacts{Pinned: true}, nil
 }
 
 // vouch says why the parent does not vouch for the run as its branch, if it does not.

@@ -24,26 +24,12 @@ var errFrom = errors.New("spec.from")
 // transcript (workflow.Replay says which gates and tool calls they pass), the transcript up to
 // that step is copied to the new run, and the new run starts there. The earlier run is only
 // read.
-func (r *Reconciler) startFrom(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
-	run := w.AgentRun
+func (r *Reconciler) startFrom(ctx context.Context, w *working, plan *workflow.Plan, revision string, now time.Time) (ctrl.Result, error) {
+	run, earlier := w.AgentRun, w.start.earlier
 	from := run.Spec.From
-	earlier, err := r.earlierRun(ctx, run)
-	switch {
-	case errors.Is(err, errFrom):
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
-	case err != nil:
-		return ctrl.Result{}, err
-	}
-	plan, revision, res, err := r.pinCurrent(ctx, w, run.Spec.Limits, now, true)
-	if plan == nil || err != nil {
-		return res, err
-	}
 	replayed, err := r.replayFrom(ctx, run, earlier, plan)
-	switch {
-	case errors.Is(err, errFrom):
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid, err.Error(), now))
-	case err != nil:
-		return ctrl.Result{}, err
+	if err != nil {
+		return ctrl.Result{}, err // errFrom: the run ends saying why (beginAction)
 	}
 	if err := r.copyFrom(ctx, run, earlier); err != nil {
 		return ctrl.Result{}, err

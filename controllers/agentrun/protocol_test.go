@@ -6,9 +6,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -43,7 +45,10 @@ func queued(t *testing.T, run *v1alpha1.AgentRun, ds ...decisions.Queued) {
 func TestTheReconcileProtocol(t *testing.T) {
 	for name, tc := range map[string]struct {
 		config *v1alpha1.AgentConfig
-		batch  time.Duration
+		// others are objects in the cluster beside the run; the config is not, with missing.
+		others  []client.Object
+		missing bool
+		batch   time.Duration
 		// conflicts is how many status writes the API server refuses with a conflict first.
 		conflicts int
 		// at, when set, is done to the run once it is as at says, and the run driven on.
@@ -104,11 +109,48 @@ func TestTheReconcileProtocol(t *testing.T) {
 			},
 			reason: v1alpha1.ReasonCancelled, steps: 1, tokens: 100, minWrites: 2, maxWrites: 2,
 		},
+		"a run waits Pending for its config, and starts once it exists": {
+			config: relay(), missing: true,
+			at: func(r *v1alpha1.AgentRun) bool {
+				return r.Status.Phase == v1alpha1.PhasePending && waitsFor(r, v1alpha1.ConditionConfigResolved, v1alpha1.ReasonConfigNotFound)
+			},
+			then: func(t *testing.T, o *operator) {
+				if err := o.Create(context.Background(), relay()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			reason: v1alpha1.ReasonCompleted, steps: 5, tokens: 500, minWrites: 6, maxWrites: 6,
+		},
+		"a run its quota holds waits Queued, and starts once the quota is raised": {
+			config: relay(), others: []client.Object{maxRunning(0)},
+			at: func(r *v1alpha1.AgentRun) bool {
+				return r.Status.Phase == v1alpha1.PhaseQueued && waitsFor(r, v1alpha1.ConditionProgressing, v1alpha1.ReasonQuotaExceeded)
+			},
+			then: func(t *testing.T, o *operator) {
+				q := maxRunning(1)
+				if err := o.Get(context.Background(), client.ObjectKeyFromObject(q), q); err != nil {
+					t.Fatal(err)
+				}
+				q.Spec.MaxRunningRuns = ptr.To[int32](1)
+				if err := o.Update(context.Background(), q); err != nil {
+					t.Fatal(err)
+				}
+			},
+			reason: v1alpha1.ReasonCompleted, steps: 5, tokens: 500, minWrites: 6, maxWrites: 6,
+		},
+		"a run whose Kueue queue no LocalQueue can have ends": {
+			config: relay(), others: []client.Object{kueueQuota()},
+			reason: v1alpha1.ReasonConfigInvalid, minWrites: 1, maxWrites: 1,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			run := MakeRun("r", ns).Config(tc.config.Name).Input("go").Obj()
 			run.UID = types.UID("uid-r")
-			o := newOperator(t, tc.config, run)
+			objs := append([]client.Object{run}, tc.others...)
+			if !tc.missing {
+				objs = append(objs, tc.config)
+			}
+			o := newOperator(t, objs...)
 			o.r.StatusBatchPeriod = tc.batch
 			left := tc.conflicts
 			if left > 0 {
@@ -131,6 +173,25 @@ func TestTheReconcileProtocol(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitsFor reports whether the run's condition typ says reason.
+func waitsFor(run *v1alpha1.AgentRun, typ, reason string) bool {
+	c := meta.FindStatusCondition(run.Status.Conditions, typ)
+	return c != nil && c.Reason == reason
+}
+
+// maxRunning is an AgentQuota of the namespace that lets n runs run at once.
+func maxRunning(n int32) *v1alpha1.AgentQuota {
+	return &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "runs", Namespace: ns},
+		Spec: v1alpha1.AgentQuotaSpec{MaxRunningRuns: ptr.To(n)}}
+}
+
+// kueueQuota is an AgentQuota that sends the namespace's runs through Kueue, to a queue name no
+// LocalQueue can have.
+func kueueQuota() *v1alpha1.AgentQuota {
+	return &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "kueue", Namespace: ns},
+		Spec: v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue, DefaultQueue: ptr.To("Not_A_Name")}}
 }
 
 // conflicting is c, whose first *n status writes the API server refuses with a conflict, as it

@@ -48,42 +48,34 @@ type replayed struct {
 	read   int64
 }
 
-// startReplay admits a replay run and begins its replay, or ends it when spec.replay cannot be
-// followed.
-func (r *Reconciler) startReplay(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
-	run := w.AgentRun
-	if run.Spec.From != nil || run.Spec.Branch != nil {
-		return r.write(ctx, w, nil, workflow.Fail(run.Status, v1alpha1.ReasonConfigInvalid,
-			"spec.replay replays a recorded run from its start: it goes with neither spec.from nor spec.branch", now))
+// replayStartFacts gathers what a replay run's start depends on: spec.replay must be followable
+// (the recorded run exists, and the replay goes with neither spec.from nor spec.branch), and
+// the config it pins. A replay calls no agent: it needs no Secret. It runs under the recorded
+// run's limits and approvals, as kubectl baton replay does.
+func (r *Reconciler) replayStartFacts(ctx context.Context, w *working) (workflow.StartFacts, error) {
+	if w.Spec.From != nil || w.Spec.Branch != nil {
+		return workflow.StartFacts{Problem: "spec.replay replays a recorded run from its start: it goes with neither spec.from nor spec.branch"}, nil
 	}
-	recorded, res, err := r.recordedRun(ctx, w, now)
-	if recorded == nil || err != nil {
-		return res, err
+	recorded, problem, err := r.recordedRun(ctx, w)
+	if problem != "" || err != nil {
+		return workflow.StartFacts{Problem: problem}, err
 	}
-	// A replay calls no agent: it needs no Secret. It runs under the recorded run's limits and
-	// approvals, as kubectl baton replay does.
-	plan, revision, res, err := r.pinCurrent(ctx, w, startedLimits(recorded), now, false)
-	if plan == nil || err != nil {
-		return res, err
-	}
-	return r.beginReplay(ctx, w, r.forRecorded(ctx, plan, run, recorded), recorded,
-		workflow.StartReplay(run.Status, recorded.Name, revision, now))
+	w.start.recorded = recorded
+	return r.configFacts(ctx, w, startedLimits(recorded), false)
 }
 
-// recordedRun is the run spec.replay names; none when it does not exist, and the run ended.
-func (r *Reconciler) recordedRun(ctx context.Context, w *working, now time.Time) (*v1alpha1.AgentRun, ctrl.Result, error) {
+// recordedRun is the run spec.replay names; problem says why there is none.
+func (r *Reconciler) recordedRun(ctx context.Context, w *working) (*v1alpha1.AgentRun, string, error) {
 	name := w.Spec.Replay.Run
 	recorded := &v1alpha1.AgentRun{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: name}, recorded)
 	if apierrors.IsNotFound(err) {
-		res, err := r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid,
-			fmt.Sprintf("spec.replay: run %s does not exist in namespace %s", name, w.Namespace), now))
-		return nil, res, err
+		return nil, fmt.Sprintf("spec.replay: run %s does not exist in namespace %s", name, w.Namespace), nil
 	}
 	if err != nil {
-		return nil, ctrl.Result{}, err
+		return nil, "", err
 	}
-	return recorded, ctrl.Result{}, nil
+	return recorded, "", nil
 }
 
 // forRecorded is plan as the recorded run ran: its approvals, judged against its creator; a
@@ -170,9 +162,12 @@ func (r *Reconciler) resumeReplay(ctx context.Context, w *working, why string, n
 	if !again {
 		return r.write(ctx, w, nil, d)
 	}
-	recorded, res, err := r.recordedRun(ctx, w, now)
-	if recorded == nil || err != nil {
-		return res, err
+	recorded, problem, err := r.recordedRun(ctx, w)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case problem != "":
+		return r.write(ctx, w, nil, workflow.Fail(w.Status, v1alpha1.ReasonConfigInvalid, problem, now))
 	}
 	spec, err := r.revisions.spec(ctx, w.Namespace, w.Status.ConfigRevision)
 	switch {

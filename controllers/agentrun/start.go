@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,61 +16,24 @@ import (
 
 // A run starts once its config, its Secrets and its model endpoints are there and its quotas
 // and Kueue admit it (admission.go, kueue.go); until then it waits Pending or Queued, saying
-// for what.
+// for what. The shell gathers the facts (lookStart, then the Admit action); the core decides
+// (workflow.NextAction, StartGate).
 
 // startGrace is how long a run's start waits to be written with its first step's result. A
 // run whose first step ends sooner is started and advanced in one status write; one whose
 // first step takes longer reads Running once the grace has passed.
 const startGrace = 3 * time.Second
 
-// start pins the run's config and starts the run, or keeps it Pending until the config exists.
-func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
-	run := w.AgentRun
-	if run.Spec.Replay != nil {
-		return r.startReplay(ctx, w, now)
-	}
-	if run.Spec.Branch != nil {
-		return r.startBranch(ctx, w, now)
-	}
-	if run.Spec.From != nil {
-		return r.startFrom(ctx, w, now)
-	}
-	plan, revision, res, err := r.pinCurrent(ctx, w, run.Spec.Limits, now, true)
-	if plan == nil || err != nil {
-		return res, err
-	}
-	return r.begin(ctx, w, plan, revision, now)
-}
-
-// pinCurrent pins the config as it is now for a run and returns the run's plan under these
-// limits, bounded by the namespace's runLimits (the run's status.limits says which), and the
-// revision pinned, once the run is admitted. Until then (workflow.StartGate: its config, its
-// session, the Secrets of agents it calls, then its quotas and Kueue), the run waits or ends,
-// and the result says so.
-func (r *Reconciler) pinCurrent(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (*workflow.Plan, string, ctrl.Result, error) {
-	run := w.AgentRun
-	f, pinned, err := r.startFacts(ctx, w, limits, now, calls)
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	switch d, wait := workflow.StartGate(f); wait {
-	case workflow.StartGo:
-	case workflow.StartWaitsForSecret:
-		_, err := r.write(ctx, w, nil, d)
-		return nil, "", ctrl.Result{RequeueAfter: secretRetry}, err
-	default:
-		res, err := r.write(ctx, w, nil, d)
-		return nil, "", res, err
-	}
-	if res, ok, err := r.admitOrQueue(ctx, w, now); !ok {
-		return nil, "", res, err
-	}
-	revision, err := r.revisions.pin(ctx, pinned.cfg)
-	if err != nil {
-		return nil, "", ctrl.Result{}, err
-	}
-	run.Status.Limits = pinned.bounds
-	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, pinned.limits, pinned.plan), run), revision, ctrl.Result{}, nil
+// starting is what a Pending run's start gathered and would pin, kept from the Look that
+// gathered it to the Begin that pins it.
+type starting struct {
+	// pin is the config the run would pin, and its plan under the run's bounded limits.
+	pin pinnable
+	// recorded is the run a replay replays; earlier is the run a start from a step continues.
+	recorded, earlier *v1alpha1.AgentRun
+	// plan and revision are a branch run's: its parent's.
+	plan     *workflow.Plan
+	revision string
 }
 
 // pinnable is the config a run would pin, and its plan under the run's bounded limits.
@@ -80,39 +44,119 @@ type pinnable struct {
 	bounds *v1alpha1.EffectiveLimits
 }
 
-// startFacts gathers what the run's start waits on (workflow.StartGate), and the config it
-// would pin. A run whose agents are called (calls) waits for the Secrets their keys are in.
-func (r *Reconciler) startFacts(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, now time.Time, calls bool) (workflow.StartFacts, pinnable, error) {
+// lookStart gathers what a Pending run's start waits on, and decides again.
+func (r *Reconciler) lookStart(ctx context.Context, w *working, f *workflow.Facts) (ctrl.Result, bool, error) {
+	s, err := r.startFacts(ctx, w)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	f.Start = &s
+	return ctrl.Result{}, true, nil
+}
+
+// startFacts gathers what the run's start waits on by the kind of its start (a replay, a
+// branch, a start from an earlier run's step, a turn or a run of its own), and keeps what it
+// would pin in w.start.
+func (r *Reconciler) startFacts(ctx context.Context, w *working) (workflow.StartFacts, error) {
 	run := w.AgentRun
-	f := workflow.StartFacts{Now: now, Status: run.Status, Config: run.Spec.ConfigRef.Name}
-	var p pinnable
+	w.start = &starting{}
+	switch {
+	case run.Spec.Replay != nil:
+		return r.replayStartFacts(ctx, w)
+	case run.Spec.Branch != nil:
+		return r.branchStartFacts(ctx, w)
+	case run.Spec.From != nil:
+		earlier, err := r.earlierRun(ctx, run)
+		if errors.Is(err, errFrom) {
+			return workflow.StartFacts{Problem: err.Error()}, nil
+		}
+		if err != nil {
+			return workflow.StartFacts{}, err
+		}
+		w.start.earlier = earlier
+	}
+	return r.configFacts(ctx, w, run.Spec.Limits, true)
+}
+
+// configFacts gathers what a run that pins the config as it is now waits on (workflow.StartGate:
+// its config, its session, the Secrets of agents it calls), and keeps the config it would pin
+// with the run's plan under these limits, bounded by the namespace's runLimits. A run whose
+// agents are called (calls) waits for the Secrets their keys are in.
+func (r *Reconciler) configFacts(ctx context.Context, w *working, limits *v1alpha1.LimitOverrides, calls bool) (workflow.StartFacts, error) {
+	run := w.AgentRun
+	f := workflow.StartFacts{Config: run.Spec.ConfigRef.Name}
 	session, err := r.sessionFacts(ctx, w)
 	if err != nil {
-		return f, p, err
+		return f, err
 	}
 	f.Session = session
 	cfg := &v1alpha1.AgentConfig{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg)
 	if apierrors.IsNotFound(err) {
-		return f, p, nil
+		return f, nil
 	}
 	if err != nil {
-		return f, p, err
+		return f, err
 	}
-	f.ConfigFound, p.cfg = true, cfg
+	f.ConfigFound = true
 	plan, bounded, bounds, errs, err := r.boundPlan(ctx, run.Namespace, cfg.Spec, limits, w.turn)
 	if err != nil {
-		return f, p, err
+		return f, err
 	}
 	if len(errs) > 0 {
 		f.Invalid = fmt.Sprintf("AgentConfig %s cannot run: %v", cfg.Name, errs.ToAggregate())
-		return f, p, nil
+		return f, nil
 	}
-	p.plan, p.limits, p.bounds = plan, bounded, bounds
+	w.start.pin = pinnable{cfg: cfg, plan: plan, limits: bounded, bounds: bounds}
 	if calls {
 		f.MissingSecret = r.missingSecret(ctx, run.Namespace, plan)
 	}
-	return f, p, nil
+	return f, nil
+}
+
+// beginAction starts a Pending run that nothing holds, and decides again when the start is
+// held to be written with the first step's result, or when the start from an earlier run's
+// step finds it cannot be.
+func (r *Reconciler) beginAction(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
+	w.begun = false
+	res, err := r.start(ctx, w, f.Now)
+	if errors.Is(err, errFrom) {
+		f.Start.Problem = err.Error()
+		return ctrl.Result{}, true, nil
+	}
+	return res, err == nil && w.begun, err
+}
+
+// start pins what the run's start gathered and starts the run by the kind of its start.
+func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
+	run, s := w.AgentRun, w.start
+	if run.Spec.Branch != nil {
+		return r.begin(ctx, w, s.plan, s.revision, now)
+	}
+	plan, revision, err := r.pin(ctx, w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case run.Spec.Replay != nil:
+		return r.beginReplay(ctx, w, r.forRecorded(ctx, plan, run, s.recorded), s.recorded,
+			workflow.StartReplay(run.Status, s.recorded.Name, revision, now))
+	case run.Spec.From != nil:
+		return r.startFrom(ctx, w, plan, revision, now)
+	}
+	return r.begin(ctx, w, plan, revision, now)
+}
+
+// pin pins the config the run's start gathered, and returns the run's plan under its bounded
+// limits (its status.limits says which) and the revision pinned.
+func (r *Reconciler) pin(ctx context.Context, w *working) (*workflow.Plan, string, error) {
+	run, p := w.AgentRun, w.start.pin
+	revision, err := r.revisions.pin(ctx, p.cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	run.Status.Limits = p.bounds
+	return r.forRun(ctx, r.revisions.share(run.Namespace, revision, p.limits, p.plan), run), revision, nil
 }
 
 // begin starts a run that may start on its plan, pinned as revision, and takes it as far as
@@ -145,9 +189,6 @@ func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan,
 	w.begun = true
 	return ctrl.Result{}, nil
 }
-
-// secretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.
-const secretRetry = 5 * time.Second
 
 // missingSecret says which Secret an agent of the plan needs and cannot have, if any.
 func (r *Reconciler) missingSecret(ctx context.Context, namespace string, plan *workflow.Plan) string {

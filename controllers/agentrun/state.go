@@ -46,6 +46,8 @@ type working struct {
 	begun bool
 	// turn is what a turn of a session starts from, once gathered (session.go).
 	turn *turn
+	// start is what a Pending run's start gathered and would pin (start.go).
+	start *starting
 }
 
 // runTable holds what the reconciler keeps of every run it works on, and forget drops all of a

@@ -55,6 +55,9 @@ type Facts struct {
 	BranchesMade bool
 	// Trusted is set when the admission webhook vouches for runs' creators and decisions.
 	Trusted bool
+	// Start is what a Pending run's start waits on, once asked for with LookStart; nil until
+	// then.
+	Start *StartFacts
 }
 
 // HeldWrite is what the shell holds of a run's status, not yet written.
@@ -126,7 +129,12 @@ const (
 	Look
 	// StartStep starts Step and decides again.
 	StartStep
-	// Begin starts a Pending run: admission, the config's pin, its start.
+	// Admit asks the namespace's quotas, then Kueue, whether a Pending run may start, and
+	// decides again. The run is counted from the moment they admit it.
+	Admit
+	// WriteQueued writes a Queued run's place in its quotas' line, and notes when.
+	WriteQueued
+	// Begin starts a Pending run that nothing holds: the config's pin, its start.
 	Begin
 	// TakeDecision moves a decision annotation into the run's queue.
 	TakeDecision
@@ -150,6 +158,7 @@ const (
 	NeedStep
 	NeedRoom
 	NeedBranches
+	NeedStart
 )
 
 // Action is what NextAction decided.
@@ -191,7 +200,7 @@ func NextAction(f Facts) Action {
 	case !st.Phase.Started() && len(f.Pending) > 0:
 		return Action{Kind: Write, Update: DecideAll(nil, st, f.Pending, f.Now)}
 	case !st.Phase.Started():
-		return Action{Kind: Begin}
+		return f.starting()
 	case f.Replay:
 		return Action{Kind: Replaying}
 	case f.Plan == nil && f.PlanFailure == "":

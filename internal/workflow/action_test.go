@@ -48,9 +48,63 @@ func TestNextAction(t *testing.T) {
 			facts: Facts{Now: t0, Status: running, Intake: true, Pending: pending},
 			want:  Action{Kind: TakeDecision},
 		},
-		"a Pending run starts": {
+		"a Pending run's start is looked at": {
 			facts: Facts{Now: t0},
+			want:  Action{Kind: Look, Need: NeedStart},
+		},
+		"a start that cannot be ends the run": {
+			facts: Facts{Now: t0, Start: &StartFacts{Problem: "spec.branch: the parent run p does not exist", ConfigFound: true}},
+			want:  Action{Kind: Write},
+			check: reason(v1alpha1.ReasonConfigInvalid),
+		},
+		"a branch run starts on its parent's config, admitted with it": {
+			facts: Facts{Now: t0, Start: &StartFacts{Pinned: true}},
 			want:  Action{Kind: Begin},
+		},
+		"a run waits Pending for its config": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team"}},
+			want:  Action{Kind: Write},
+			check: condition(v1alpha1.ConditionConfigResolved, v1alpha1.ReasonConfigNotFound),
+		},
+		"a run looks again for a Secret, which is not watched": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team", ConfigFound: true, MissingSecret: "agent lead needs its API key"}},
+			want:  Action{Kind: Write, After: SecretRetry},
+			check: condition(v1alpha1.ConditionConfigResolved, v1alpha1.ReasonSecretNotFound),
+		},
+		"a run nothing holds asks its quotas and Kueue": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team", ConfigFound: true}},
+			want:  Action{Kind: Admit},
+		},
+		"an admitted run starts": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team", ConfigFound: true, Admission: &Admission{Admit: true}}},
+			want:  Action{Kind: Begin},
+		},
+		"a run no LocalQueue can have ends": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team", ConfigFound: true, Admission: &Admission{Invalid: "queue q is not a LocalQueue's name"}}},
+			want:  Action{Kind: Write},
+			check: reason(v1alpha1.ReasonConfigInvalid),
+		},
+		"a run its quotas hold writes its place and comes back sooner near the head": {
+			facts: Facts{Now: t0, Start: &StartFacts{Config: "team", ConfigFound: true,
+				Admission: &Admission{Reason: v1alpha1.ReasonQuotaExceeded, Message: "3 of 3 runs", Place: 2}}},
+			want:  Action{Kind: WriteQueued, After: 1200 * time.Millisecond},
+			check: condition(v1alpha1.ConditionProgressing, v1alpha1.ReasonQuotaExceeded),
+		},
+		"a run its quotas hold writes its new place at most every half minute": {
+			facts: Facts{Now: t0, Status: queuedFor(v1alpha1.ReasonQuotaExceeded, "3 of 3 runs"), Start: &StartFacts{Config: "team", ConfigFound: true,
+				Admission: &Admission{Reason: v1alpha1.ReasonQuotaExceeded, Message: "3 of 3 runs", Place: 1, Written: t0.Add(-QueuedRewrite / 2)}}},
+			want: Action{Kind: Wait, After: 1100 * time.Millisecond},
+		},
+		"a run Kueue holds waits for its Workload once that is written": {
+			facts: Facts{Now: t0, Status: queuedFor(v1alpha1.ReasonAwaitingAdmission, "waits in q"), Start: &StartFacts{Config: "team", ConfigFound: true,
+				Admission: &Admission{Reason: v1alpha1.ReasonAwaitingAdmission, Message: "waits in q"}}},
+			want: Action{Kind: Wait},
+		},
+		"a run Kueue holds writes what changed": {
+			facts: Facts{Now: t0, Status: queuedFor(v1alpha1.ReasonAwaitingAdmission, "waits in q"), Start: &StartFacts{Config: "team", ConfigFound: true,
+				Admission: &Admission{Reason: v1alpha1.ReasonAwaitingAdmission, Message: "waits in q", KueueChanged: true}}},
+			want:  Action{Kind: Write},
+			check: condition(v1alpha1.ConditionProgressing, v1alpha1.ReasonAwaitingAdmission),
 		},
 		"a Pending run applies its decisions before it starts": {
 			facts: Facts{Now: t0, Pending: pending},
@@ -237,7 +291,12 @@ func TestAJoinIsWrittenOnceItsBranchesEnded(t *testing.T) {
 // kinds names the actions in failures.
 var kinds = map[ActionKind]string{Wait: "Wait", Write: "Write", Hold: "Hold", HoldLazily: "HoldLazily",
 	WriteHeld: "WriteHeld", DeferHeld: "DeferHeld", Look: "Look", StartStep: "StartStep", Begin: "Begin",
-	TakeDecision: "TakeDecision", Replaying: "Replaying", MakeBranches: "MakeBranches", WriteJoin: "WriteJoin", Finish: "Finish"}
+	Admit: "Admit", WriteQueued: "WriteQueued", TakeDecision: "TakeDecision", Replaying: "Replaying", MakeBranches: "MakeBranches", WriteJoin: "WriteJoin", Finish: "Finish"}
+
+// queuedFor is a Pending run's status once Queued for reason, saying message.
+func queuedFor(reason, message string) v1alpha1.AgentRunStatus {
+	return Queue(v1alpha1.AgentRunStatus{}, reason, message, t0.Add(-time.Minute)).Status
+}
 
 func phase(want v1alpha1.RunPhase) func(*testing.T, Action) {
 	return func(t *testing.T, a Action) {

@@ -24,6 +24,89 @@ type StartFacts struct {
 	MissingSecret string
 	// Session is the run's session, for a turn of one.
 	Session *SessionFacts
+	// Problem says why the run's kind of start cannot be (a replay of a run that does not
+	// exist, a branch its parent does not vouch for, a start from a step the earlier run did not
+	// take): the run ends ConfigInvalid. Empty if it can.
+	Problem string
+	// Pinned is set for a run that starts on a revision pinned already, its parent's: a branch
+	// run, admitted with its parent. It waits on neither config, Secrets nor admission.
+	Pinned bool
+	// Admission is the namespace's word on the run, once asked for with Admit; nil until then.
+	Admission *Admission
+}
+
+// Admission is what the namespace's quotas, then Kueue, said of a run that may otherwise start.
+type Admission struct {
+	// Admit is set when the run may start: it is counted as running from then on.
+	Admit bool
+	// Invalid says why the run can never be admitted (a queue no LocalQueue can have): it ends.
+	Invalid string
+	// Reason, Message and Place say why the run waits Queued, and where in its line.
+	Reason, Message string
+	Place           int
+	// KueueChanged is set when what the run's status says of Kueue changed since it was written.
+	KueueChanged bool
+	// Written is when the run's place in its quotas' line was last written; zero if never.
+	Written time.Time
+}
+
+// SecretRetry is how often a run waiting for a Secret looks again: Secrets are not watched.
+const SecretRetry = 5 * time.Second
+
+// QueuedRewrite is how often a Queued run's new place in line is written: its place moves with
+// every run that starts, and a write per move per queued run would be many.
+const QueuedRewrite = 30 * time.Second
+
+// starting is a Pending run's next move: what it waits on (StartGate) written, its quotas and
+// Kueue asked, its place in line written when it must be, or its start.
+func (f Facts) starting() Action {
+	s := f.Start
+	switch {
+	case s == nil:
+		return Action{Kind: Look, Need: NeedStart}
+	case s.Problem != "":
+		return Action{Kind: Write, Update: Fail(f.Status, v1alpha1.ReasonConfigInvalid, s.Problem, f.Now)}
+	case s.Pinned:
+		return Action{Kind: Begin}
+	}
+	g := *s
+	g.Now, g.Status = f.Now, f.Status
+	switch d, wait := StartGate(g); wait {
+	case StartGo:
+	case StartWaitsForSecret:
+		return Action{Kind: Write, Update: d, After: SecretRetry}
+	default:
+		return Action{Kind: Write, Update: d}
+	}
+	a := s.Admission
+	switch {
+	case a == nil:
+		return Action{Kind: Admit}
+	case a.Invalid != "":
+		return Action{Kind: Write, Update: Fail(f.Status, v1alpha1.ReasonConfigInvalid, a.Invalid, f.Now)}
+	case !a.Admit:
+		return f.queued(a)
+	}
+	return Action{Kind: Begin}
+}
+
+// queued keeps a run its quotas or Kueue hold Queued. Kueue's word changes only when its
+// Workload does, which brings the run back: it is written whenever it changes. A place in a
+// quotas' line is written at most every QueuedRewrite, and the run comes back sooner the nearer
+// it is to the head of the line.
+func (f Facts) queued(a *Admission) Action {
+	reason, message := QueuedFor(&f.Status)
+	if a.Reason != v1alpha1.ReasonQuotaExceeded {
+		if reason == a.Reason && message == a.Message && !a.KueueChanged {
+			return Action{Kind: Wait}
+		}
+		return Action{Kind: Write, Update: Queue(f.Status, a.Reason, a.Message, f.Now)}
+	}
+	back := time.Second + time.Duration(min(a.Place, 300))*100*time.Millisecond
+	if !a.Written.IsZero() && reason == a.Reason && f.Now.Sub(a.Written) < QueuedRewrite {
+		return Action{Kind: Wait, After: back}
+	}
+	return Action{Kind: WriteQueued, Update: Queue(f.Status, a.Reason, a.Message, f.Now), After: back}
 }
 
 // SessionFacts are what a turn's start depends on of its session.
