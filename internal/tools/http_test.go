@@ -96,6 +96,7 @@ func answering(t *testing.T, status int, contentType, body string) (*httptest.Se
 }
 
 func TestHTTPToolAnswers(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	schema := `{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}`
 	for _, tc := range []struct {
 		name                string
@@ -126,6 +127,7 @@ func TestHTTPToolAnswers(t *testing.T) {
 			wantErrorContaining: "larger than 8 MiB", wantCalls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s, calls := answering(t, tc.status, tc.contentType, tc.body)
 			server := httpTool("api", s.URL)
 			if tc.outputSchema != "" {

@@ -93,6 +93,7 @@ func TestResultContents(t *testing.T) {
 // The output schema server-everything declares (draft-07, with its $schema) compiles: its
 // structured results are checked, not waved through.
 func TestEverythingsOutputSchemaCompiles(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	srv, err := toolservers.StartEverything(ctx)

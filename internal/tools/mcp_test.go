@@ -17,6 +17,7 @@ import (
 
 // The reference server-everything, run for real: what a deployed MCP server answers.
 func TestEverything(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	srv := start(t, toolservers.StartEverything)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("everything", srv.URL), nil)
 
@@ -97,6 +98,7 @@ func checkEverythingsTools(t *testing.T, listed []tools.Tool) {
 
 // A server that restarts forgets its sessions: the next call opens a new one, and is made.
 func TestReconnectsAfterTheServerRestarts(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	ctx := ctxFor(t, 5*time.Minute)
 	srv := start(t, toolservers.StartEverything)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("everything", srv.URL), nil)
@@ -124,6 +126,7 @@ func TestReconnectsAfterTheServerRestarts(t *testing.T) {
 
 // The reference server-memory, a stdio server, behind the bridge.
 func TestMemoryServerThroughTheBridge(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	srv := start(t, toolservers.StartMemory)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("memory", srv.URL), nil)
 	listed, err := c.Tools(ctxFor(t, 30*time.Second))
@@ -155,6 +158,7 @@ func TestMemoryServerThroughTheBridge(t *testing.T) {
 
 // Runs call at once through the one client of a server.
 func TestConcurrentCalls(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	srv := start(t, toolservers.StartEverything)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("everything", srv.URL), nil)
 	var wg sync.WaitGroup

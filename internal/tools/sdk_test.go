@@ -139,6 +139,7 @@ func TestLargeResultsAreBounded(t *testing.T) {
 }
 
 func TestACallIsBoundedByTheServersTimeout(t *testing.T) {
+	t.Parallel() // each has its own server, and waits on it
 	s := newSDKServer(t, nil, nil)
 	release := make(chan struct{})
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)},

@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/baton-dev/baton/agents"
-	"github.com/baton-dev/baton/agents/providers"
+	"github.com/baton-dev/baton/agents/scripted"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/decisions"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -24,7 +24,8 @@ import (
 // teams, handoff graphs, state machines, limits and scripts, and plays each run to its end
 // through the Scripted provider. RAPID_CHECKS sets how many cases run (make test-unit: 500).
 
-var scriptedAgent = providers.New(agents.Dependencies{})
+// scriptedAgent is the Scripted provider alone: the core's tests link none of the others.
+var scriptedAgent = scripted.New(agents.Dependencies{})
 
 // genConfig draws a config whose agents are Scripted with random turns.
 func genConfig(t *rapid.T) v1alpha1.AgentConfigSpec {
@@ -187,7 +188,6 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 	if len(errs) > 0 {
 		t.Fatalf("generated an invalid config: %v", errs)
 	}
-	scripted, _ := scriptedAgent.For(v1alpha1.ProviderScripted)
 	now := t0
 	plan = plan.ForRun("run", "ns", v1alpha1.ApprovalsRequired, "")
 	out := played{plan: plan, results: map[int32]workflow.StepResult{}}
@@ -234,7 +234,7 @@ func play(t *rapid.T, spec v1alpha1.AgentConfigSpec, tl timeline) played {
 		}
 		step := workflow.Next(plan, &st)
 		res := workflow.StepResult{Agent: step.Agent, Input: step.Input}
-		r, err := scripted.Step(context.Background(), &agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
+		r, err := scriptedAgent.Step(context.Background(), &agents.Request{Agent: *plan.Agent(step.Agent), Turn: step.Turn, Input: step.Input})
 		if err != nil {
 			res.Error = err.Error()
 		}
