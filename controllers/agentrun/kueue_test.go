@@ -58,4 +58,3 @@ func (o *operator) setWorkload(t *testing.T, run *v1alpha1.AgentRun, typ string)
 		t.Fatal(err)
 	}
 }
-
