@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,14 @@ func a2aCaller(ns, name string, verbs ...string) *rest.Config {
 		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}})).To(Succeed())
+		// The API server's authorizer learns of the binding from its own watch: wait until it
+		// grants what the binding gives, lest a busy API server refuse the caller's first call.
+		Eventually(func(g Gomega) {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: name,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: "agents.baton.dev", Resource: "agentruns", Verb: verbs[0]}}}
+			g.Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+			g.Expect(sar.Status.Allowed).To(BeTrue())
+		}).Should(Succeed())
 	}
 	return u.Config()
 }
