@@ -26,6 +26,13 @@ type ToolServer struct {
 	// JSON response as the result.
 	// +optional
 	HTTP *HTTPTool `json:"http,omitempty"`
+
+	// trust Untrusted says the server's results may carry instructions from outside (web
+	// pages, mail, tickets): a run that reads one is tainted, and its calls of tools with side
+	// effects meet spec.untrusted.onSideEffect.
+	// +kubebuilder:default=Trusted
+	// +optional
+	Trust Trust `json:"trust,omitempty"`
 }
 
 // MCPServer is an MCP server reached over streamable HTTP.

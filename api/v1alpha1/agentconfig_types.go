@@ -207,6 +207,11 @@ type AgentConfigSpec struct {
 	// +optional
 	Notify []NotifySink `json:"notify,omitempty"`
 
+	// untrusted says what of a run's input is untrusted, and what a tainted run's calls of
+	// tools with side effects meet (docs/security.md, "Untrusted content").
+	// +optional
+	Untrusted *UntrustedSpec `json:"untrusted,omitempty"`
+
 	// routing configures the supervisor in Supervisor mode.
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`
@@ -340,6 +345,7 @@ type Agent struct {
 }
 
 // ModelSpec says what runs an agent's steps.
+// +kubebuilder:validation:XValidation:rule="!has(self.trust) || self.trust != 'Untrusted' || (has(self.provider) && self.provider in ['HTTP', 'A2A'])",message="Untrusted applies to HTTP and A2A agents, whose answers come from outside; mark a tool server Untrusted for what a model reads",fieldPath=".trust"
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'HTTP' || has(self.endpointRef) || (has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is HTTP, unless endpointRef is set",fieldPath=".endpoint",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'A2A' || (!has(self.endpointRef) && has(self.endpoint) && size(self.endpoint) > 0)",message="required when provider is A2A: the base URL the agent serves its AgentCard under (endpointRef is not for A2A agents)",fieldPath=".endpoint",reason=FieldValueRequired
 // +kubebuilder:validation:XValidation:rule="!has(self.endpointRef) || ((!has(self.endpoint) || size(self.endpoint) == 0) && !has(self.apiKeySecretRef))",message="endpoint and apiKeySecretRef come from endpointRef: leave them out",fieldPath=".endpointRef",reason=FieldValueForbidden
@@ -388,6 +394,12 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Maximum=2
 	// +optional
 	Temperature *float64 `json:"temperature,omitempty"`
+
+	// trust Untrusted, for an HTTP or A2A agent, says its answers may carry instructions from
+	// outside (another team's agent, for instance): a run it answers is tainted.
+	// +kubebuilder:default=Trusted
+	// +optional
+	Trust Trust `json:"trust,omitempty"`
 }
 
 // SecretKeyRef names one key of a Secret in the same namespace.

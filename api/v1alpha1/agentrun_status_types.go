@@ -98,7 +98,8 @@ type LoopStatus struct {
 
 // PendingApproval is the gate a run waits at.
 type PendingApproval struct {
-	// gate is the gate's name: a gate of spec.approvals, or tool/<server>/<tool>.
+	// gate is the gate's name: a gate of spec.approvals, tool/<server>/<tool>, or
+	// taint/<server>/<tool> for a tainted call of a tool with side effects.
 	// +kubebuilder:validation:MaxLength=200
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -174,6 +175,12 @@ type PendingToolCall struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Arguments string `json:"arguments,omitempty"`
+
+	// taint is where the untrusted content in the call's context came from, for a call held at
+	// its taint/ gate.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Taint string `json:"taint,omitempty"`
 }
 
 // PendingInput is an agent's question that waits for a reply.
@@ -386,6 +393,11 @@ type AgentRunStatus struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	HistoryDigest string `json:"historyDigest,omitempty"`
+
+	// taint says where untrusted content first came into the run's context, once it has: from
+	// then on the run's calls of tools with side effects meet spec.untrusted.onSideEffect.
+	// +optional
+	Taint *Taint `json:"taint,omitempty"`
 
 	// terminationReason says why the run ended. Set once, with the terminal phase.
 	// +optional

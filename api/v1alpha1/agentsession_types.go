@@ -198,6 +198,11 @@ type AgentSessionStatus struct {
 	// +optional
 	State string `json:"state,omitempty"`
 
+	// taint says where untrusted content first came into the session's conversation, once a
+	// turn was tainted: every later turn starts tainted, whatever its history keeps.
+	// +optional
+	Taint *Taint `json:"taint,omitempty"`
+
 	// tokensUsed is the tokens of all turns and summaries.
 	// +optional
 	TokensUsed int64 `json:"tokensUsed"` //nolint:kubeapilinter // optionalfields: a count of 0 is shown as 0 in kubectl get, not left blank

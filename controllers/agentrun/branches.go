@@ -178,6 +178,7 @@ func (r *Reconciler) branchStartFacts(ctx context.Context, w *working) (workflow
 		return workflow.StartFacts{Problem: err.Error()}, nil
 	}
 	w.start.plan, w.start.revision = plan, revision
+	w.start.taint = workflow.Inherited(parent.Status.Taint, "parent run "+parent.Name)
 	return workflow.StartFacts{Pinned: true}, nil
 }
 

@@ -67,7 +67,7 @@ func (r *Reconciler) asBranchRun(ctx context.Context, parent *v1alpha1.AgentRun,
 	st := &run.Status
 	return workflow.BranchRun{Found: true, UID: string(run.UID), Phase: st.Phase, Reason: st.TerminationReason,
 		Message: st.TerminationMessage, Output: st.Output, Tokens: st.TokensUsed, Cost: st.Cost, ToolCalls: st.ToolCalls,
-		Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount}
+		Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount, Taint: st.Taint}
 }
 
 // notBranch says why run, which holds the name of the parent's branch i, is not that branch's

@@ -34,6 +34,10 @@ func (r *Reconciler) startFrom(ctx context.Context, w *working, plan *workflow.P
 	if err := r.copyFrom(ctx, run, earlier); err != nil {
 		return ctrl.Result{}, err
 	}
+	if replayed.Taint == nil {
+		// Untrusted content the earlier run had read by that step, from wherever it came.
+		replayed.Taint = workflow.TaintedBefore(earlier.Status.Taint, from.Step)
+	}
 	d := workflow.StartFrom(plan, replayed, run.Spec.Input, revision, from.Run, from.Step, now)
 	d.Status.Limits, d.Status.Kueue = run.Status.Limits, run.Status.Kueue
 	// The next agent's whole input, which status holds only the beginning of, is found here

@@ -39,6 +39,9 @@ type turn struct {
 	previous *v1alpha1.AgentRun
 	// others are the session's other turns.
 	others []*v1alpha1.AgentRun
+	// taint is the session's, from its status or a turn before this one: the turn starts
+	// tainted.
+	taint *v1alpha1.Taint
 }
 
 // sessionFacts gathers what a turn's start depends on of its session, and what it starts from
@@ -86,7 +89,8 @@ func (r *Reconciler) sessionFacts(ctx context.Context, w *working) (*workflow.Se
 	}
 	f.Before = sessions.WaitsFor(me, turns)
 	used := sessions.UsageOf(&s.Status, turns)
-	w.turn = &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, tokens: used.Tokens, spent: used.Cost}
+	w.turn = &turn{session: s.Name, limits: s.Spec.Limits, history: s.Spec.History, tokens: used.Tokens, spent: used.Cost,
+		taint: sessions.TaintOf(&s.Status, turns, &me)}
 	for _, o := range byName {
 		w.turn.others = append(w.turn.others, o)
 	}

@@ -34,6 +34,8 @@ type starting struct {
 	// plan and revision are a branch run's: its parent's.
 	plan     *workflow.Plan
 	revision string
+	// taint is what the run inherits: its parent's, for a branch run.
+	taint *v1alpha1.Taint
 }
 
 // pinnable is the config a run would pin, and its plan under the run's bounded limits.
@@ -131,6 +133,7 @@ func (r *Reconciler) beginAction(ctx context.Context, w *working, f *workflow.Fa
 func (r *Reconciler) start(ctx context.Context, w *working, now time.Time) (ctrl.Result, error) {
 	run, s := w.AgentRun, w.start
 	if run.Spec.Branch != nil {
+		inherit(run, s.taint)
 		return r.begin(ctx, w, s.plan, s.revision, now)
 	}
 	plan, revision, err := r.pin(ctx, w)
@@ -166,6 +169,9 @@ func (r *Reconciler) pin(ctx context.Context, w *working) (*workflow.Plan, strin
 // transcript.
 func (r *Reconciler) begin(ctx context.Context, w *working, plan *workflow.Plan, revision string, now time.Time) (ctrl.Result, error) {
 	run := w.AgentRun
+	if w.turn != nil {
+		inherit(run, w.turn.taint)
+	}
 	var d workflow.Update
 	if w.turn == nil {
 		d = workflow.Start(plan, run.Status, run.Spec.Input, revision, now)
@@ -227,4 +233,11 @@ func (r *Reconciler) missingEndpoint(ctx context.Context, namespace, agent strin
 		return fmt.Sprintf("agent %s needs the API key of %s %s: %v", agent, e.Key.Kind, e.Key.Name, err)
 	}
 	return ""
+}
+
+// inherit starts the run tainted as what it comes from was, if it was (workflow.Inherited).
+func inherit(run *v1alpha1.AgentRun, t *v1alpha1.Taint) {
+	if run.Status.Taint == nil && t != nil {
+		run.Status.Taint = t.DeepCopy()
+	}
 }

@@ -194,7 +194,7 @@ func (r *Reconciler) own(ctx context.Context, s *v1alpha1.AgentSession, run *v1a
 func TurnOf(run *v1alpha1.AgentRun) sessions.Turn {
 	t := sessions.Turn{Name: run.Name, UID: run.UID, Number: v1alpha1.TurnNumber(run), Created: run.CreationTimestamp.Time,
 		Phase: run.Status.Phase, Tokens: run.Status.TokensUsed, Cost: cost.Amount(run.Status.Cost), State: run.Status.State,
-		Started: run.Status.StartTime != nil}
+		Started: run.Status.StartTime != nil, Taint: run.Status.Taint}
 	if run.Status.CompletionTime != nil {
 		t.Ended = run.Status.CompletionTime.Time
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -48,8 +49,10 @@ type CallBody struct {
 	Refusal        workflow.Refusal `json:"refusal,omitempty"`
 	ApprovedBy     []string         `json:"approvedBy,omitempty"`
 	IdempotencyKey string           `json:"idempotencyKey,omitempty"`
-	Started        time.Time        `json:"started"`
-	LatencyMs      int64            `json:"latencyMs"`
+	// Taint is where untrusted content in the call's context came from, when there was some.
+	Taint     string    `json:"taint,omitempty"`
+	Started   time.Time `json:"started"`
+	LatencyMs int64     `json:"latencyMs"`
 }
 
 // HeldBody is a tool-gate record: the step held at a call, and what it used until then.
@@ -69,6 +72,9 @@ type HeldBody struct {
 	Cost        string `json:"cost,omitempty"`
 	CountedCost string `json:"countedCost,omitempty"`
 	Currency    string `json:"currency,omitempty"`
+	// Taint is the step's, when its context held untrusted content: a call held at its taint
+	// gate says where it came from.
+	Taint *v1alpha1.Taint `json:"taint,omitempty"`
 }
 
 // NewHeld is the tool-gate record body of a step held at res's call.
@@ -76,7 +82,7 @@ func NewHeld(res workflow.StepResult) HeldBody {
 	return HeldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
 		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
 		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls,
-		Cost: res.Cost, CountedCost: res.CountedCost, Currency: res.Currency}
+		Cost: res.Cost, CountedCost: res.CountedCost, Currency: res.Currency, Taint: res.Taint}
 }
 
 // Record is the step's tool-gate record.
@@ -89,9 +95,18 @@ func (b HeldBody) StepResult() workflow.StepResult {
 	return workflow.StepResult{Agent: b.Agent, Input: b.Input, Result: workflow.Result{
 		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
 		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
-		Cost: b.Cost, CountedCost: b.CountedCost, Currency: b.Currency,
-		Held: &workflow.Held{Gate: b.Gate, Call: b.Call},
+		Cost: b.Cost, CountedCost: b.CountedCost, Currency: b.Currency, Taint: b.Taint,
+		Held: &workflow.Held{Gate: b.Gate, Call: b.Call, Taint: heldTaint(b)},
 	}}
+}
+
+// heldTaint is where the untrusted content in a held call's context came from, for a call held
+// at its taint gate.
+func heldTaint(b HeldBody) string {
+	if b.Taint == nil || !strings.HasPrefix(b.Gate, v1alpha1.TaintGatePrefix) {
+		return ""
+	}
+	return b.Taint.Source
 }
 
 // Tool is what readers show of a tool record, whichever its kind: the call it is about (a

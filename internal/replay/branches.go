@@ -211,7 +211,7 @@ func (r *runner) replayBranch(step int32, i int) (endedBranch, bool) {
 	}
 	return endedBranch{name: b.Name, at: at, run: workflow.BranchRun{Found: true, Phase: st.Phase, Reason: st.TerminationReason,
 		Message: st.TerminationMessage, Output: st.Output, Tokens: st.TokensUsed, Cost: st.Cost, ToolCalls: st.ToolCalls,
-		Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount}}, true
+		Steps: st.StepCount + st.BranchSteps, Handoffs: st.HandoffCount, Taint: st.Taint}}, true
 }
 
 // cancelled is when the recorded run cancelled a branch: its end (the zero time, before any

@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
+	"github.com/baton-dev/baton/internal/textbound"
 )
 
 // Turn is what a session's status is made of, of one of its turns.
@@ -35,6 +36,8 @@ type Turn struct {
 	// Started says the turn started (status.startTime): a turn that waited and ended without
 	// starting is not one of the turns the session took.
 	Started bool
+	// Taint is the turn's status.taint, once untrusted content came into its context.
+	Taint *v1alpha1.Taint
 }
 
 // Before says whether turn a comes before turn b: by number, then creation, then name.
@@ -104,6 +107,7 @@ func Next(f Facts) Decision {
 		st.IdleSince = nil
 	}
 	st.Cost = cost.Format(used.Cost)
+	st.Taint = TaintOf(&s.Status, turns, nil)
 	d := Decision{}
 	if st.Phase != v1alpha1.SessionEnded {
 		if reason, msg := endOf(f, used); reason != "" {
@@ -232,3 +236,29 @@ func satAdd(a, b int64) int64 {
 	}
 	return a + b
 }
+
+// TaintOf is the taint of a session's conversation up to turn me (nil: all its turns): what its
+// status keeps, or the first taint of its turns before me, in order. A session's taint is never
+// dropped, even when the turn it came from is deleted; it says which turn it came from.
+func TaintOf(st *v1alpha1.AgentSessionStatus, turns []Turn, me *Turn) *v1alpha1.Taint {
+	if st.Taint != nil {
+		return st.Taint.DeepCopy()
+	}
+	var first *Turn
+	for i := range turns {
+		t := &turns[i]
+		if t.Taint == nil || me != nil && (t.UID == me.UID || !Before(*t, *me)) {
+			continue
+		}
+		if first == nil || Before(*t, *first) {
+			first = t
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &v1alpha1.Taint{Source: textbound.Status(fmt.Sprintf("turn %s: %s", first.Name, first.Taint.Source), maxTaintSource)}
+}
+
+// maxTaintSource bounds a taint's source, in bytes, as the API does.
+const maxTaintSource = 256

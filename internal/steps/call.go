@@ -195,6 +195,12 @@ func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
 	} else {
 		res = c.ask(ctx, req)
 	}
+	c.mu.Lock()
+	if b := c.box; b != nil && res.Taint == nil {
+		// What the step's tools brought into its context: the run is tainted from here.
+		res.Taint = b.Taint()
+	}
+	c.mu.Unlock()
 	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.TraceContent)
 	return res
 }

@@ -77,6 +77,12 @@ type Box struct {
 	bytes atomic.Int64
 	// Spend, when set, is what the step's model calls used: each turn's record books it.
 	Spend Spend
+
+	// taint is where untrusted content first came into the step's context: the run's taint
+	// when the step started, or the first result of an Untrusted tool server since. Calls are
+	// sent at once, so it is guarded.
+	mu    sync.Mutex
+	taint *v1alpha1.Taint
 }
 
 var _ agents.Toolbox = (*Box)(nil)
@@ -99,9 +105,30 @@ func (b *Box) load(ctx context.Context) error {
 		b.uses.Add(workflow.UseOf(b.step, c.ToolCall))
 		if c.Made {
 			b.made++
+			b.tainted(c.Server, c.Tool)
 		}
 	}
 	return nil
+}
+
+// Taint is where untrusted content first came into the step's context, if it did: what the
+// step's result carries into the run's status.
+func (b *Box) Taint() *v1alpha1.Taint {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.taint
+}
+
+// tainted takes the taint a result of the server's tool brings, if the server is untrusted and
+// the step is not tainted already.
+func (b *Box) tainted(server, tool string) {
+	if t := b.plan.ToolTaint(server, tool, b.step); t != nil {
+		b.mu.Lock()
+		if b.taint == nil {
+			b.taint = t
+		}
+		b.mu.Unlock()
+	}
 }
 
 // Progress is what the step did before this execution of it, read from the transcript.
@@ -221,11 +248,21 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		body.Refusal = v.Refusal
 		return refuse(v.Why)
 	}
-	if g, ok := b.plan.ToolGate(b.agent, call.Server, call.Tool); ok {
+	// The taint of the context the model asked for the call in: the calls of one turn are
+	// all prepared before any of them is sent.
+	taint := b.Taint()
+	if taint != nil {
+		body.Taint = taint.Source
+	}
+	if b.plan.RefusesTainted(b.agent, call.Server, taint != nil) {
+		body.Refusal = workflow.RefusalTainted
+		return refuse(workflow.TaintedWhy)
+	}
+	if g, ok := b.plan.CallGate(b.agent, call.Server, call.Tool, taint != nil); ok {
 		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
 		switch {
 		case !decided:
-			return agents.Prepared{}, &workflow.Held{Gate: g.Name, Call: call}
+			return agents.Prepared{}, &workflow.Held{Gate: g.Name, Call: call, Taint: body.Taint}
 		case rec.Decision == v1alpha1.RecordRejected:
 			body.Refusal = workflow.RefusalRejected
 			return refuse(workflow.RejectedWhy(rec.By, rec.Feedback))
@@ -256,6 +293,7 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		body.Started = time.Now().UTC()
 		send, span := StartSpan(send, call)
 		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
+		b.tainted(call.Server, call.Tool)
 		EndSpan(span, call, body.ToolOutcome, b.content)
 		body.LatencyMs = time.Since(body.Started).Milliseconds()
 		return body.ToolOutcome, b.recordCall(ctx, body)
@@ -416,6 +454,7 @@ func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, 
 		statusCalls: from.ToolCalls,
 		approvals:   from.Approvals,
 		uses:        uses,
+		taint:       from.Taint.DeepCopy(),
 	}
 	if err := b.load(ctx); err != nil {
 		return nil, err

@@ -72,6 +72,9 @@ type Result struct {
 	// RemoteTask names the task a remote agent keeps open for the agent's next turn (an A2A
 	// task that asks for input): the provider continues it with the reply.
 	RemoteTask string `json:"remoteTask,omitempty"`
+	// Taint is where untrusted content first came into the step's context during the step (an
+	// Untrusted tool server's result), or the run's taint it started with.
+	Taint *v1alpha1.Taint `json:"taint,omitempty"`
 }
 
 // Message is one chat message a model was sent for a step.
@@ -153,6 +156,9 @@ type ToolCall struct {
 type Held struct {
 	Gate string
 	Call ToolCall
+	// Taint is where the untrusted content in the call's context came from, for a call held at
+	// its taint gate.
+	Taint string
 }
 
 func (h *Held) Error() string {

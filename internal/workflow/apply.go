@@ -35,6 +35,7 @@ func Apply(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) U
 		return HoldAtQuota(st, res.QuotaHold, now)
 	}
 	d := Update{Status: *st.DeepCopy()}
+	taint(&d.Status, stepTaint(p, res, st.StepCount+1))
 	v := classify(p, &st, res)
 	record(&d, v, now)
 	settle(p, &d, v, spent{tokens: st.TokensUsed, cost: Spent(&st)}, now)

@@ -35,6 +35,8 @@ const (
 	RefusalStepLimit Refusal = "StepLimit"
 	// RefusalRejected: a person rejected the call at its gate.
 	RefusalRejected Refusal = "Rejected"
+	// RefusalTainted: a tainted call of a tool with side effects, under onSideEffect Refuse.
+	RefusalTainted Refusal = "Tainted"
 )
 
 // What the agent is told of a refused call begins with these words, by which records written
@@ -58,7 +60,7 @@ func RejectedWhy(by, feedback string) string {
 // word them; "" for words of neither.
 func RefusalOf(why string) Refusal {
 	for prefix, r := range map[string]Refusal{notAllowedWords: RefusalNotAllowed, argumentsWords: RefusalArguments,
-		stepLimitWords: RefusalStepLimit, rejectedWords: RefusalRejected} {
+		stepLimitWords: RefusalStepLimit, rejectedWords: RefusalRejected, TaintedWhy: RefusalTainted} {
 		if strings.HasPrefix(why, prefix) {
 			return r
 		}

@@ -233,6 +233,7 @@ func StartFrom(p *Plan, replayed v1alpha1.AgentRunStatus, input, revision, from 
 	s.Waited, s.LastDecision, s.Approvals, s.Conditions = nil, 0, nil, nil
 	if input != "" {
 		s.Input = statusText(input, maxInput)
+		taint(s, p.InputTaint())
 	}
 	msg := fmt.Sprintf("pinned as %s, continuing run %s after step %d", s.ConfigRevision, from, step)
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned, msg)

@@ -36,6 +36,8 @@ type BranchRun struct {
 	ToolCalls int32
 	Steps     int32
 	Handoffs  int32
+	// Taint is the run's, once tainted: its parent is tainted by the join that reads it.
+	Taint *v1alpha1.Taint
 }
 
 // Join decides what a branching run does, given its branches' runs by name: status.branches
@@ -114,6 +116,7 @@ func Join(p *Plan, st v1alpha1.AgentRunStatus, runs map[string]BranchRun, now ti
 		end(&d, Trip{Reason: v1alpha1.ReasonBranchFailed,
 			Message: fmt.Sprintf(failedBranchMessageFormat, b.Name, b.Agent, r.Reason, r.Message)}, now)
 	case succeeded >= needed || (join.OnFailure == v1alpha1.JoinContinue && (ended == n || timedOut)):
+		joinTaint(s, runs)
 		joinBranches(p, &d, runs, join, succeeded, now)
 	case timedOut:
 		foldBranches(s, runs)
@@ -155,6 +158,17 @@ func JoinDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return at.Add(t), true
+}
+
+// joinTaint taints the run with the first of its ended branches that was tainted: the join
+// agent reads what they found, in the step after the fan-out.
+func joinTaint(s *v1alpha1.AgentRunStatus, runs map[string]BranchRun) {
+	for _, b := range s.Branches {
+		if r, ok := runs[b.Name]; ok && r.Found && r.Phase.Terminal() && r.Taint != nil {
+			taint(s, &v1alpha1.Taint{Source: taintSource("branch %s: %s", b.Name, r.Taint.Source), Step: s.StepCount + 1})
+			return
+		}
+	}
 }
 
 // foldBranches adds what the branches that ended used to the run's counts, once: a branch's use

@@ -158,6 +158,7 @@ func NewPlan(spec v1alpha1.AgentConfigSpec, overrides *v1alpha1.LimitOverrides) 
 	errs = append(errs, p.compileSchemas(specPath)...)
 	errs = append(errs, p.checkTools(specPath)...)
 	errs = append(errs, p.checkParallel(specPath)...)
+	errs = append(errs, p.checkTrust(specPath)...)
 	return p, errs
 }
 

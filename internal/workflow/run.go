@@ -59,6 +59,7 @@ func begin(p *Plan, st v1alpha1.AgentRunStatus, input, revision, agent, state st
 	s.CurrentAgent = agent
 	s.State = state
 	s.Input = statusText(input, maxInput)
+	taint(s, p.InputTaint())
 	setCondition(s, now, v1alpha1.ConditionConfigResolved, metav1.ConditionTrue, v1alpha1.ReasonConfigPinned,
 		fmt.Sprintf("pinned as %s", revision))
 	progress(s, now, v1alpha1.PhaseRunning, runningMessage)

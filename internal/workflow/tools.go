@@ -63,8 +63,16 @@ func (p *Plan) ToolGate(agent, server, tool string) (v1alpha1.ApprovalGate, bool
 	return g, true
 }
 
-// toolGateNamed is the tool gate of that name for the agent, if the name is a tool gate's.
+// toolGateNamed is the tool gate, or the taint gate, of that name for the agent, if the name is
+// one's.
 func (p *Plan) toolGateNamed(agent, name string) (v1alpha1.ApprovalGate, bool) {
+	if rest, ok := strings.CutPrefix(name, v1alpha1.TaintGatePrefix); ok {
+		server, tool, ok := strings.Cut(rest, "/")
+		if !ok || !p.SideEffects(agent, server) {
+			return v1alpha1.ApprovalGate{}, false
+		}
+		return p.TaintGate(agent, server, tool), true
+	}
 	rest, ok := strings.CutPrefix(name, v1alpha1.ToolGatePrefix)
 	if !ok {
 		return v1alpha1.ApprovalGate{}, false
@@ -235,11 +243,16 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 		end(&d, t, now)
 		return d
 	}
+	taint(s, res.Taint)
 	call := res.Held.Call
-	g, _ := p.gateAt(stop{kind: stopToolCall, agent: res.Agent, call: &call})
+	g, ok := p.gate(res.Agent, res.Held.Gate)
+	if !ok {
+		g, _ = p.gateAt(stop{kind: stopToolCall, agent: res.Agent, call: &call})
+	}
 	holdToolCall(p, &d, g, v1alpha1.PendingToolCall{
 		Server: call.Server, Tool: call.Tool, Step: s.StepCount + 1, Call: call.Index,
 		Arguments: statusText(string(call.Arguments), maxValue),
+		Taint:     statusText(res.Held.Taint, maxTaintSource),
 	}, now)
 	return d
 }

@@ -111,6 +111,15 @@ func (w *ConfigWrapper) TTL(seconds int32) *ConfigWrapper {
 // MaxHandoffs sets limits.maxHandoffs.
 func (w *ConfigWrapper) MaxHandoffs(n int32) *ConfigWrapper { w.Spec.Limits.MaxHandoffs = &n; return w }
 
+// Untrusted says whether the runs' inputs are untrusted.
+func (w *ConfigWrapper) Untrusted(input v1alpha1.Trust) *ConfigWrapper {
+	if w.Spec.Untrusted == nil {
+		w.Spec.Untrusted = &v1alpha1.UntrustedSpec{}
+	}
+	w.Spec.Untrusted.Input = input
+	return w
+}
+
 // MaxSteps sets limits.maxSteps.
 func (w *ConfigWrapper) MaxSteps(n int32) *ConfigWrapper { w.Spec.Limits.MaxSteps = &n; return w }
 
