@@ -19,6 +19,7 @@ import (
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/steps"
+	"github.com/baton-dev/baton/internal/toolbox"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/transcript/sqlstore"
 )
@@ -43,6 +44,13 @@ func newOperator(t *testing.T, objs ...client.Object) *operator {
 // newOperatorOn is an operator whose providers call out with deps.
 func newOperatorOn(t *testing.T, deps agents.Dependencies, objs ...client.Object) *operator {
 	t.Helper()
+	return newOperatorWith(t, deps, nil, objs...)
+}
+
+// newOperatorWith is an operator whose providers call out with deps, and whose agents' tools
+// are the clients given (none: steps of agents with tools fail).
+func newOperatorWith(t *testing.T, deps agents.Dependencies, clients toolbox.Clients, objs ...client.Object) *operator {
+	t.Helper()
 	c := newCluster(t, objs...)
 	store, err := sqlstore.Open(context.Background(), filepath.Join(t.TempDir(), "transcript.db"))
 	if err != nil {
@@ -52,7 +60,11 @@ func newOperatorOn(t *testing.T, deps agents.Dependencies, objs ...client.Object
 	spend := ledger.New(store)
 	clk := deps.Clock
 	known := providers.New(deps)
-	runner := steps.New(steps.Config{Store: store, Providers: known, Clock: clk, Log: logr.Discard(), MaxInFlight: 8, Ledger: spend,
+	var boxes *toolbox.Maker
+	if clients != nil {
+		boxes = &toolbox.Maker{Clients: clients, Store: store}
+	}
+	runner := steps.New(steps.Config{Store: store, Providers: known, Clock: clk, Log: logr.Discard(), MaxInFlight: 8, Ledger: spend, Toolboxes: boxes,
 		Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {
 			return agentquota.Caps(ctx, c, namespace)
 		}})

@@ -247,7 +247,7 @@ func TaintOf(st *v1alpha1.AgentSessionStatus, turns []Turn, me *Turn) *v1alpha1.
 	var first *Turn
 	for i := range turns {
 		t := &turns[i]
-		if t.Taint == nil || me != nil && (t.UID == me.UID || !Before(*t, *me)) {
+		if t.Taint == nil || me != nil && !Before(*t, *me) {
 			continue
 		}
 		if first == nil || Before(*t, *first) {

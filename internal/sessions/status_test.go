@@ -295,3 +295,26 @@ func slicesReverse(ts []Turn) {
 		ts[i], ts[j] = ts[j], ts[i]
 	}
 }
+
+// A session is tainted by the first of its turns that was, and stays so when that turn goes; a
+// turn starts with the taint of the turns before it only.
+func TestASessionsTaintIsItsFirstTaintedTurnsAndStays(t *testing.T) {
+	web := &v1alpha1.Taint{Source: "tool web/fetch", Step: 2}
+	a, b, c := ended("a", 1, v1alpha1.PhaseSucceeded, time.Minute, 10, "0"), ended("b", 2, v1alpha1.PhaseSucceeded, 2*time.Minute, 10, "0"), running("c", 3)
+	b.Taint = web
+	c.Taint = &v1alpha1.Taint{Source: "input"}
+	d := Next(Facts{Now: t0.Add(3 * time.Minute), Session: session(nil), Turns: []Turn{c, b, a}})
+	if got := d.Status.Taint; got == nil || got.Source != "turn b: tool web/fetch" || got.Step != 0 {
+		t.Fatalf("the session's taint is %+v; want turn b's", got)
+	}
+	gone := session(func(s *v1alpha1.AgentSession) { s.Status = d.Status })
+	if got := Next(Facts{Now: t0.Add(4 * time.Minute), Session: gone, Turns: []Turn{a}}).Status.Taint; got == nil || got.Source != "turn b: tool web/fetch" {
+		t.Errorf("with turn b deleted the session's taint is %+v", got)
+	}
+	if got := TaintOf(&v1alpha1.AgentSessionStatus{}, []Turn{a, b, c}, &a); got != nil {
+		t.Errorf("turn a starts with taint %+v, from turns after it", got)
+	}
+	if got := TaintOf(&v1alpha1.AgentSessionStatus{}, []Turn{a, b, c}, &c); got == nil || got.Source != "turn b: tool web/fetch" {
+		t.Errorf("turn c starts with taint %+v; want turn b's", got)
+	}
+}
