@@ -136,7 +136,7 @@ func (r Record) ToolCall() workflow.RecordedCall {
 func (b CallBody) Recorded(step int32) workflow.RecordedCall {
 	use := workflow.UseOf(step, b.ToolCall)
 	return workflow.RecordedCall{Server: b.Server, Tool: b.Tool, Digest: use.Digest, Malformed: use.Malformed,
-		Refused: b.Refused != "", Refusal: refusalOf(b), ApprovedBy: b.ApprovedBy}
+		Refused: b.Refused != "", Refusal: refusalOf(b), ApprovedBy: b.ApprovedBy, Taint: b.Taint}
 }
 
 // refusalOf is why a call was not made: as its record says, or, in a record written before

@@ -177,7 +177,7 @@ func (b *Builder) addCall(r records.Record) {
 	}
 	b.calls[r.Step] = append(b.calls[r.Step], call)
 	if b.ToolResults && readable && body.Refused == "" {
-		b.rec.ToolResults = append(b.rec.ToolResults, ToolResult{Agent: body.Agent, Call: body.ToolCall, Outcome: body.ToolOutcome, ApprovedBy: body.ApprovedBy})
+		b.rec.ToolResults = append(b.rec.ToolResults, ToolResult{Agent: body.Agent, Call: body.ToolCall, Outcome: body.ToolOutcome, ApprovedBy: body.ApprovedBy, Taint: body.Taint})
 	}
 }
 

@@ -54,6 +54,8 @@ type ToolResult struct {
 	Outcome workflow.ToolOutcome
 	// ApprovedBy are who approved the call at its gate.
 	ApprovedBy []string
+	// Taint is where untrusted content in the call's context came from, when there was some.
+	Taint string
 }
 
 // Live answers a turn the recording does not hold, by calling the agent. An error stops the

@@ -178,9 +178,11 @@ func (p *Plan) GuardRecordedCalls(n int32, agent string, runMade int32, uses *To
 			out.Trip, out.At, out.Tokens, out.InputTokens = v.Trip, i, c.Tokens, c.InputTokens
 			return out, nil
 		}
-		g, gated := p.ToolGate(agent, c.Server, c.Tool)
+		g, gated := p.CallGate(agent, c.Server, c.Tool, c.Taint != "")
 		switch {
 		case v.Refusal != "" && c.Refused:
+			continue
+		case v.Refusal == "" && c.Refusal == RefusalTainted && p.RefusesTainted(agent, c.Server, c.Taint != ""):
 			continue
 		case v.Refusal != "":
 			return out, fmt.Errorf("%s was made, and under the current config it is refused (%s)", call, strings.TrimPrefix(v.Why, "not made: "))
@@ -210,7 +212,7 @@ func (p *Plan) GuardRecordedCalls(n int32, agent string, runMade int32, uses *To
 // approvals its tool's gate now needs, if it was: fewer people than the gate requires, and no
 // timeout that now approves.
 func (p *Plan) CheckRecordedApprovals(n int32, agent string, c RecordedCall) error {
-	g, gated := p.ToolGate(agent, c.Server, c.Tool)
+	g, gated := p.CallGate(agent, c.Server, c.Tool, c.Taint != "")
 	if !gated {
 		return nil
 	}

@@ -45,6 +45,9 @@ type RecordedCall struct {
 	Refusal Refusal
 	// ApprovedBy are who approved the call at its gate (v1alpha1.ByTimeout for its timeout).
 	ApprovedBy []string
+	// Taint is where untrusted content in the call's context came from, when there was some: a
+	// tainted call of a tool with side effects is judged at its taint gate.
+	Taint string
 	// Tokens and InputTokens are what the step's model turns used up to the one that asked
 	// for the call.
 	Tokens, InputTokens int64

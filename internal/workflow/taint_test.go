@@ -172,3 +172,26 @@ func TestPropertyATaintIsNeverDropped(t *testing.T) {
 		}
 	})
 }
+
+// A replay judges a recorded tainted call as the toolbox did: at its taint gate, with the
+// approvals given there; a refusal for the taint stands while the plan would refuse it too.
+func TestARecordedTaintedCallIsJudgedAtItsTaintGate(t *testing.T) {
+	p := gatedPlan(t, shop(""))
+	approved := RecordedCall{Server: "refund", Tool: "refund", Digest: "d", Taint: "tool web/fetch", ApprovedBy: []string{"bob"}}
+	got, err := p.GuardRecordedCalls(1, "clerk", 0, &ToolUses{}, []RecordedCall{approved})
+	if err != nil || len(got.Gates) != 1 || got.Gates[0] != "taint/refund/refund" || got.ToolCalls != 1 {
+		t.Fatalf("an approved tainted refund replays as %+v (%v); want made past taint/refund/refund", got, err)
+	}
+	unapproved := approved
+	unapproved.ApprovedBy = nil
+	if _, err := p.GuardRecordedCalls(1, "clerk", 0, &ToolUses{}, []RecordedCall{unapproved}); err == nil || !strings.Contains(err.Error(), "taint/refund/refund") {
+		t.Errorf("a tainted refund made with nobody's approval replays: %v", err)
+	}
+	refused := RecordedCall{Server: "refund", Tool: "refund", Digest: "d", Taint: "tool web/fetch", Refused: true, Refusal: RefusalTainted}
+	if _, err := gatedPlan(t, shop(v1alpha1.SideEffectRefuse)).GuardRecordedCalls(1, "clerk", 0, &ToolUses{}, []RecordedCall{refused}); err != nil {
+		t.Errorf("a refusal for the taint under Refuse does not replay: %v", err)
+	}
+	if _, err := p.GuardRecordedCalls(1, "clerk", 0, &ToolUses{}, []RecordedCall{refused}); err == nil {
+		t.Error("a refusal for the taint replays under Gate, where the call would wait for a person")
+	}
+}

@@ -75,7 +75,7 @@ func (t *Tools) Prepare(_ context.Context, call workflow.ToolCall) (agents.Prepa
 		if r.Call.Server != call.Server || r.Call.Tool != call.Tool || workflow.ArgumentsDigest(r.Call.Arguments) != use.Digest {
 			continue
 		}
-		recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, Digest: use.Digest, ApprovedBy: r.ApprovedBy}
+		recorded := workflow.RecordedCall{Server: call.Server, Tool: call.Tool, Digest: use.Digest, ApprovedBy: r.ApprovedBy, Taint: r.Taint}
 		if err := t.plan.CheckRecordedApprovals(t.step, t.agent, recorded); err != nil {
 			return t.stop(fmt.Errorf("the live turn's call of %s/%s was recorded, but %w", call.Server, call.Tool, err))
 		}
