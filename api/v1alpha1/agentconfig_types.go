@@ -212,6 +212,14 @@ type AgentConfigSpec struct {
 	// +optional
 	Untrusted *UntrustedSpec `json:"untrusted,omitempty"`
 
+	// guardrails are screening services asked, through the egress policy, at the stages each
+	// names: tool results, step inputs, step outputs (docs/security.md, "Guardrails").
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Guardrails []Guardrail `json:"guardrails,omitempty"`
+
 	// routing configures the supervisor in Supervisor mode.
 	// +optional
 	Routing *Routing `json:"routing,omitempty"`

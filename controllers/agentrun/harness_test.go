@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/agents/providers"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/controllers/agentquota"
+	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/quota"
 	"github.com/baton-dev/baton/internal/steps"
@@ -60,11 +62,13 @@ func newOperatorWith(t *testing.T, deps agents.Dependencies, clients toolbox.Cli
 	spend := ledger.New(store)
 	clk := deps.Clock
 	known := providers.New(deps)
+	guards := &guardrails.Client{HTTP: &http.Client{}}
 	var boxes *toolbox.Maker
 	if clients != nil {
-		boxes = &toolbox.Maker{Clients: clients, Store: store}
+		boxes = &toolbox.Maker{Clients: clients, Store: store, Guardrails: guards}
 	}
 	runner := steps.New(steps.Config{Store: store, Providers: known, Clock: clk, Log: logr.Discard(), MaxInFlight: 8, Ledger: spend, Toolboxes: boxes,
+		Guardrails: guards,
 		Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {
 			return agentquota.Caps(ctx, c, namespace)
 		}})

@@ -106,6 +106,17 @@ var (
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
 	})
 
+	GuardrailChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baton_guardrail_checks_total",
+		Help: "Guardrail checks, by guardrail, stage and what they came to: allow, redact, block (a failure counts as its failure policy makes it).",
+	}, []string{"namespace", "config", "guardrail", "stage", "action"})
+
+	GuardrailLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "baton_guardrail_latency_seconds",
+		Help:    "How long a guardrail took to answer a check, its retries included.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"namespace", "guardrail", "stage"})
+
 	APIWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baton_api_writes_total",
 		Help: "Writes this operator made to the API server, by kind (status, event, revision, intake, config-status).",
@@ -116,7 +127,7 @@ var (
 // /metrics beside controller-runtime's own).
 var collectors = []prometheus.Collector{RunsEnded, RunDuration, StepsTotal, StepDuration, TokensTotal, GuardTrips, ToolCalls,
 	ApprovalWait, StepsInFlight, APIWrites, TranscriptWrite, TranscriptWriteErrors, StepsFromTranscript, ApprovalsWaiting,
-	CostTotal, StepsRateLimited, Notifications, NotificationDelay}
+	CostTotal, StepsRateLimited, Notifications, NotificationDelay, GuardrailChecks, GuardrailLatency}
 
 func init() { crmetrics.Registry.MustRegister(collectors...) }
 

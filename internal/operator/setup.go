@@ -24,6 +24,7 @@ import (
 	"github.com/baton-dev/baton/internal/a2aserver"
 	"github.com/baton-dev/baton/internal/egress"
 	"github.com/baton-dev/baton/internal/endpoints"
+	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/notifier"
@@ -89,7 +90,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 			return err
 		}
 	}
-	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secrets.SecretData, Store: opts.Transcript, Content: opts.TraceContent}
+	// Guardrails are called through the egress policy, with retries as tool calls have.
+	guards := &guardrails.Client{HTTP: agents.RetryingClient(deps.HTTPClient, deps.Clock), Headers: secrets.SecretData}
+	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secrets.SecretData, Store: opts.Transcript, Content: opts.TraceContent,
+		Guardrails: guards}
 	var trust *batonwebhook.Trust
 	if opts.TrustDecisionQueue {
 		trust = batonwebhook.NewTrust(mgr.GetClient(), opts.WebhookProbeNamespace, clk, ctrl.Log.WithName("webhook-trust"))
@@ -108,7 +112,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 		Recorder: mgr.GetEventRecorder("baton-controller"), Clock: clk, Providers: known, Secrets: deps.Secrets,
 		Transcript: opts.Transcript, Ledger: spend, Trust: trust, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		StatusBatchPeriod: opts.StatusBatchPeriod, Forget: toolboxes.Forget, Kueue: opts.Kueue, Replays: replayConfig(opts),
-		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Clock: clk,
+		Steps: steps.New(steps.Config{Store: opts.Transcript, Providers: known, Toolboxes: toolboxes, Guardrails: guards, Clock: clk,
 			TraceContent: opts.TraceContent, Log: ctrl.Log.WithName("steps"), MaxInFlight: opts.MaxStepsInFlight,
 			Endpoints: resolver, Pacer: pacer, Ledger: spend,
 			Quotas: func(ctx context.Context, namespace string) (*quota.Caps, error) {

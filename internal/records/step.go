@@ -24,6 +24,8 @@ type StepBody struct {
 	workflow.Result
 	Error    string `json:"error,omitempty"`
 	TimedOut bool   `json:"timedOut,omitempty"`
+	// Guard are the guardrails' verdicts on the step's input and output.
+	Guard []GuardVerdict `json:"guard,omitempty"`
 	// UnavailableTools names the tool servers that could not be listed for the step.
 	UnavailableTools []string `json:"unavailableTools,omitempty"`
 	// Context is what the step adds to what later agents see; the entry that is the step's

@@ -50,9 +50,11 @@ type CallBody struct {
 	ApprovedBy     []string         `json:"approvedBy,omitempty"`
 	IdempotencyKey string           `json:"idempotencyKey,omitempty"`
 	// Taint is where untrusted content in the call's context came from, when there was some.
-	Taint     string    `json:"taint,omitempty"`
-	Started   time.Time `json:"started"`
-	LatencyMs int64     `json:"latencyMs"`
+	Taint string `json:"taint,omitempty"`
+	// Guard are the guardrails' verdicts on the call's result, before the model saw it.
+	Guard     []GuardVerdict `json:"guard,omitempty"`
+	Started   time.Time      `json:"started"`
+	LatencyMs int64          `json:"latencyMs"`
 }
 
 // HeldBody is a tool-gate record: the step held at a call, and what it used until then.
@@ -164,4 +166,20 @@ func (t Tool) Note() string {
 // CallString is a call in one line: its number, server, tool and arguments.
 func CallString(c workflow.ToolCall) string {
 	return fmt.Sprintf("#%d %s/%s %s", c.Index, c.Server, c.Tool, strings.TrimSpace(string(c.Arguments)))
+}
+
+// GuardVerdict is one guardrail's word on one text: a tool's result, a step's input or output.
+type GuardVerdict struct {
+	Guardrail string                  `json:"guardrail"`
+	Stage     v1alpha1.GuardrailStage `json:"stage"`
+	// Action is what the answer came to: allow, block or redact (a gate answer blocks until it
+	// can be held for review).
+	Action string `json:"action"`
+	// Answered is what the guardrail answered, when it differs from Action.
+	Answered string `json:"answered,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Failed says the guardrail could not answer, and why; Action is then what its failure
+	// policy makes of that.
+	Failed    string `json:"failed,omitempty"`
+	LatencyMs int64  `json:"latencyMs"`
 }

@@ -62,6 +62,8 @@ type stepCall struct {
 	mu   sync.Mutex
 	sent *agents.Request
 	box  *toolbox.Box
+	// guard are the guardrails' verdicts on the step's input and output, for its record.
+	guard []records.GuardVerdict
 }
 
 // Start starts the run's step: in a goroutine of its own once it has a slot, with the step's
@@ -201,6 +203,7 @@ func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
 		res.Taint = b.Taint()
 	}
 	c.mu.Unlock()
+	c.screenOutput(ctx, res)
 	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.TraceContent)
 	return res
 }
@@ -221,6 +224,9 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		c.summary = use
 	}
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
+		return req, err
+	}
+	if err := c.screenInput(ctx, req); err != nil {
 		return req, err
 	}
 	if c.spec.Model.Provider == v1alpha1.ProviderA2A {
@@ -345,22 +351,32 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 		unavailable, toolBytes = b.Unavailable(), b.RecordBytes()
 	}
 	prev := previous(c.from, c.step.Number)
-	rec := stepRecord(c.rid, c.step, c.spec, req, res, workflow.Context(c.plan, &c.from, res), unavailable, prev, started, ended, toolBytes)
+	extra := stepExtra{unavailable: unavailable, previous: prev, toolBytes: toolBytes, guard: c.verdicts()}
+	rec := stepRecord(c.rid, c.step, c.spec, req, res, workflow.Context(c.plan, &c.from, res), extra, started, ended)
 	if len(rec.Body) <= transcript.MaxBody {
 		return rec
 	}
 	// A record the store cannot take fails its step now, saying so, rather than be tried
 	// again until the run's timeout: the failure is what is recorded, without the messages.
 	res = tooLarge(res, len(rec.Body))
-	return stepRecord(c.rid, c.step, c.spec, nil, res, workflow.Context(c.plan, &c.from, res), unavailable, prev, started, ended, toolBytes)
+	return stepRecord(c.rid, c.step, c.spec, nil, res, workflow.Context(c.plan, &c.from, res), extra, started, ended)
+}
+
+// stepExtra is what a step's record keeps beside its result: the tool servers that could not be
+// listed, the handoff before it, what its tool records take, the guardrails' verdicts.
+type stepExtra struct {
+	unavailable []string
+	previous    *v1alpha1.HandoffRecord
+	toolBytes   int64
+	guard       []records.GuardVerdict
 }
 
 // stepRecord is the transcript record of a step that ended. Without req, the record holds no
-// messages. toolBytes is what the step's tool records take.
+// messages.
 func stepRecord(run records.RunID, step workflow.Step, spec *v1alpha1.Agent, req *agents.Request,
-	res workflow.StepResult, context []workflow.ContextEntry, unavailable []string, previous *v1alpha1.HandoffRecord, started, ended time.Time, toolBytes int64) transcript.Record {
+	res workflow.StepResult, context []workflow.ContextEntry, extra stepExtra, started, ended time.Time) transcript.Record {
 	body := records.NewStep(res, spec, context, started, ended)
-	body.Previous, body.UnavailableTools, body.ToolRecordBytes = previous, unavailable, toolBytes
+	body.Previous, body.UnavailableTools, body.ToolRecordBytes, body.Guard = extra.previous, extra.unavailable, extra.toolBytes, extra.guard
 	if req != nil && !scripted(&req.Agent) {
 		body.Messages = agents.Messages(*req)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/endpoints"
+	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/ledger"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/pacing"
@@ -50,7 +51,9 @@ type Config struct {
 	Providers *agents.Providers
 	// Toolboxes make the toolboxes of steps of agents with tools.
 	Toolboxes *toolbox.Maker
-	Clock     clock.Clock
+	// Guardrails asks configs' guardrails about steps' inputs and outputs.
+	Guardrails *guardrails.Client
+	Clock      clock.Clock
 	// TraceContent puts prompts, answers, tool arguments and results on the steps' spans.
 	TraceContent bool
 	Log          logr.Logger

@@ -25,6 +25,7 @@ import (
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
@@ -77,6 +78,8 @@ type Box struct {
 	bytes atomic.Int64
 	// Spend, when set, is what the step's model calls used: each turn's record books it.
 	Spend Spend
+	// guardrails asks the config's guardrails about the calls' results.
+	guardrails *guardrails.Client
 
 	// taint is where untrusted content first came into the step's context: the run's taint
 	// when the step started, or the first result of an Untrusted tool server since. Calls are
@@ -294,10 +297,29 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		send, span := StartSpan(send, call)
 		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
 		b.tainted(call.Server, call.Tool)
+		b.screen(ctx, &body)
 		EndSpan(span, call, body.ToolOutcome, b.content)
 		body.LatencyMs = time.Since(body.Started).Milliseconds()
 		return body.ToolOutcome, b.recordCall(ctx, body)
 	}}, nil
+}
+
+// screen puts a call's result before the config's ToolResult guardrails, before the model or
+// the transcript sees it: a redaction replaces it, a block gives the model an error result with
+// the guardrail's reason.
+func (b *Box) screen(ctx context.Context, body *records.CallBody) {
+	if len(b.plan.Spec.Guardrails) == 0 {
+		return
+	}
+	s := b.guardrails.Screen(ctx, b.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageToolResult,
+		Namespace: b.run.Namespace, Run: b.run.Name, Agent: b.agent, Step: b.step, Text: body.Content, Config: b.config})
+	body.Guard = s.Verdicts
+	switch {
+	case s.Blocked != nil:
+		body.IsError, body.Content, body.Structured = true, s.Why(), nil
+	case s.Text != body.Content:
+		body.Content, body.Structured = s.Text, nil
+	}
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.
@@ -409,6 +431,8 @@ type Maker struct {
 	Store   transcript.Store
 	// Content puts tool arguments and results on the calls' spans.
 	Content bool
+	// Guardrails asks the configs' guardrails about tool results.
+	Guardrails *guardrails.Client
 
 	mu   sync.Mutex
 	runs map[types.NamespacedName]counted
@@ -455,6 +479,7 @@ func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, 
 		approvals:   from.Approvals,
 		uses:        uses,
 		taint:       from.Taint.DeepCopy(),
+		guardrails:  m.Guardrails,
 	}
 	if err := b.load(ctx); err != nil {
 		return nil, err
