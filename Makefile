@@ -123,13 +123,14 @@ test-image: ## The container image without a container engine: build the manager
 	$(STATIC) $(GO) test -v -count=1 ./test/image/...
 
 .PHONY: bench
-bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default), a session turn's history assembly, and notifications of 1,000 gates opened at once.
+bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default), a session turn's history assembly, notifications of 1,000 gates opened at once, and what a guardrail adds to a call.
 	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" BENCH_QUOTA="$(BENCH_QUOTA)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript/sqlstore -run '^$$' -bench AppendStep -benchtime 4000x
 	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 20x
 	$(GO) test ./internal/sessions -run '^$$' -bench History -benchtime 2000x
 	$(GO) test ./internal/notifier -run '^$$' -bench GatesOpenAtOnce -benchtime 3x
+	$(GO) test ./internal/guardrails -run '^$$' -bench GuardedCall -benchtime 2000x
 	BENCH_REPLAY_BYTES="$(BENCH_REPLAY_BYTES)" $(GO) test ./internal/replay/stored -run '^$$' -bench ReplayOfALargeRun -benchtime 1x -timeout 30m
 
 ##@ Run
