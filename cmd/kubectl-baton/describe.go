@@ -67,7 +67,7 @@ who asked each and what, and the last answer.`,
 			if p := run.Status.PendingApproval; p != nil {
 				cfg := &v1alpha1.AgentConfig{}
 				if c.Get(cmd.Context(), client.ObjectKey{Namespace: run.Namespace, Name: run.Spec.ConfigRef.Name}, cfg) == nil {
-					st.gate = runview.GateSpec(cfg, p.Gate)
+					st.gate = runview.GateSpec(cfg, run.Status.CurrentAgent, p.Gate)
 				}
 			}
 			describe(o.streams.Out, run, st, tail)
@@ -124,6 +124,9 @@ func describeSummary(out io.Writer, run *v1alpha1.AgentRun) {
 	}
 	if s.TerminationReason != "" {
 		fmt.Fprintf(out, "Reason:       %s: %s\n", s.TerminationReason, s.TerminationMessage)
+	}
+	if t := s.Taint; t != nil {
+		fmt.Fprintf(out, "Tainted:      by %s, at step %d\n", t.Source, t.Step)
 	}
 	fmt.Fprintf(out, "Counts:       %d steps, %d handoffs, %d tokens, %d tool calls, %d errors\n", s.StepCount, s.HandoffCount, s.TokensUsed, s.ToolCalls, s.ErrorCount)
 	if s.BranchesStarted > 0 {
@@ -208,6 +211,9 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))
 			if h.Note != "" {
 				fmt.Fprintf(out, "  (%s)\n", h.Note)
+			}
+			if h.Taint != "" {
+				fmt.Fprintf(out, "  It was asked for with untrusted content in its context, from %s: was it asked for by the run's task, or by that content?\n", h.Taint)
 			}
 		}
 		fmt.Fprintf(out, "  kubectl baton approve %s %s | kubectl baton reject %s %s --feedback ...\n", run.Name, p.Gate, run.Name, p.Gate)

@@ -147,6 +147,23 @@ func TestDescribeShowsAHeldCallsWholeArguments(t *testing.T) {
 	}
 }
 
+func TestDescribeSaysWhereATaintedRunsUntrustedContentCameFrom(t *testing.T) {
+	run, _ := longRun(3)
+	run.Status.Phase, run.Status.CurrentAgent = v1alpha1.PhaseAwaitingApproval, "clerk"
+	run.Status.Taint = &v1alpha1.Taint{Source: "tool web/fetch", Step: 2}
+	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "taint/refund/refund", Since: metav1.NewMicroTime(time.Now()),
+		ToolCall: &v1alpha1.PendingToolCall{Server: "refund", Tool: "refund", Step: 4, Call: 1, Arguments: `{"order":1001}`, Taint: "tool web/fetch"}}
+	var out bytes.Buffer
+	describe(&out, run, runStory{entries: runview.BuildTimeline(run, nil)}, runview.DefaultTail)
+	for _, want := range []string{"Tainted:      by tool web/fetch, at step 2\n",
+		"It was asked for with untrusted content in its context, from tool web/fetch",
+		"kubectl baton approve ticket-1234 taint/refund/refund"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe does not show %q:\n%.2000s", want, out.String())
+		}
+	}
+}
+
 func TestDescribeShowsWhatEachStepCostAndTheRunsTotal(t *testing.T) {
 	run, recs := longRun(3)
 	// Steps 1 and 2 ran on a priced endpoint; step 3's model has no price.

@@ -251,7 +251,7 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	if p.Expires != nil {
 		g.Expires = p.Expires.Time
 	}
-	if spec := runview.GateSpec(cfg, p.Gate); spec != nil {
+	if spec := runview.GateSpec(cfg, run.Status.CurrentAgent, p.Gate); spec != nil {
 		g.Required = max(spec.Required, 1)
 		g.Reaching = runview.Reaching(spec, p.Since.Time, time.Now())
 		if spec.AllowSelfApproval != nil && !*spec.AllowSelfApproval {

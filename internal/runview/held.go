@@ -22,6 +22,9 @@ type HeldCall struct {
 	// copy instead, Note says why, and whether the copy is cut.
 	Whole bool
 	Note  string
+	// Taint is where untrusted content in the context the call was asked in came from, for a
+	// call held at its taint gate.
+	Taint string
 }
 
 // Holds reports whether r is the record of the call p holds at its gate.
@@ -36,7 +39,7 @@ func Holds(p *v1alpha1.PendingToolCall, r records.Record) bool {
 // Held is the call p holds: whole from rec, its record (see Holds), or, when rec is nil,
 // status's copy with a note. unread says why the transcript was not read, when it was not.
 func Held(p *v1alpha1.PendingToolCall, rec *records.Record, unread string) HeldCall {
-	h := HeldCall{Server: p.Server, Tool: p.Tool, Step: p.Step, Call: p.Call}
+	h := HeldCall{Server: p.Server, Tool: p.Tool, Step: p.Step, Call: p.Call, Taint: p.Taint}
 	if rec != nil {
 		if c := rec.ToolBody().ToolCall; len(c.Arguments) > 0 {
 			h.Arguments, h.Whole = indentJSON(c.Arguments), true

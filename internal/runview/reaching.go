@@ -48,14 +48,53 @@ func to(d v1alpha1.Deciders) string {
 	return ", to " + strings.Join(parts, " and ") + " (who may decide with the approve verb)"
 }
 
-// GateSpec is the config's gate of that name; nil when it has none.
-func GateSpec(cfg *v1alpha1.AgentConfig, name string) *v1alpha1.ApprovalGate {
+// GateSpec is the spec of the gate of that name a run whose agent has control waits at: one of
+// the config's gates, or a tool's gate (tool/<server>/<tool>) or taint gate
+// (taint/<server>/<tool>) from the agent's tools entry, with their defaults; nil when there is
+// none.
+func GateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.ApprovalGate {
 	if cfg == nil {
 		return nil
 	}
 	for i := range cfg.Spec.Approvals {
 		if cfg.Spec.Approvals[i].Name == name {
 			return &cfg.Spec.Approvals[i]
+		}
+	}
+	return toolGateSpec(cfg, agent, name)
+}
+
+// toolGateSpec is a tool's gate or taint gate, as the operator sets it up from the agent's
+// tools entry (workflow.Plan.ToolGate and TaintGate): one approver unless the entry says more,
+// and a taint gate's timeout always rejects.
+func toolGateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.ApprovalGate {
+	rest, taint := strings.CutPrefix(name, v1alpha1.TaintGatePrefix)
+	if !taint {
+		var ok bool
+		if rest, ok = strings.CutPrefix(name, v1alpha1.ToolGatePrefix); !ok {
+			return nil
+		}
+	}
+	server, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return nil
+	}
+	for _, a := range cfg.Spec.Agents {
+		if a.Name != agent {
+			continue
+		}
+		for _, t := range a.Tools {
+			if t.Server != server {
+				continue
+			}
+			g := &v1alpha1.ApprovalGate{Name: name, Required: 1, OnTimeout: "Reject"}
+			if t.Gate != nil {
+				g.Required, g.Timeout = max(t.Gate.Required, 1), t.Gate.Timeout
+				if t.Gate.OnTimeout != "" && !taint {
+					g.OnTimeout = t.Gate.OnTimeout
+				}
+			}
+			return g
 		}
 	}
 	return nil

@@ -24,3 +24,36 @@ func TestReachingSaysTheRemindersAndTheEscalation(t *testing.T) {
 		t.Errorf("a gate with neither: %q", got)
 	}
 }
+
+// A tool's gate and its taint gate have the quorum and timeout of the agent's tools entry, as
+// the operator sets them up; a taint gate's timeout rejects whatever the entry says.
+func TestGateSpecFindsToolAndTaintGates(t *testing.T) {
+	cfg := &v1alpha1.AgentConfig{Spec: v1alpha1.AgentConfigSpec{
+		Approvals: []v1alpha1.ApprovalGate{{Name: "plan", Required: 2}},
+		Agents: []v1alpha1.Agent{
+			{Name: "clerk", Tools: []v1alpha1.AgentTools{{Server: "refund", SideEffects: true,
+				Gate: &v1alpha1.ToolGate{Required: 3, Timeout: v1alpha1.NewDuration(time.Hour), OnTimeout: "Approve"}}}},
+			{Name: "other", Tools: []v1alpha1.AgentTools{{Server: "refund"}}},
+		}}}
+	for _, tc := range []struct {
+		agent, name         string
+		required            int32
+		onTimeout, notFound string
+	}{
+		{agent: "clerk", name: "plan", required: 2},
+		{agent: "clerk", name: "tool/refund/refund", required: 3, onTimeout: "Approve"},
+		{agent: "clerk", name: "taint/refund/refund", required: 3, onTimeout: "Reject"},
+		{agent: "other", name: "taint/refund/refund", required: 1, onTimeout: "Reject"},
+		{agent: "clerk", name: "tool/elsewhere/x", notFound: "a server the agent has no tools of"},
+		{agent: "clerk", name: "review", notFound: "a gate the config does not have"},
+	} {
+		g := GateSpec(cfg, tc.agent, tc.name)
+		switch {
+		case tc.notFound != "" && g != nil:
+			t.Errorf("%s of %s, %s: got %+v", tc.name, tc.agent, tc.notFound, g)
+		case tc.notFound != "":
+		case g == nil || g.Required != tc.required || g.OnTimeout != tc.onTimeout:
+			t.Errorf("%s of %s: got %+v; want %d approvers, onTimeout %q", tc.name, tc.agent, g, tc.required, tc.onTimeout)
+		}
+	}
+}
