@@ -176,6 +176,16 @@ type ToolGate struct {
 	// +kubebuilder:default=Reject
 	// +optional
 	OnTimeout string `json:"onTimeout,omitempty"`
+
+	// remind sends GateReminder to the config's sinks while a call waits at the tool's gate, or
+	// at its taint gate.
+	// +optional
+	Remind *GateReminder `json:"remind,omitempty"`
+
+	// escalate sends GateEscalated once a call has waited this long at the tool's gate, or at
+	// its taint gate, naming more deciders.
+	// +optional
+	Escalate *GateEscalation `json:"escalate,omitempty"`
 }
 
 // ScriptToolCall is a tool call a Scripted agent makes, for real, against the named server.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/baton-dev/baton/internal/notify"
 	"github.com/baton-dev/baton/internal/outbox"
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
@@ -176,7 +178,21 @@ func (n *Notifier) config(ctx context.Context, namespace, name string) (*v1alpha
 
 func (n *Notifier) facts(cfg *v1alpha1.AgentConfig, before *v1alpha1.AgentRunStatus, run *v1alpha1.AgentRun) notify.Facts {
 	return notify.Facts{Namespace: run.Namespace, Run: run.Name, UID: string(run.UID), Config: cfg.Name, Before: before,
-		After: run.Status, Gates: cfg.Spec.Approvals, Now: n.Clock.Now(), Console: n.Console}
+		After: run.Status, Gates: gatesOf(cfg, run), Now: n.Clock.Now(), Console: n.Console}
+}
+
+// gatesOf are the gates of the run's config, and the tool's gate or taint gate it waits at, if
+// it does: their reminders and escalation are the agent's tools entry's.
+func gatesOf(cfg *v1alpha1.AgentConfig, run *v1alpha1.AgentRun) []v1alpha1.ApprovalGate {
+	p := run.Status.PendingApproval
+	if p == nil || p.ToolCall == nil {
+		return cfg.Spec.Approvals
+	}
+	g := runview.GateSpec(cfg, run.Status.CurrentAgent, p.Gate)
+	if g == nil {
+		return cfg.Spec.Approvals
+	}
+	return append(slices.Clip(cfg.Spec.Approvals), *g)
 }
 
 // put writes each event for each sink that wants it, with what waits at its gate read from

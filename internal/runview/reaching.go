@@ -89,7 +89,7 @@ func toolGateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.Appro
 			}
 			g := &v1alpha1.ApprovalGate{Name: name, Required: 1, OnTimeout: "Reject"}
 			if t.Gate != nil {
-				g.Required, g.Timeout = max(t.Gate.Required, 1), t.Gate.Timeout
+				g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
 				if t.Gate.OnTimeout != "" && !taint {
 					g.OnTimeout = t.Gate.OnTimeout
 				}

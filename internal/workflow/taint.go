@@ -50,7 +50,7 @@ func (p *Plan) OnSideEffect() v1alpha1.SideEffectPolicy {
 func (p *Plan) TaintGate(agent, server, tool string) v1alpha1.ApprovalGate {
 	g := v1alpha1.ApprovalGate{Name: v1alpha1.TaintGateName(server, tool), Required: 1, OnTimeout: "Reject"}
 	if t, ok := p.AgentTools(agent, server); ok && t.Gate != nil {
-		g.Required, g.Timeout = max(t.Gate.Required, 1), t.Gate.Timeout
+		g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
 	}
 	return g
 }

@@ -55,7 +55,7 @@ func (p *Plan) ToolGate(agent, server, tool string) (v1alpha1.ApprovalGate, bool
 	}
 	g := v1alpha1.ApprovalGate{Name: v1alpha1.ToolGateName(server, tool), Required: 1, OnTimeout: "Reject"}
 	if t.Gate != nil {
-		g.Required, g.Timeout = max(t.Gate.Required, 1), t.Gate.Timeout
+		g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
 		if t.Gate.OnTimeout != "" {
 			g.OnTimeout = t.Gate.OnTimeout
 		}
