@@ -56,6 +56,9 @@ func describeSession(out io.Writer, s *v1alpha1.AgentSession, turns []v1alpha1.A
 		fmt.Fprintf(out, "Next state:   %s\n", st.State)
 	}
 	fmt.Fprintf(out, "Counts:       %d turns, %d tokens, cost %s\n", st.Turns, st.TokensUsed, orNone(st.Cost))
+	if t := st.Taint; t != nil {
+		fmt.Fprintf(out, "Tainted:      by %s: every later turn starts tainted\n", t.Source)
+	}
 	if l := s.Spec.Limits; l != nil {
 		var parts []string
 		if l.MaxTurns != nil {

@@ -15,7 +15,8 @@ func TestDescribeASessionListsItsTurnsInOrder(t *testing.T) {
 	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "ticket", Namespace: "team-a"},
 		Spec: v1alpha1.AgentSessionSpec{ConfigRef: v1alpha1.ConfigReference{Name: "helpdesk"},
 			Limits: &v1alpha1.SessionLimits{MaxTurns: ptr.To[int32](20), MaxCost: ptr.To("1.00")}},
-		Status: v1alpha1.AgentSessionStatus{Phase: v1alpha1.SessionIdle, Turns: 2, TokensUsed: 300, Cost: "0.02", State: "CONFIRM"}}
+		Status: v1alpha1.AgentSessionStatus{Phase: v1alpha1.SessionIdle, Turns: 2, TokensUsed: 300, Cost: "0.02", State: "CONFIRM",
+			Taint: &v1alpha1.Taint{Source: "turn ticket-t2: tool web/fetch"}}}
 	turn := func(name, n, input string, phase v1alpha1.RunPhase, reason v1alpha1.TerminationReason, created time.Duration) v1alpha1.AgentRun {
 		return v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(0, 0).Add(created)),
 			Annotations: map[string]string{v1alpha1.AnnotationTurn: n, v1alpha1.AnnotationCreatedBy: "alice"}},
@@ -32,6 +33,7 @@ Config:       helpdesk
 Phase:        Idle
 Next state:   CONFIRM
 Counts:       2 turns, 300 tokens, cost 0.02
+Tainted:      by turn ticket-t2: tool web/fetch: every later turn starts tainted
 Limits:       20 turns, cost 1.00
 Turns:
   TURN  RUN         PHASE      REASON     TOKENS  ASKED BY  INPUT
