@@ -15,9 +15,9 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/records"
-	"github.com/baton-dev/baton/internal/tools"
 	"github.com/baton-dev/baton/internal/transcript"
 	. "github.com/baton-dev/baton/test/builders"
+	"github.com/baton-dev/baton/test/fakes"
 )
 
 // screening is a guardrail that redacts an email address, blocks an injected instruction and
@@ -71,7 +71,7 @@ func TestGuardrailsStandBeforeTheModelAndTheTranscript(t *testing.T) {
 			c.Spec.Guardrails = []v1alpha1.Guardrail{{Name: "screen", URL: screening(t, tc.down), Stages: []v1alpha1.GuardrailStage{tc.stage}}}
 			run := MakeRun("r", ns).Config("guarded").Input("write to ada@example.com").Obj()
 			run.UID = types.UID("uid-r")
-			o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &pages{text: "Contact ada@example.com"}, c.Obj(), run)
+			o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &fakes.ShopTools{Page: "Contact ada@example.com"}, c.Obj(), run)
 			got := o.drive(t, "r", ended)
 			step := stepBody(t, o, got, 1)
 			if tc.failed != "" {
@@ -110,21 +110,6 @@ func TestGuardrailsStandBeforeTheModelAndTheTranscript(t *testing.T) {
 			}
 		})
 	}
-}
-
-// pages is a web server whose every page says text.
-type pages struct{ text string }
-
-func (p *pages) Client(context.Context, string, v1alpha1.ToolServer, map[string]string) (tools.Client, error) {
-	return p, nil
-}
-
-func (p *pages) Tools(context.Context) ([]tools.Tool, error) {
-	return []tools.Tool{{Name: "fetch"}}, nil
-}
-
-func (p *pages) Call(context.Context, tools.Call) (tools.Result, error) {
-	return tools.Result{Content: p.text}, nil
 }
 
 // records are the run's transcript.
