@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Reaching says how a gate that has waited since since reaches people by now: its reminders
@@ -65,17 +66,9 @@ func GateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.ApprovalG
 }
 
 // toolGateSpec is a tool's gate or taint gate, as the operator sets it up from the agent's
-// tools entry (workflow.Plan.ToolGate and TaintGate): one approver unless the entry says more,
-// and a taint gate's timeout always rejects.
+// tools entry (workflow.ToolGateOf).
 func toolGateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.ApprovalGate {
-	rest, taint := strings.CutPrefix(name, v1alpha1.TaintGatePrefix)
-	if !taint {
-		var ok bool
-		if rest, ok = strings.CutPrefix(name, v1alpha1.ToolGatePrefix); !ok {
-			return nil
-		}
-	}
-	server, _, ok := strings.Cut(rest, "/")
+	server, tool, taint, ok := workflow.ToolGateNamed(name)
 	if !ok {
 		return nil
 	}
@@ -84,17 +77,10 @@ func toolGateSpec(cfg *v1alpha1.AgentConfig, agent, name string) *v1alpha1.Appro
 			continue
 		}
 		for _, t := range a.Tools {
-			if t.Server != server {
-				continue
+			if t.Server == server {
+				g := workflow.ToolGateOf(t, tool, taint)
+				return &g
 			}
-			g := &v1alpha1.ApprovalGate{Name: name, Required: 1, OnTimeout: "Reject"}
-			if t.Gate != nil {
-				g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
-				if t.Gate.OnTimeout != "" && !taint {
-					g.OnTimeout = t.Gate.OnTimeout
-				}
-			}
-			return g
 		}
 	}
 	return nil

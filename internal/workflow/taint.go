@@ -48,11 +48,11 @@ func (p *Plan) OnSideEffect() v1alpha1.SideEffectPolicy {
 // TaintGate is the gate a tainted call of the tool waits at: the tool's gate's quorum and
 // timeout, and a timeout that always rejects (the call is never made without a person).
 func (p *Plan) TaintGate(agent, server, tool string) v1alpha1.ApprovalGate {
-	g := v1alpha1.ApprovalGate{Name: v1alpha1.TaintGateName(server, tool), Required: 1, OnTimeout: "Reject"}
-	if t, ok := p.AgentTools(agent, server); ok && t.Gate != nil {
-		g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
+	t, ok := p.AgentTools(agent, server)
+	if !ok {
+		t = v1alpha1.AgentTools{Server: server}
 	}
-	return g
+	return ToolGateOf(t, tool, true)
 }
 
 // CallGate is the gate a call waits at, if any. A tainted call of a tool with side effects waits

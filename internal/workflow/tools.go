@@ -53,33 +53,50 @@ func (p *Plan) ToolGate(agent, server, tool string) (v1alpha1.ApprovalGate, bool
 	if !ok || t.Approval != v1alpha1.ToolApprovalRequired {
 		return v1alpha1.ApprovalGate{}, false
 	}
-	g := v1alpha1.ApprovalGate{Name: v1alpha1.ToolGateName(server, tool), Required: 1, OnTimeout: "Reject"}
+	return ToolGateOf(t, tool, false), true
+}
+
+// ToolGateOf is the gate a call of the tool waits at as the agent's tools entry t sets it up:
+// the tool's gate (tool/<server>/<tool>), or with taint its taint gate (taint/<server>/<tool>).
+// One approver unless the entry says more; a taint gate's timeout always rejects.
+func ToolGateOf(t v1alpha1.AgentTools, tool string, taint bool) v1alpha1.ApprovalGate {
+	g := v1alpha1.ApprovalGate{Name: v1alpha1.ToolGateName(t.Server, tool), Required: 1, OnTimeout: "Reject"}
+	if taint {
+		g.Name = v1alpha1.TaintGateName(t.Server, tool)
+	}
 	if t.Gate != nil {
 		g.Required, g.Timeout, g.Remind, g.Escalate = max(t.Gate.Required, 1), t.Gate.Timeout, t.Gate.Remind, t.Gate.Escalate
-		if t.Gate.OnTimeout != "" {
+		if t.Gate.OnTimeout != "" && !taint {
 			g.OnTimeout = t.Gate.OnTimeout
 		}
 	}
-	return g, true
+	return g
+}
+
+// ToolGateNamed splits the name of a tool's gate or a taint gate into its server and tool, and
+// says which it is; ok is false for any other name.
+func ToolGateNamed(name string) (server, tool string, taint, ok bool) {
+	rest, taint := strings.CutPrefix(name, v1alpha1.TaintGatePrefix)
+	if !taint {
+		if rest, ok = strings.CutPrefix(name, v1alpha1.ToolGatePrefix); !ok {
+			return "", "", false, false
+		}
+	}
+	server, tool, ok = strings.Cut(rest, "/")
+	return server, tool, taint, ok
 }
 
 // toolGateNamed is the tool gate, or the taint gate, of that name for the agent, if the name is
 // one's.
 func (p *Plan) toolGateNamed(agent, name string) (v1alpha1.ApprovalGate, bool) {
-	if rest, ok := strings.CutPrefix(name, v1alpha1.TaintGatePrefix); ok {
-		server, tool, ok := strings.Cut(rest, "/")
-		if !ok || !p.SideEffects(agent, server) {
-			return v1alpha1.ApprovalGate{}, false
-		}
+	server, tool, taint, ok := ToolGateNamed(name)
+	switch {
+	case !ok:
+		return v1alpha1.ApprovalGate{}, false
+	case taint && !p.SideEffects(agent, server):
+		return v1alpha1.ApprovalGate{}, false
+	case taint:
 		return p.TaintGate(agent, server, tool), true
-	}
-	rest, ok := strings.CutPrefix(name, v1alpha1.ToolGatePrefix)
-	if !ok {
-		return v1alpha1.ApprovalGate{}, false
-	}
-	server, tool, ok := strings.Cut(rest, "/")
-	if !ok {
-		return v1alpha1.ApprovalGate{}, false
 	}
 	return p.ToolGate(agent, server, tool)
 }
