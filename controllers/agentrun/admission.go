@@ -51,6 +51,20 @@ func (a *admissions) forget(key types.NamespacedName) {
 	a.mu.Unlock()
 }
 
+// lastWritten is when the Queued run's place was last written; zero if never.
+func (a *admissions) lastWritten(key types.NamespacedName) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.written[key]
+}
+
+// wrote notes that the Queued run's place was written at.
+func (a *admissions) wrote(key types.NamespacedName, at time.Time) {
+	a.mu.Lock()
+	a.written[key] = at
+	a.mu.Unlock()
+}
+
 // release takes back the admission of a run that its quotas let start and Kueue holds: it
 // counts as waiting again, not running.
 func (a *admissions) release(key types.NamespacedName) {
@@ -76,10 +90,7 @@ func (r *Reconciler) admitAction(ctx context.Context, w *working, f *workflow.Fa
 		return ctrl.Result{}, false, err
 	}
 	a.KueueChanged = !equality.Semantic.DeepEqual(w.Status.Kueue, w.stored.Kueue)
-	key := client.ObjectKeyFromObject(w.AgentRun)
-	r.admissions.mu.Lock()
-	a.Written = r.admissions.written[key]
-	r.admissions.mu.Unlock()
+	a.Written = r.admissions.lastWritten(client.ObjectKeyFromObject(w.AgentRun))
 	f.Start.Admission = a
 	return ctrl.Result{}, true, nil
 }
@@ -87,10 +98,7 @@ func (r *Reconciler) admitAction(ctx context.Context, w *working, f *workflow.Fa
 // writeQueued writes a Queued run's place in its quotas' line, notes when, and comes back as
 // the action says.
 func (r *Reconciler) writeQueued(ctx context.Context, w *working, f *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
-	key := client.ObjectKeyFromObject(w.AgentRun)
-	r.admissions.mu.Lock()
-	r.admissions.written[key] = f.Now
-	r.admissions.mu.Unlock()
+	r.admissions.wrote(client.ObjectKeyFromObject(w.AgentRun), f.Now)
 	_, err := r.write(ctx, w, nil, a.Update)
 	return ctrl.Result{RequeueAfter: a.After}, false, err
 }
