@@ -17,7 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
-	"github.com/baton-dev/baton/internal/textbound"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Turn is what a session's status is made of, of one of its turns.
@@ -257,8 +257,5 @@ func TaintOf(st *v1alpha1.AgentSessionStatus, turns []Turn, me *Turn) *v1alpha1.
 	if first == nil {
 		return nil
 	}
-	return &v1alpha1.Taint{Source: textbound.Status(fmt.Sprintf("turn %s: %s", first.Name, first.Taint.Source), maxTaintSource)}
+	return workflow.Inherited(first.Taint, "turn "+first.Name)
 }
-
-// maxTaintSource bounds a taint's source, in bytes, as the API does.
-const maxTaintSource = 256

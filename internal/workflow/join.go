@@ -165,7 +165,9 @@ func JoinDeadline(p *Plan, st *v1alpha1.AgentRunStatus) (time.Time, bool) {
 func joinTaint(s *v1alpha1.AgentRunStatus, runs map[string]BranchRun) {
 	for _, b := range s.Branches {
 		if r, ok := runs[b.Name]; ok && r.Found && r.Phase.Terminal() && r.Taint != nil {
-			taint(s, &v1alpha1.Taint{Source: taintSource("branch %s: %s", b.Name, r.Taint.Source), Step: s.StepCount + 1})
+			t := Inherited(r.Taint, "branch "+b.Name)
+			t.Step = s.StepCount + 1
+			taint(s, t)
 			return
 		}
 	}
