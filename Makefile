@@ -81,7 +81,7 @@ STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 # them. The rest decide from values (the core, the record format, the replays, money, quotas)
 # and run in the static mode. `make lint` checks that every package is in one list or the other.
 RACE_PKGS := ./agents/... ./controllers/... ./cmd/... ./internal/a2aserver/... ./internal/console/... \
-	./internal/endpoints/... ./internal/guardrails/... ./internal/ledger/... ./internal/metrics/... ./internal/notifier/... ./internal/operator/... \
+	./internal/endpoints/... ./internal/guardrails/... ./internal/ledger/... ./internal/metrics/... ./internal/notifier/... ./internal/operator/... ./internal/secrets/... \
 	./internal/pacing/... ./internal/replay/live/... ./internal/replay/worker/... ./internal/steps/... \
 	./internal/toolbox/... ./internal/tools/... ./internal/transcript/... ./internal/transcriptapi/... \
 	./internal/transcriptclient/... \

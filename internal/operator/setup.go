@@ -31,6 +31,7 @@ import (
 	"github.com/baton-dev/baton/internal/outbox"
 	"github.com/baton-dev/baton/internal/pacing"
 	"github.com/baton-dev/baton/internal/quota"
+	"github.com/baton-dev/baton/internal/secrets"
 	"github.com/baton-dev/baton/internal/steps"
 	"github.com/baton-dev/baton/internal/telemetry"
 	"github.com/baton-dev/baton/internal/toolbox"
@@ -80,7 +81,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	if opts.Transcript == nil {
 		return errors.New("the controllers need a transcript store")
 	}
-	secrets, err := withDependencies(ctx, mgr, &deps, clk, opts)
+	keys, err := withDependencies(ctx, mgr, &deps, clk, opts)
 	if err != nil {
 		return err
 	}
@@ -91,8 +92,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 		}
 	}
 	// Guardrails are called through the egress policy, with retries as tool calls have.
-	guards := &guardrails.Client{HTTP: agents.RetryingClient(deps.HTTPClient, deps.Clock), Headers: secrets.SecretData}
-	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: secrets.SecretData, Store: opts.Transcript, Content: opts.TraceContent,
+	guards := &guardrails.Client{HTTP: agents.RetryingClient(deps.HTTPClient, deps.Clock), Headers: keys.SecretData}
+	toolboxes := &toolbox.Maker{Clients: opts.Tools, Headers: keys.SecretData, Store: opts.Transcript, Content: opts.TraceContent,
 		Guardrails: guards}
 	var trust *batonwebhook.Trust
 	if opts.TrustDecisionQueue {
@@ -138,7 +139,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, deps agents.Depende
 	if err := quotas.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := addNotifier(mgr, deps, secrets, clk, opts); err != nil {
+	if err := addNotifier(mgr, deps, keys, clk, opts); err != nil {
 		return err
 	}
 	talks := &agentsession.Reconciler{Client: mgr.GetClient(), Clock: clk, Recorder: mgr.GetEventRecorder("baton-controller")}
@@ -168,14 +169,14 @@ func replayConfig(opts Options) agentrun.ReplayConfig {
 // withDependencies fills in what the providers use that the caller left out: the Secrets, the
 // clock, and the HTTP client every call of a config goes out with, through the admin's egress
 // policy and traced. It returns what reads the labelled Secrets.
-func withDependencies(ctx context.Context, mgr ctrl.Manager, deps *agents.Dependencies, clk clock.Clock, opts Options) (*secretReader, error) {
+func withDependencies(ctx context.Context, mgr ctrl.Manager, deps *agents.Dependencies, clk clock.Clock, opts Options) (*secrets.Reader, error) {
 	// Start the labelled Secrets' informer with the manager, not at the first run's read.
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
 		return nil, err
 	}
-	secrets := newSecretReader(mgr.GetClient(), opts.SecretNamespaces)
+	reader := secrets.NewReader(mgr.GetClient(), opts.SecretNamespaces)
 	if deps.Secrets == nil {
-		deps.Secrets = secrets
+		deps.Secrets = reader
 	}
 	if deps.Clock == nil {
 		deps.Clock = clk
@@ -188,7 +189,7 @@ func withDependencies(ctx context.Context, mgr ctrl.Manager, deps *agents.Depend
 		deps.HTTPClient = policy.Client()
 	}
 	deps.HTTPClient = telemetry.HTTPClient(deps.HTTPClient)
-	return secrets, nil
+	return reader, nil
 }
 
 // toolClients is the pool of tool servers' clients, closed when the manager stops.
@@ -226,12 +227,12 @@ func addTranscriptAPI(ctx context.Context, mgr ctrl.Manager, opts Options) error
 
 // addNotifier sends runs' notifications to their configs' sinks, through the egress policy,
 // from the outbox the transcript store keeps.
-func addNotifier(mgr ctrl.Manager, deps agents.Dependencies, secrets *secretReader, clk clock.Clock, opts Options) error {
+func addNotifier(mgr ctrl.Manager, deps agents.Dependencies, reader *secrets.Reader, clk clock.Clock, opts Options) error {
 	box, ok := opts.Transcript.(outbox.Store)
 	if !ok {
 		ctrl.Log.WithName("setup").Info("The transcript store keeps no outbox: notifications are not sent")
 		return nil
 	}
 	return mgr.Add(&notifier.Notifier{Client: mgr.GetClient(), Cache: mgr.GetCache(), Outbox: box, Transcript: opts.Transcript,
-		Secrets: secrets, HTTP: deps.HTTPClient, Console: opts.ConsoleURL, Clock: clk, Log: ctrl.Log.WithName("notifier")})
+		Secrets: reader, HTTP: deps.HTTPClient, Console: opts.ConsoleURL, Clock: clk, Log: ctrl.Log.WithName("notifier")})
 }

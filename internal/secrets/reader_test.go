@@ -1,4 +1,4 @@
-package operator
+package secrets
 
 import (
 	"testing"
@@ -37,7 +37,7 @@ func TestSecretsAreReadOnlyInTheListedNamespaces(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newSecretReader(reader, c.namespaces)
+			r := NewReader(reader, c.namespaces)
 			key, err := r.SecretKey(t.Context(), c.namespace, "llm", "apiKey")
 			if err != nil {
 				key = err.Error()
