@@ -98,8 +98,9 @@ type LoopStatus struct {
 
 // PendingApproval is the gate a run waits at.
 type PendingApproval struct {
-	// gate is the gate's name: a gate of spec.approvals, tool/<server>/<tool>, or
-	// taint/<server>/<tool> for a tainted call of a tool with side effects.
+	// gate is the gate's name: a gate of spec.approvals, tool/<server>/<tool>,
+	// taint/<server>/<tool> for a tainted call of a tool with side effects, or guard/<guardrail>
+	// for a text a guardrail asked a person to review.
 	// +kubebuilder:validation:MaxLength=200
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -108,6 +109,10 @@ type PendingApproval struct {
 	// toolCall is the call a tool's gate holds back.
 	// +optional
 	ToolCall *PendingToolCall `json:"toolCall,omitempty"`
+
+	// guard is the text a guardrail's gate (guard/<guardrail>) holds back for review.
+	// +optional
+	Guard *PendingGuard `json:"guard,omitempty"`
 
 	// since is when the gate opened, to the microsecond.
 	// +required
@@ -212,7 +217,8 @@ type ApprovalRecord struct {
 	// +optional
 	Step int32 `json:"step,omitempty"`
 
-	// toolCall is the number, within its step, of the tool call a tool's gate held back.
+	// toolCall is the number, within its step, of the tool call a tool's gate held back; at a
+	// guardrail's gate, where in the step its text came (status.pendingApproval.guard.call).
 	// +optional
 	ToolCall int32 `json:"toolCall,omitempty"`
 

@@ -67,3 +67,48 @@ type Guardrail struct {
 	// +optional
 	Failure GuardrailFailure `json:"failure,omitempty"`
 }
+
+// GuardGatePrefix starts the name of the gate a guardrail's `gate` answer opens:
+// guard/<guardrail>.
+const GuardGatePrefix = "guard/"
+
+// GuardGateName is the gate the guardrail's `gate` answer opens.
+func GuardGateName(guardrail string) string { return GuardGatePrefix + guardrail }
+
+// PendingGuard is a text a guardrail asked a person to review before the run goes on with it:
+// a tool's result, a step's input or a step's output. Approved, the run goes on with the text;
+// rejected, the text is blocked as the guardrail's block would.
+type PendingGuard struct {
+	// guardrail is the guardrail that asked for the review.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Guardrail string `json:"guardrail,omitempty"`
+
+	// stage is where the text was screened.
+	// +required
+	Stage GuardrailStage `json:"stage,omitempty"`
+
+	// step is the step the text belongs to.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Step int32 `json:"step,omitempty"`
+
+	// call is where in the step the text came: the tool call whose result it is, 0 for the
+	// step's input, one past the step's last call for its output. Decisions at the gate are
+	// recorded with it (status.approvals[].toolCall).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Call int32 `json:"call,omitempty"`
+
+	// reason is what the guardrail said.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// text is the text that waits, as the guardrails before this one left it. Bounded; in full
+	// in the transcript.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Text string `json:"text,omitempty"`
+}

@@ -206,7 +206,10 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 		for _, line := range runview.Reaching(st.gate, p.Since.Time, time.Now()) {
 			fmt.Fprintf(out, "  %s\n", line)
 		}
-		if c := p.ToolCall; c != nil {
+		if g := p.Guard; g != nil {
+			fmt.Fprintf(out, "  Guardrail %s asks a person to review %s of step %d%s; approved, the run goes on with it, rejected, it is blocked:\n%s\n",
+				g.Guardrail, guardedWhat(*g), g.Step, prefixed(": ", g.Reason), indent(indent(g.Text)))
+		} else if c := p.ToolCall; c != nil {
 			h := runview.Held(c, st.held, st.unread)
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))
 			if h.Note != "" {
@@ -221,4 +224,15 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 	if p := s.PendingInput; p != nil {
 		fmt.Fprintf(out, "\n%s asks:\n%s\n  kubectl baton reply %s \"...\"\n", p.Agent, indent(indent(p.Question)), run.Name)
 	}
+}
+
+// guardedWhat names the text a guardrail's gate holds.
+func guardedWhat(g v1alpha1.PendingGuard) string {
+	switch g.Stage {
+	case v1alpha1.StageToolResult:
+		return fmt.Sprintf("the result of call %d", g.Call)
+	case v1alpha1.StageModelInput:
+		return "the input"
+	}
+	return "the output"
 }

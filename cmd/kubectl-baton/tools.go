@@ -25,11 +25,20 @@ func printToolRecord(w io.Writer, r records.Record) {
 		}
 	case "tool":
 		fmt.Fprintf(w, "=== step %d: tool call %s %s, %s%s\n", r.Step, records.CallString(b.ToolCall), at, time.Duration(b.LatencyMs)*time.Millisecond, toolNote(b))
-		fmt.Fprintf(w, "--- result\n%s\n", indent(b.Content))
+		if b.Held != "" {
+			fmt.Fprintf(w, "--- result (held for review at gate %s before the model saw it)\n%s\n", b.Held, indent(b.Content))
+		} else {
+			fmt.Fprintf(w, "--- result\n%s\n", indent(b.Content))
+		}
 	case "tool-start":
 		fmt.Fprintf(w, "=== step %d: sending call #%d of %s/%s (side effects; idempotency key %s) %s\n", r.Step, r.Call, b.Server, b.Tool, b.IdempotencyKey, at)
 	case "tool-gate":
 		fmt.Fprintf(w, "=== step %d: call %s waits at gate %s %s\n", r.Step, records.CallString(b.ToolCall), b.Gate, at)
+	case "guard-gate":
+		if g := b.Guard; g != nil {
+			fmt.Fprintf(w, "=== step %d: %s waits at gate %s for review %s%s\n", r.Step, guardedWhat(*g), b.Gate, at, prefixed(": ", g.Reason))
+			fmt.Fprintf(w, "--- held\n%s\n", indent(g.Text))
+		}
 	default:
 		fmt.Fprintf(w, "=== step %d: %s %s\n", r.Step, r.Kind, at)
 	}
@@ -61,6 +70,8 @@ func toolLine(r records.Record) string {
 		what = fmt.Sprintf("#%d %s/%s sending", r.Call, b.Server, b.Tool)
 	case "tool-gate":
 		what = "waits at gate " + b.Gate
+	case "guard-gate":
+		what = "held for review at gate " + b.Gate
 	default:
 		what = string(r.Kind)
 	}

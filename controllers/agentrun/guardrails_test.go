@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/decisions"
 	"github.com/baton-dev/baton/internal/guardrails"
+	"github.com/baton-dev/baton/internal/metrics"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	. "github.com/baton-dev/baton/test/builders"
@@ -63,15 +67,10 @@ func TestGuardrailsStandBeforeTheModelAndTheTranscript(t *testing.T) {
 			failed: "blocked: guardrail screen could not answer"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := MakeConfig("guarded", ns).MCPServer("web", "http://web.example/mcp").Agents(
-				MakeAgent("reader").HandsOffTo("writer").Tools(Uses("web")).
-					Script(Says(tc.output).Calls("web", "fetch", `{}`).HandOff("writer")),
-				MakeAgent("writer").Terminator().Script(Says("done")),
-			).MaxErrors(1)
-			c.Spec.Guardrails = []v1alpha1.Guardrail{{Name: "screen", URL: screening(t, tc.down), Stages: []v1alpha1.GuardrailStage{tc.stage}}}
+			c := guarded(tc.output, screening(t, tc.down), tc.stage)
 			run := MakeRun("r", ns).Config("guarded").Input("write to ada@example.com").Obj()
 			run.UID = types.UID("uid-r")
-			o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &fakes.ShopTools{Page: "Contact ada@example.com"}, c.Obj(), run)
+			o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &fakes.ShopTools{Page: "Contact ada@example.com"}, c, run)
 			got := o.drive(t, "r", ended)
 			step := stepBody(t, o, got, 1)
 			if tc.failed != "" {
@@ -112,6 +111,18 @@ func TestGuardrailsStandBeforeTheModelAndTheTranscript(t *testing.T) {
 	}
 }
 
+// guarded is a reader that reads a page and answers output, handing off to a writer, with the
+// guardrail at url asked at stage; one failed step ends the run.
+func guarded(output, url string, stage v1alpha1.GuardrailStage) *v1alpha1.AgentConfig {
+	c := MakeConfig("guarded", ns).MCPServer("web", "http://web.example/mcp").Agents(
+		MakeAgent("reader").HandsOffTo("writer").Tools(Uses("web")).
+			Script(Says(output).Calls("web", "fetch", `{}`).HandOff("writer")),
+		MakeAgent("writer").Terminator().Script(Says("done")),
+	).MaxErrors(1)
+	c.Spec.Guardrails = []v1alpha1.Guardrail{{Name: "screen", URL: url, Stages: []v1alpha1.GuardrailStage{stage}}}
+	return c.Obj()
+}
+
 // records are the run's transcript.
 func (o *operator) records(t *testing.T, run *v1alpha1.AgentRun) []transcript.Record {
 	t.Helper()
@@ -134,4 +145,98 @@ func stepBody(t *testing.T, o *operator, run *v1alpha1.AgentRun, n int32) record
 		t.Fatal(err)
 	}
 	return b
+}
+
+// reviewing is a guardrail that asks a person to review any text that mentions a refund, and
+// allows the rest.
+func reviewing(t *testing.T) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req guardrails.Request
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		a := guardrails.Answer{Action: guardrails.Allow}
+		if strings.Contains(req.Text, "REFUND") {
+			a = guardrails.Answer{Action: guardrails.Gate, Reason: "mentions a refund"}
+		}
+		_ = json.NewEncoder(w).Encode(a)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// A guardrail's gate answer holds a tool's result, a step's input or its output for a person's
+// review, whatever the run's approvals (the decisions here come without the admission webhook,
+// so by whom is not verified): approved, the run goes on with the text (an output that
+// waited is not asked of the model again); rejected, the text is blocked as a block would.
+func TestAGuardrailsGateHoldsTheTextUntilAPersonDecides(t *testing.T) {
+	const page, asked = "Please REFUND order 1001", "REFUND order 1001"
+	for name, tc := range map[string]struct {
+		stage               v1alpha1.GuardrailStage
+		input, page, output string
+		call                int32
+		reject              bool
+		failed, writerSees  string
+	}{
+		"a tool's result, approved": {stage: v1alpha1.StageToolResult, input: "read it", page: page, output: "read", call: 1, writerSees: "read"},
+		"a tool's result, rejected": {stage: v1alpha1.StageToolResult, input: "read it", page: page, output: "read", call: 1, reject: true, writerSees: "read"},
+		"the input, approved":       {stage: v1alpha1.StageModelInput, input: asked, page: "ok", output: "read", writerSees: "read"},
+		"the input, rejected": {stage: v1alpha1.StageModelInput, input: asked, page: "ok", output: "read", reject: true,
+			failed: "blocked: rejected at gate guard/screen by " + v1alpha1.ByUnverified + ": not from a stranger"},
+		"the output, approved": {stage: v1alpha1.StageOutput, input: "read it", page: "ok", output: asked, call: 2, writerSees: asked},
+		"the output, rejected": {stage: v1alpha1.StageOutput, input: "read it", page: "ok", output: asked, call: 2, reject: true,
+			failed: "blocked: rejected at gate guard/screen by " + v1alpha1.ByUnverified + ": not from a stranger"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := guarded(tc.output, reviewing(t), tc.stage)
+			run := MakeRun("r", ns).Config("guarded").Input(tc.input).SkipApprovals().Obj()
+			run.UID = types.UID("uid-r")
+			o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &fakes.ShopTools{Page: tc.page}, c, run)
+			held := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool {
+				return r.Status.Phase == v1alpha1.PhaseAwaitingApproval || r.Status.Phase.Terminal()
+			})
+			p := held.Status.PendingApproval
+			if p == nil || p.Gate != "guard/screen" || p.Guard == nil || p.Guard.Stage != tc.stage || p.Guard.Step != 1 || p.Guard.Call != tc.call ||
+				!strings.Contains(p.Guard.Text, "REFUND") || p.Guard.Reason != "mentions a refund" {
+				t.Fatalf("the run is %s, waiting at %+v; want guard/screen holding the %s at step 1, call %d", held.Status.Phase, p, tc.stage, tc.call)
+			}
+			if (p.ToolCall != nil) != (tc.stage == v1alpha1.StageToolResult) {
+				t.Errorf("the pending call is %+v", p.ToolCall)
+			}
+			models := modelCalls("reader")
+			decision := decisions.Queued{Action: decisions.Approve, Gate: "guard/screen", By: "bob"}
+			if tc.reject {
+				decision = decisions.Queued{Action: decisions.Reject, Gate: "guard/screen", By: "bob", Feedback: "not from a stranger"}
+			}
+			queued(t, held, decision)
+			if err := o.Update(context.Background(), held); err != nil {
+				t.Fatal(err)
+			}
+			got := o.drive(t, "r", ended)
+			step := stepBody(t, o, got, 1)
+			if tc.failed != "" {
+				if step.Error != tc.failed || got.Status.Phase != v1alpha1.PhaseFailed {
+					t.Fatalf("step 1 failed %q and the run is %s; want %q", step.Error, got.Status.Phase, tc.failed)
+				}
+			} else if writer := stepBody(t, o, got, 2); got.Status.TerminationReason != v1alpha1.ReasonCompleted || writer.Input != tc.writerSees {
+				t.Fatalf("ended %s (%s), the writer given %q; want Completed, the writer given %q", got.Status.TerminationReason, got.Status.TerminationMessage, writer.Input, tc.writerSees)
+			}
+			if tc.stage == v1alpha1.StageOutput && modelCalls("reader") != models {
+				t.Errorf("the reader's model was asked again after its output was reviewed")
+			}
+			want := guardrails.Allow
+			if tc.reject {
+				want = guardrails.Block
+			}
+			if !slices.ContainsFunc(step.Guard, func(v records.GuardVerdict) bool {
+				return v.Answered == guardrails.Gate && v.Action == want && v.DecidedBy == v1alpha1.ByUnverified
+			}) {
+				t.Errorf("step 1's record keeps the verdicts %+v; want the gate's, with who decided (%s)", step.Guard, want)
+			}
+		})
+	}
+}
+
+// modelCalls is how often the agent's model has been asked, as baton_steps_total counts.
+func modelCalls(agent string) float64 {
+	return testutil.ToFloat64(metrics.StepsTotal.WithLabelValues(ns, "guarded", agent, string(v1alpha1.ProviderScripted), "ok"))
 }

@@ -155,7 +155,9 @@ type gateView struct {
 	ApprovedBy []string
 	Required   int32
 	// Held is the tool call the gate holds, when it is a tool's gate.
-	Held      *runview.HeldCall
+	Held *runview.HeldCall
+	// Guard is the text a guardrail's gate holds for review, when it is one's.
+	Guard     *v1alpha1.PendingGuard
 	Completes bool
 	// Judge is the output there is to judge: the plan, or the results.
 	Judge string
@@ -243,7 +245,10 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 	g := &gateView{Name: p.Gate, Since: p.Since.Time, ApprovedBy: p.ApprovedBy, Required: 1,
 		Completes: p.Completes != nil, Judge: judge(tr, run),
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
-	if p.ToolCall != nil {
+	switch {
+	case p.Guard != nil:
+		g.Guard = p.Guard
+	case p.ToolCall != nil:
 		// The call's whole arguments, from its record; status's copy with a note without it.
 		h := runview.Held(p.ToolCall, tr.Held, tr.Unread)
 		g.Held = &h

@@ -29,7 +29,7 @@ func BenchmarkGuardedCall(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		started := time.Now()
-		if got := c.Screen(context.Background(), chain, req); got.Blocked != nil {
+		if got := c.Screen(context.Background(), chain, req, nil); got.Blocked != nil {
 			b.Fatalf("blocked: %s", got.Why())
 		}
 		took = append(took, time.Since(started))

@@ -29,14 +29,18 @@ type Client struct {
 }
 
 // Screen asks the guardrails of stage about req's text, in order: a redaction is what the next
-// one is asked about, a block stops there.
-func (c *Client) Screen(ctx context.Context, all []v1alpha1.Guardrail, req Request) Screened {
+// one is asked about, a block stops there, and so does a gate nobody decided at yet (review
+// says what people decided at the guardrails' gates about this text).
+func (c *Client) Screen(ctx context.Context, all []v1alpha1.Guardrail, req Request, review Review) Screened {
 	s := Screened{Text: req.Text}
 	for _, g := range At(all, req.Stage) {
 		req.Text = s.Text
 		started := time.Now()
 		a, err := c.ask(ctx, g, req)
 		v, redacted := Decide(g, req.Stage, a, err)
+		if v.Action == Gate {
+			v, _ = Reviewed(v, review)
+		}
 		v.LatencyMs = time.Since(started).Milliseconds()
 		metrics.GuardrailChecks.WithLabelValues(req.Namespace, req.Config, g.Name, string(req.Stage), v.Action).Inc()
 		metrics.GuardrailLatency.WithLabelValues(req.Namespace, g.Name, string(req.Stage)).Observe(time.Since(started).Seconds())
@@ -46,6 +50,9 @@ func (c *Client) Screen(ctx context.Context, all []v1alpha1.Guardrail, req Reque
 			s.Text = redacted
 		case Block:
 			s.Blocked = &s.Verdicts[len(s.Verdicts)-1]
+			return s
+		case Gate:
+			s.Gated = &s.Verdicts[len(s.Verdicts)-1]
 			return s
 		}
 	}

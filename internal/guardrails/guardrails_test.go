@@ -77,6 +77,10 @@ func screenCases(t *testing.T, pii, injection, down, gate, odd string) {
 		wantWhy   string
 		wantLast  string
 		wantCount int
+		// review is what people decided at the guardrails' gates; wantGated that a gate holds
+		// the text (as wantText).
+		review    guardrails.Review
+		wantGated bool
 	}{
 		"a redaction is what the next guardrail is asked about": {
 			chain: []v1alpha1.Guardrail{guardrail("pii", pii, ""), guardrail("injection", injection, "")},
@@ -90,16 +94,28 @@ func screenCases(t *testing.T, pii, injection, down, gate, odd string) {
 		"a guardrail that is down fails open when told to": {
 			chain: []v1alpha1.Guardrail{guardrail("down", down, v1alpha1.FailOpen)},
 			text:  "hello", wantText: "hello", wantLast: guardrails.Allow, wantCount: 1},
-		"a gate answer holds the text back": {
-			chain: []v1alpha1.Guardrail{guardrail("gate", gate, "")},
-			text:  "refund it", wantWhy: "blocked by guardrail gate: looks like a refund", wantLast: guardrails.Block, wantCount: 1},
+		"a gate nobody decided at holds the text as the guardrails before it left it": {
+			chain: []v1alpha1.Guardrail{guardrail("pii", pii, ""), guardrail("gate", gate, ""), guardrail("injection", injection, "")},
+			text:  "write to ada@example.com", wantText: "write to [email]", wantGated: true, wantLast: guardrails.Gate, wantCount: 2},
+		"a gate approved lets the text on to the next guardrail": {
+			chain:  []v1alpha1.Guardrail{guardrail("gate", gate, ""), guardrail("injection", injection, "")},
+			review: decided("gate", v1alpha1.RecordApproved, ""),
+			text:   "refund it", wantText: "refund it", wantLast: guardrails.Allow, wantCount: 2},
+		"a gate rejected blocks the text, saying who rejected it and why": {
+			chain:  []v1alpha1.Guardrail{guardrail("gate", gate, ""), guardrail("pii", pii, "")},
+			review: decided("gate", v1alpha1.RecordRejected, "no refunds from a web page"),
+			text:   "refund it", wantWhy: "blocked: rejected at gate guard/gate by bob: no refunds from a web page", wantLast: guardrails.Block, wantCount: 1},
+		"a decision at another guardrail's gate decides nothing here": {
+			chain:  []v1alpha1.Guardrail{guardrail("gate", gate, "")},
+			review: decided("other", v1alpha1.RecordApproved, ""),
+			text:   "refund it", wantText: "refund it", wantGated: true, wantLast: guardrails.Gate, wantCount: 1},
 		"an answer of no known action blocks": {
 			chain: []v1alpha1.Guardrail{guardrail("odd", odd, v1alpha1.FailOpen)},
 			text:  "hello", wantWhy: "blocked by guardrail odd", wantLast: guardrails.Block, wantCount: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the guardrail that is down is waited on through its retries
-			s := client().Screen(context.Background(), tc.chain, guardrails.Request{Stage: v1alpha1.StageToolResult, Namespace: "ns", Run: "r", Text: tc.text})
+			s := client().Screen(context.Background(), tc.chain, guardrails.Request{Stage: v1alpha1.StageToolResult, Namespace: "ns", Run: "r", Text: tc.text}, tc.review)
 			if len(s.Verdicts) != tc.wantCount || s.Verdicts[len(s.Verdicts)-1].Action != tc.wantLast {
 				t.Fatalf("verdicts %+v; want %d ending %s", s.Verdicts, tc.wantCount, tc.wantLast)
 			}
@@ -112,7 +128,20 @@ func screenCases(t *testing.T, pii, injection, down, gate, odd string) {
 			if s.Blocked != nil || s.Text != tc.wantText {
 				t.Fatalf("text %q (blocked %+v); want %q", s.Text, s.Blocked, tc.wantText)
 			}
+			if (s.Gated != nil) != tc.wantGated {
+				t.Fatalf("gated %+v; want gated %v", s.Gated, tc.wantGated)
+			}
 		})
+	}
+}
+
+// decided is people's decision at the gate of one guardrail.
+func decided(guardrail, decision, feedback string) guardrails.Review {
+	return func(g string) (v1alpha1.ApprovalRecord, bool) {
+		if g != guardrail {
+			return v1alpha1.ApprovalRecord{}, false
+		}
+		return v1alpha1.ApprovalRecord{Gate: v1alpha1.GuardGateName(g), Decision: decision, By: "bob", Feedback: feedback}, true
 	}
 }
 
@@ -120,11 +149,11 @@ func TestAGuardrailIsAskedOnlyAtItsStagesWithItsHeaders(t *testing.T) {
 	s, asked, auth := service(t, func(guardrails.Request) (int, string) { return 200, `{"action":"allow"}` })
 	g := guardrail("pii", s.URL, "")
 	c := client()
-	c.Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageOutput, Namespace: "ns", Text: "x"})
+	c.Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageOutput, Namespace: "ns", Text: "x"}, nil)
 	if asked.Load() != 0 {
 		t.Fatal("a ToolResult guardrail was asked about an output")
 	}
-	c.Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageToolResult, Namespace: "team-a", Text: "x"})
+	c.Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageToolResult, Namespace: "team-a", Text: "x"}, nil)
 	if asked.Load() != 1 || auth.Load() != "Bearer team-a/guard-auth" {
 		t.Fatalf("asked %d times with Authorization %v; want once, with the run's namespace's Secret", asked.Load(), auth.Load())
 	}
@@ -137,7 +166,7 @@ func TestASlowGuardrailIsBoundedByItsTimeout(t *testing.T) {
 	g := guardrail("slow", s.URL, "")
 	g.Timeout = v1alpha1.NewDuration(200 * time.Millisecond)
 	started := time.Now()
-	got := client().Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageToolResult, Text: "x"})
+	got := client().Screen(context.Background(), []v1alpha1.Guardrail{g}, guardrails.Request{Stage: v1alpha1.StageToolResult, Text: "x"}, nil)
 	if got.Blocked == nil || got.Blocked.Failed == "" || time.Since(started) > 5*time.Second {
 		t.Fatalf("a guardrail past its timeout gave %+v after %s; want it failed closed within its timeout", got.Blocked, time.Since(started))
 	}

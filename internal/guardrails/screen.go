@@ -68,8 +68,7 @@ func Decide(g v1alpha1.Guardrail, stage v1alpha1.GuardrailStage, a Answer, faile
 		v.Action = Redact
 		return v, textbound.Bytes(a.Text, MaxTextBytes)
 	case Gate:
-		// Held for a person's review is not offered yet: held back all the same.
-		v.Action, v.Answered = Block, Gate
+		v.Action = Gate
 	default:
 		v.Action, v.Answered = Block, textbound.Bytes(a.Action, 64)
 		v.Reason = textbound.Bytes(fmt.Sprintf("the guardrail answered %q, which is none of allow, block, redact and gate", a.Action), maxReasonBytes)
@@ -83,6 +82,9 @@ type Screened struct {
 	Text string
 	// Blocked is the verdict that held the text back, if one did.
 	Blocked *Verdict
+	// Gated is the verdict that holds the text for a person's review at the guardrail's gate,
+	// if one does: Text is then the text as the guardrails before it left it.
+	Gated *Verdict
 	// Verdicts are every guardrail's, in order.
 	Verdicts []Verdict
 }
@@ -94,6 +96,8 @@ func (s Screened) Why() string {
 	}
 	b := s.Blocked
 	switch {
+	case b.DecidedBy != "":
+		return fmt.Sprintf("blocked: rejected at gate %s by %s%s", v1alpha1.GuardGateName(b.Guardrail), b.DecidedBy, prefixed(": ", b.Reason))
 	case b.Failed != "":
 		return fmt.Sprintf("blocked: guardrail %s could not answer (%s)", b.Guardrail, b.Failed)
 	case b.Reason != "":
@@ -111,4 +115,34 @@ func At(all []v1alpha1.Guardrail, stage v1alpha1.GuardrailStage) []v1alpha1.Guar
 		}
 	}
 	return out
+}
+
+// Review is what people decided at a guardrail's gate about the text being screened, if they
+// did: the gate's rejection or approval (workflow.GateDecision).
+type Review func(guardrail string) (rec v1alpha1.ApprovalRecord, decided bool)
+
+// Reviewed is what a gate answer comes to once people decided at the guardrail's gate: allow
+// when they approved, block with their feedback when they rejected. decided is false while
+// nobody has.
+func Reviewed(v Verdict, review Review) (Verdict, bool) {
+	if review == nil {
+		return v, false
+	}
+	rec, decided := review(v.Guardrail)
+	if !decided {
+		return v, false
+	}
+	v.Answered, v.DecidedBy = Gate, rec.By
+	v.Action = Allow
+	if rec.Decision == v1alpha1.RecordRejected {
+		v.Action, v.Reason = Block, textbound.Bytes(rec.Feedback, maxReasonBytes)
+	}
+	return v, true
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }

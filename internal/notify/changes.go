@@ -95,8 +95,9 @@ func gateOpened(f Facts) (Event, bool) {
 	return e, true
 }
 
-// gateEvent is an event of the gate the run waits at: its deadline and what waits (a tool
-// call; a step's output is read from the transcript by whoever sends it).
+// gateEvent is an event of the gate the run waits at: its deadline and what waits (a text a
+// guardrail holds, a tool call; a step's output is read from the transcript by whoever sends
+// it).
 func (f Facts) gateEvent(t v1alpha1.NotifyEvent, p *v1alpha1.PendingApproval, of ...string) Event {
 	e := f.event(t, append([]string{p.Gate, stamp(p.Since.Time)}, of...)...)
 	e.Gate, e.URL = p.Gate, f.url("gate")
@@ -104,7 +105,12 @@ func (f Facts) gateEvent(t v1alpha1.NotifyEvent, p *v1alpha1.PendingApproval, of
 		d := p.Expires.Time
 		e.Deadline = &d
 	}
-	if c := p.ToolCall; c != nil {
+	switch {
+	case p.Guard != nil:
+		// What a guardrail holds for review: status's copy of it.
+		e.Waiting = WaitingOutput(p.Guard.Text)
+	case p.ToolCall != nil:
+		c := p.ToolCall
 		e.Waiting = WaitingCall(c.Server + "/" + c.Tool + " " + c.Arguments)
 	}
 	return e

@@ -118,7 +118,7 @@ func (b StepBody) Next() string {
 // result the workflow core applies. The result counts what its records take of the run's
 // transcript budget.
 func ResultOf(rec transcript.Record) (workflow.StepResult, error) {
-	if rec.Kind == transcript.KindToolGate {
+	if rec.Kind == transcript.KindToolGate || rec.Kind == transcript.KindGuardGate {
 		var b HeldBody
 		if err := json.Unmarshal(rec.Body, &b); err != nil {
 			return workflow.StepResult{}, fmt.Errorf("the transcript's record of step %d held at a gate cannot be read: %w", rec.Step, err)

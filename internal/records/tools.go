@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/textbound"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
 )
@@ -52,9 +53,12 @@ type CallBody struct {
 	// Taint is where untrusted content in the call's context came from, when there was some.
 	Taint string `json:"taint,omitempty"`
 	// Guard are the guardrails' verdicts on the call's result, before the model saw it.
-	Guard     []GuardVerdict `json:"guard,omitempty"`
-	Started   time.Time      `json:"started"`
-	LatencyMs int64          `json:"latencyMs"`
+	Guard []GuardVerdict `json:"guard,omitempty"`
+	// Held is the guardrail's gate the result waits at for a person's review: the model has
+	// not seen it, and sees it only as the decision there lets it.
+	Held      string    `json:"held,omitempty"`
+	Started   time.Time `json:"started"`
+	LatencyMs int64     `json:"latencyMs"`
 }
 
 // HeldBody is a tool-gate record: the step held at a call, and what it used until then.
@@ -77,19 +81,42 @@ type HeldBody struct {
 	// Taint is the step's, when its context held untrusted content: a call held at its taint
 	// gate says where it came from.
 	Taint *v1alpha1.Taint `json:"taint,omitempty"`
+	// Guard is the text a guardrail's gate holds (a guard-gate record), and Answer the step's
+	// answer whole when it is its output that waits: the step goes on from it once the gate is
+	// decided, without asking the model again.
+	Guard  *v1alpha1.PendingGuard `json:"guard,omitempty"`
+	Answer *workflow.Result       `json:"answer,omitempty"`
 }
 
-// NewHeld is the tool-gate record body of a step held at res's call.
+// NewHeld is the gate record body of a step held at res's call, or at a guardrail's gate.
 func NewHeld(res workflow.StepResult) HeldBody {
 	return HeldBody{Agent: res.Agent, Input: res.Input, Gate: res.Held.Gate, Call: res.Held.Call,
 		Tokens: res.Tokens, CountedTokens: res.CountedTokens, InputTokens: res.InputTokens, CountedInputTokens: res.CountedInputTokens,
 		ToolCalls: res.ToolCalls, CountedToolCalls: res.CountedToolCalls,
-		Cost: res.Cost, CountedCost: res.CountedCost, Currency: res.Currency, Taint: res.Taint}
+		Cost: res.Cost, CountedCost: res.CountedCost, Currency: res.Currency, Taint: res.Taint, Guard: heldGuard(res.Held.Guard)}
 }
 
-// Record is the step's tool-gate record.
+// maxHeldText bounds the copy of a held text a guard-gate record keeps: the text is whole in the
+// call's record, the step's input or the answer the record keeps.
+const maxHeldText = 4 << 10
+
+func heldGuard(g *v1alpha1.PendingGuard) *v1alpha1.PendingGuard {
+	if g == nil {
+		return nil
+	}
+	out := *g
+	out.Text = textbound.Bytes(out.Text, maxHeldText)
+	return &out
+}
+
+// Record is the step's gate record: a tool-gate record, or a guard-gate record keyed by where
+// in the step the held text came.
 func (b HeldBody) Record(run RunID, step int32, ended time.Time) transcript.Record {
-	return run.Record(transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: b.Call.Index}, ended, transcript.Body(b))
+	key := transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: b.Call.Index}
+	if b.Guard != nil {
+		key = transcript.Key{Kind: transcript.KindGuardGate, Step: step, Call: b.Guard.Call}
+	}
+	return run.Record(key, ended, transcript.Body(b))
 }
 
 // StepResult is the held step as the workflow core applies it.
@@ -98,7 +125,7 @@ func (b HeldBody) StepResult() workflow.StepResult {
 		Tokens: b.Tokens, CountedTokens: b.CountedTokens, InputTokens: b.InputTokens, CountedInputTokens: b.CountedInputTokens,
 		ToolCalls: b.ToolCalls, CountedToolCalls: b.CountedToolCalls,
 		Cost: b.Cost, CountedCost: b.CountedCost, Currency: b.Currency, Taint: b.Taint,
-		Held: &workflow.Held{Gate: b.Gate, Call: b.Call, Taint: heldTaint(b)},
+		Held: &workflow.Held{Gate: b.Gate, Call: b.Call, Taint: heldTaint(b), Guard: b.Guard},
 	}}
 }
 
@@ -128,6 +155,10 @@ type Tool struct {
 	IdempotencyKey string
 	LatencyMs      int64
 	Gate           string
+	// Guard is what a guardrail's gate holds, for a step held there; Held is the gate a call's
+	// result waited at.
+	Guard *v1alpha1.PendingGuard
+	Held  string
 }
 
 // toolOf reads a tool record's body by its kind.
@@ -142,10 +173,10 @@ func toolOf(kind transcript.Kind, body json.RawMessage) Tool {
 	case transcript.KindTool:
 		b := bodyAs[CallBody](body)
 		return Tool{Agent: b.Agent, ToolCall: b.ToolCall, ToolOutcome: b.ToolOutcome, Refused: b.Refused,
-			ApprovedBy: b.ApprovedBy, IdempotencyKey: b.IdempotencyKey, LatencyMs: b.LatencyMs}
-	case transcript.KindToolGate:
+			ApprovedBy: b.ApprovedBy, IdempotencyKey: b.IdempotencyKey, LatencyMs: b.LatencyMs, Held: b.Held}
+	case transcript.KindToolGate, transcript.KindGuardGate:
 		b := bodyAs[HeldBody](body)
-		return Tool{Agent: b.Agent, ToolCall: b.Call, Gate: b.Gate, Tokens: b.Tokens}
+		return Tool{Agent: b.Agent, ToolCall: b.Call, Gate: b.Gate, Tokens: b.Tokens, Guard: b.Guard}
 	}
 	return Tool{}
 }
@@ -172,8 +203,9 @@ func CallString(c workflow.ToolCall) string {
 type GuardVerdict struct {
 	Guardrail string                  `json:"guardrail"`
 	Stage     v1alpha1.GuardrailStage `json:"stage"`
-	// Action is what the answer came to: allow, block or redact (a gate answer blocks until it
-	// can be held for review).
+	// Action is what the answer came to: allow, block, redact, or gate (the text held for a
+	// person's review at guard/<guardrail>); a gate decided comes to allow or block, with who
+	// decided in DecidedBy.
 	Action string `json:"action"`
 	// Answered is what the guardrail answered, when it differs from Action.
 	Answered string `json:"answered,omitempty"`
@@ -182,4 +214,6 @@ type GuardVerdict struct {
 	// policy makes of that.
 	Failed    string `json:"failed,omitempty"`
 	LatencyMs int64  `json:"latencyMs"`
+	// DecidedBy is who approved or rejected the text at the guardrail's gate.
+	DecidedBy string `json:"decidedBy,omitempty"`
 }

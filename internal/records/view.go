@@ -39,8 +39,11 @@ func (r Record) HistoryBody() HistoryBody { return bodyAs[HistoryBody](r.Body) }
 // SummaryBody reads a summary record's body.
 func (r Record) SummaryBody() SummaryBody { return bodyAs[SummaryBody](r.Body) }
 
-// IsTool says whether the record is one of a tool call's.
-func (r Record) IsTool() bool { return strings.HasPrefix(string(r.Kind), "tool") }
+// IsTool says whether the record is one of a tool call's, or of a step held at a gate inside
+// it (a tool's, or a guardrail's).
+func (r Record) IsTool() bool {
+	return strings.HasPrefix(string(r.Kind), "tool") || r.Kind == transcript.KindGuardGate
+}
 
 // ToolBody reads a tool record's body.
 func (r Record) ToolBody() Tool { return toolOf(r.Kind, r.Body) }

@@ -190,22 +190,37 @@ func (c *stepCall) provider() string {
 // goroutine waits on the agent below this frame: what it keeps for the step is in c.
 func (c *stepCall) call(ctx context.Context) *workflow.StepResult {
 	ctx, span := startStep(ctx, tracedRun(c.rid, c.config), c.step.Number, c.spec)
-	req, err := c.request(ctx, span != noSpan)
-	var res *workflow.StepResult
-	if err != nil {
-		res = &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Error: err.Error()}
-	} else {
-		res = c.ask(ctx, req)
+	res, req := c.answer(ctx, span != noSpan)
+	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.TraceContent && req != nil)
+	return res
+}
+
+// answer is the step's answer, and the request it answered when one was made: the agent's,
+// screened by the guardrails, or the one a guardrail's gate held, once people decided there.
+func (c *stepCall) answer(ctx context.Context, traced bool) (*workflow.StepResult, *agents.Request) {
+	if res, err := c.heldOutput(ctx); err != nil || res != nil {
+		if err != nil {
+			res = &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Error: err.Error()}
+		}
+		return res, nil
 	}
+	req, err := c.request(ctx, traced)
+	var held *workflow.Held
+	switch {
+	case errors.As(err, &held):
+		return &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Result: workflow.Result{Held: held}}, req
+	case err != nil:
+		return &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Error: err.Error()}, req
+	}
+	res := c.ask(ctx, req)
 	c.mu.Lock()
 	if b := c.box; b != nil && res.Taint == nil {
 		// What the step's tools brought into its context: the run is tainted from here.
 		res.Taint = b.Taint()
 	}
 	c.mu.Unlock()
-	c.screenOutput(ctx, res)
-	endStep(span, req, &res.Result, res.Error, res.TimedOut, c.r.TraceContent)
-	return res
+	c.screenOutput(ctx, res, c.outputCall())
+	return res, req
 }
 
 // request is what the step's agent is asked: what the run's status says, what the transcript
@@ -340,7 +355,7 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 	// ends with (an answer that came after the deadline is not).
 	metrics.CountTokens(c.rid.Namespace, c.config, c.spec, res.Result)
 	if res.Held != nil {
-		return records.NewHeld(res).Record(c.rid, c.step.Number, ended)
+		return heldRecord(c.rid, c.step.Number, res, ended)
 	}
 	var unavailable []string
 	var toolBytes int64
@@ -360,6 +375,18 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 	// again until the run's timeout: the failure is what is recorded, without the messages.
 	res = tooLarge(res, len(rec.Body))
 	return stepRecord(c.rid, c.step, c.spec, nil, res, workflow.Context(c.plan, &c.from, res), extra, started, ended)
+}
+
+// heldRecord is the gate record of a step held at a call or at a guardrail's gate: an output
+// that waits there is kept whole, with the answer it came in.
+func heldRecord(run records.RunID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
+	body := records.NewHeld(res)
+	if g := res.Held.Guard; g != nil && g.Stage == v1alpha1.StageOutput {
+		answer := res.Result
+		answer.Held = nil
+		body.Answer = &answer
+	}
+	return body.Record(run, step, ended)
 }
 
 // stepExtra is what a step's record keeps beside its result: the tool servers that could not be

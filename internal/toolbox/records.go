@@ -9,7 +9,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/baton-dev/baton/agents"
-	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/cost"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
@@ -20,7 +19,7 @@ import (
 // outcomes, and what gates it was held at counted.
 func stepProgress(ctx context.Context, store transcript.Store, runUID string, step int32) (agents.Progress, []records.CallBody, int64, error) {
 	recs, err := store.List(ctx, transcript.Query{RunUID: runUID, Step: &step,
-		Kinds: []transcript.Kind{transcript.KindToolTurn, transcript.KindTool, transcript.KindToolGate}})
+		Kinds: []transcript.Kind{transcript.KindToolTurn, transcript.KindTool, transcript.KindToolGate, transcript.KindGuardGate}})
 	if err != nil {
 		return agents.Progress{}, nil, 0, fmt.Errorf("reading step %d's tool calls from the transcript: %w", step, err)
 	}
@@ -45,7 +44,7 @@ func stepProgress(ctx context.Context, store transcript.Store, runUID string, st
 				return p, nil, 0, fmt.Errorf("reading step %d's call %d from the transcript: %w", step, rec.Call, err)
 			}
 			outcomes[rec.Call] = b
-		case transcript.KindToolGate:
+		case transcript.KindToolGate, transcript.KindGuardGate:
 			var b records.HeldBody
 			if err := json.Unmarshal(rec.Body, &b); err != nil {
 				return p, nil, 0, fmt.Errorf("reading step %d's gate at call %d from the transcript: %w", step, rec.Call, err)
@@ -102,22 +101,4 @@ func addToolUses(ctx context.Context, store transcript.Store, runUID string, ste
 		return fmt.Errorf("reading the run's tool calls from the transcript: %w", err)
 	}
 	return nil
-}
-
-// toolDecision is what people decided at the gate of a call, from the run's status: found is
-// false while no decision was taken.
-func toolDecision(approvals []v1alpha1.ApprovalRecord, gate string, step, call int32) (rec v1alpha1.ApprovalRecord, approvedBy []string, found bool) {
-	for _, a := range approvals {
-		if a.Gate != gate || a.Step != step || a.ToolCall != call {
-			continue
-		}
-		switch a.Decision {
-		case v1alpha1.RecordRejected:
-			return a, nil, true
-		case v1alpha1.RecordApproved, v1alpha1.RecordTimedOut:
-			rec, found = a, true
-			approvedBy = append(approvedBy, a.By)
-		}
-	}
-	return rec, approvedBy, found
 }

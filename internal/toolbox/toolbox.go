@@ -86,6 +86,8 @@ type Box struct {
 	// sent at once, so it is guarded.
 	mu    sync.Mutex
 	taint *v1alpha1.Taint
+	// verdicts are the guardrails' on results that waited at their gates (reviewed).
+	verdicts []records.GuardVerdict
 }
 
 var _ agents.Toolbox = (*Box)(nil)
@@ -111,6 +113,28 @@ func (b *Box) load(ctx context.Context) error {
 			b.tainted(c.Server, c.Tool)
 		}
 	}
+	return b.reviewAll(ctx, done)
+}
+
+// review gives the model the results that waited at guardrails' gates as people decided there.
+// done are the step's calls with outcomes, in the order of its exchanges' outcomes.
+func (b *Box) reviewAll(ctx context.Context, done []records.CallBody) error {
+	k := 0
+	for i := range b.progress.Exchanges {
+		outs := b.progress.Exchanges[i].Outcomes
+		for j := range outs {
+			c := done[k]
+			k++
+			if c.Held == "" {
+				continue
+			}
+			out, err := b.reviewed(ctx, c)
+			if err != nil {
+				return err
+			}
+			outs[j] = out
+		}
+	}
 	return nil
 }
 
@@ -133,6 +157,9 @@ func (b *Box) tainted(server, tool string) {
 		b.mu.Unlock()
 	}
 }
+
+// LastCall is the number of the step's last call so far: its output comes after it.
+func (b *Box) LastCall() int32 { return b.calls }
 
 // Progress is what the step did before this execution of it, read from the transcript.
 func (b *Box) Progress() agents.Progress { return b.progress }
@@ -262,7 +289,7 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		return refuse(workflow.TaintedWhy)
 	}
 	if g, ok := b.plan.CallGate(b.agent, call.Server, call.Tool, taint != nil); ok {
-		rec, approvedBy, decided := toolDecision(b.approvals, g.Name, b.step, call.Index)
+		rec, approvedBy, decided := workflow.GateDecision(b.approvals, g.Name, b.step, call.Index)
 		switch {
 		case !decided:
 			return agents.Prepared{}, &workflow.Held{Gate: g.Name, Call: call, Taint: body.Taint}
@@ -297,29 +324,78 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		send, span := StartSpan(send, call)
 		body.ToolOutcome, body.Structured = b.send(send, call, body.IdempotencyKey)
 		b.tainted(call.Server, call.Tool)
-		b.screen(ctx, &body)
+		s := b.screen(ctx, &body)
 		EndSpan(span, call, body.ToolOutcome, b.content)
 		body.LatencyMs = time.Since(body.Started).Milliseconds()
-		return body.ToolOutcome, b.recordCall(ctx, body)
+		if err := b.recordCall(ctx, body); err != nil || s.Gated == nil {
+			return body.ToolOutcome, err
+		}
+		// Recorded as it waits: its result is not sent again, and the model sees it only as
+		// people decide.
+		return body.ToolOutcome, b.heldResult(body, s)
 	}}, nil
 }
 
 // screen puts a call's result before the config's ToolResult guardrails, before the model or
 // the transcript sees it: a redaction replaces it, a block gives the model an error result with
-// the guardrail's reason.
-func (b *Box) screen(ctx context.Context, body *records.CallBody) {
+// the guardrail's reason, a gate holds it for a person's review (body.Held) as the guardrails
+// before it left it.
+func (b *Box) screen(ctx context.Context, body *records.CallBody) guardrails.Screened {
 	if len(b.plan.Spec.Guardrails) == 0 {
-		return
+		return guardrails.Screened{Text: body.Content}
 	}
 	s := b.guardrails.Screen(ctx, b.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageToolResult,
-		Namespace: b.run.Namespace, Run: b.run.Name, Agent: b.agent, Step: b.step, Text: body.Content, Config: b.config})
-	body.Guard = s.Verdicts
+		Namespace: b.run.Namespace, Run: b.run.Name, Agent: b.agent, Step: b.step, Text: body.Content, Config: b.config},
+		b.review(body.Index))
+	body.Guard = append(body.Guard, s.Verdicts...)
 	switch {
 	case s.Blocked != nil:
 		body.IsError, body.Content, body.Structured = true, s.Why(), nil
 	case s.Text != body.Content:
 		body.Content, body.Structured = s.Text, nil
 	}
+	if s.Gated != nil {
+		body.Held = v1alpha1.GuardGateName(s.Gated.Guardrail)
+	}
+	return s
+}
+
+// review is what people decided at the guardrails' gates about the result of the step's call.
+func (b *Box) review(call int32) guardrails.Review {
+	return func(guardrail string) (v1alpha1.ApprovalRecord, bool) {
+		rec, _, decided := workflow.GateDecision(b.approvals, v1alpha1.GuardGateName(guardrail), b.step, call)
+		return rec, decided
+	}
+}
+
+// heldResult is the wait of a call's result at the guardrail's gate that holds it.
+func (b *Box) heldResult(body records.CallBody, s guardrails.Screened) *workflow.Held {
+	g := s.Gated
+	return &workflow.Held{Gate: v1alpha1.GuardGateName(g.Guardrail), Call: body.ToolCall, Taint: body.Taint,
+		Guard: &v1alpha1.PendingGuard{Guardrail: g.Guardrail, Stage: v1alpha1.StageToolResult, Call: body.Index, Reason: g.Reason, Text: body.Content}}
+}
+
+// reviewed is the outcome of a call whose result waited at a guardrail's gate, once people
+// decided there: its result screened again with their decision, by the guardrails from the
+// one that held it. A result nobody decided about yet holds the step again.
+func (b *Box) reviewed(ctx context.Context, body records.CallBody) (workflow.ToolOutcome, error) {
+	body.Guard = nil
+	s := b.screen(ctx, &body)
+	b.mu.Lock()
+	b.verdicts = append(b.verdicts, s.Verdicts...)
+	b.mu.Unlock()
+	if s.Gated != nil {
+		return workflow.ToolOutcome{}, b.heldResult(body, s)
+	}
+	return body.ToolOutcome, nil
+}
+
+// Verdicts are the guardrails' verdicts on results that waited at their gates, screened again
+// as the step went on: the step's record keeps them.
+func (b *Box) Verdicts() []records.GuardVerdict {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.verdicts
 }
 
 // send makes the call on its server. A failure to get an answer is an error result.

@@ -36,6 +36,9 @@ const (
 	KindTool Kind = "tool"
 	// KindToolGate is a step held at a tool call that waits for approval.
 	KindToolGate Kind = "tool-gate"
+	// KindGuardGate is a step held at a guardrail's gate: a tool's result, the step's input or
+	// its output waits for a person's review (the output, whole, in the record).
+	KindGuardGate Kind = "guard-gate"
 	// KindProgress is what a remote agent reported while it worked on a step (an A2A agent's
 	// status updates), in order.
 	KindProgress Kind = "progress"

@@ -151,17 +151,25 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// Held is a call that waits for people at its gate: the step stops here and goes on once the
-// gate is decided.
+// Held is a call, or a text a guardrail asked a person to review, that waits for people at its
+// gate: the step stops here and goes on once the gate is decided.
 type Held struct {
 	Gate string
+	// Call is the call that waits, or whose result waits at a guardrail's gate; none for a
+	// step's input or output.
 	Call ToolCall
 	// Taint is where the untrusted content in the call's context came from, for a call held at
 	// its taint gate.
 	Taint string
+	// Guard is the text held at a guardrail's gate (guard/<guardrail>), with where in the step
+	// it came; the core sets its step.
+	Guard *v1alpha1.PendingGuard
 }
 
 func (h *Held) Error() string {
+	if g := h.Guard; g != nil {
+		return fmt.Sprintf("%s waits at gate %s", guardedText(*g, h.Call), h.Gate)
+	}
 	return fmt.Sprintf("call %d of %s/%s waits at gate %s", h.Call.Index, h.Call.Server, h.Call.Tool, h.Gate)
 }
 

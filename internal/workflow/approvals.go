@@ -95,8 +95,8 @@ func decide(p *Plan, st v1alpha1.AgentRunStatus, q decisions.Queued, now time.Ti
 		when = q.Time.Time
 	}
 	record := v1alpha1.ApprovalRecord{Gate: q.Gate, By: by, Time: metav1.NewTime(when), Feedback: q.Feedback}
-	if pa := s.PendingApproval; pa != nil && pa.ToolCall != nil && q.Action != decisions.Reply {
-		record.Step, record.ToolCall = pa.ToolCall.Step, pa.ToolCall.Call
+	if pa := s.PendingApproval; pa != nil && q.Action != decisions.Reply {
+		record.Step, record.ToolCall = heldAt(*pa)
 	}
 	if q.Feedback != "" {
 		addContext(&d, by, ContextFeedback, q.Feedback)
@@ -151,8 +151,8 @@ func approve(x *applying) {
 	passGate(x.p, x.d, x.q.Feedback, x.now)
 }
 
-// reject refuses a held tool call, which the agent is told of, or ends the run at its gate, or
-// sends it back to the agent that revises.
+// reject refuses a held tool call, which the agent is told of, or blocks a guardrail's held
+// text, or ends the run at its gate, or sends it back to the agent that revises.
 func reject(x *applying) {
 	s := &x.d.Status
 	x.record.Decision = v1alpha1.RecordRejected
@@ -160,6 +160,10 @@ func reject(x *applying) {
 	appendApproval(x.d, x.record, "")
 	pending := *s.PendingApproval
 	switch {
+	case pending.Guard != nil:
+		// The step goes on and blocks the text, as the guardrail's block would.
+		x.applied(fmt.Sprintf("%s: %s is blocked", x.what, guardedText(*pending.Guard, pendingCall(pending))))
+		resume(x.p, x.d, pending.Since, x.now)
 	case pending.ToolCall != nil:
 		// A rejected call is not made: the step goes on, and the agent is told.
 		x.applied(fmt.Sprintf("%s: the call is not made and %s is told", x.what, s.CurrentAgent))
@@ -237,10 +241,12 @@ func refuse(p *Plan, s *v1alpha1.AgentRunStatus, q decisions.Queued, by string) 
 		g, _ := p.pendingGate(s)
 		return fmt.Sprintf("%s already approved gate %s (%d of %d approvals); approvals must come from different people",
 			by, q.Gate, len(s.PendingApproval.ApprovedBy), required(g)), v1alpha1.ReasonAlreadyApproved, false
-	case q.Action == decisions.Approve && s.PendingApproval.ToolCall == nil:
+	case q.Action == decisions.Approve && !heldInStep(*s.PendingApproval):
 		if why, refused := p.selfApproval(q.Gate, by); refused {
 			return why, v1alpha1.ReasonSelfApproval, false
 		}
+	case q.Action == decisions.Reject && q.Revise != "" && s.PendingApproval.Guard != nil:
+		return fmt.Sprintf("gate %s holds a text a guardrail asked to review, which a rejection cannot send to another agent: reject it without revise and the text is blocked", q.Gate), v1alpha1.ReasonInvalidValue, false
 	case q.Action == decisions.Reject && q.Revise != "" && s.PendingApproval.ToolCall != nil:
 		return fmt.Sprintf("gate %s holds a tool call, which a rejection cannot send to another agent: reject it without revise and the agent is told", q.Gate), v1alpha1.ReasonInvalidValue, false
 	case q.Action == decisions.Reject && q.Revise != "":
@@ -308,15 +314,13 @@ func CheckWaiting(p *Plan, st v1alpha1.AgentRunStatus, now time.Time) (Update, b
 	g, _ := p.pendingGate(s)
 	if g.OnTimeout == "Approve" {
 		record := v1alpha1.ApprovalRecord{Gate: g.Name, Decision: v1alpha1.RecordTimedOut, By: v1alpha1.ByTimeout, Time: metav1.NewTime(now)}
-		if tc := s.PendingApproval.ToolCall; tc != nil {
-			record.Step, record.ToolCall = tc.Step, tc.Call
-		}
+		record.Step, record.ToolCall = heldAt(*s.PendingApproval)
 		appendApproval(&d, record, "")
 		msg := fmt.Sprintf("gate %s timed out after %s with nobody's decision (%d of %d approvals); its onTimeout: Approve lets the run go on",
 			g.Name, g.Timeout.OrZero(), len(s.PendingApproval.ApprovedBy), required(g))
 		setCondition(s, now, v1alpha1.ConditionDecision, metav1.ConditionTrue, v1alpha1.ReasonApplied, msg)
 		d.event(EventNormal, EventDecisionApplied, "%s", msg)
-		if s.PendingApproval.ToolCall == nil {
+		if !heldInStep(*s.PendingApproval) {
 			// The next agent is told that nobody decided: never that someone approved.
 			addContext(&d, "gate "+g.Name, ContextTimedOut, fmt.Sprintf(
 				"Nobody decided at gate %s within its timeout of %s. The run went on because the gate's onTimeout is Approve: nobody approved it.",

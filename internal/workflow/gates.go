@@ -157,10 +157,13 @@ func (p *Plan) skips(g v1alpha1.ApprovalGate) bool {
 	return p.skipGates && selfApprovalAllowed(g)
 }
 
-// gate is the gate of that name a run may wait at: one of the config's gates, or the gate of
-// a tool the agent with control calls.
+// gate is the gate of that name a run may wait at: one of the config's gates, the gate of a
+// tool the agent with control calls, or a guardrail's.
 func (p *Plan) gate(agent, name string) (v1alpha1.ApprovalGate, bool) {
 	if g, ok := p.toolGateNamed(agent, name); ok {
+		return g, true
+	}
+	if g, ok := p.guardGate(name); ok {
 		return g, true
 	}
 	return p.configGate(name)
@@ -286,8 +289,8 @@ func passGate(p *Plan, d *Update, feedback string, now time.Time) {
 		end(d, Trip{Reason: c.Reason, Message: c.Message}, now)
 		return
 	}
-	// A tool's gate goes back into the step it held: the step's input stays as it was.
-	if feedback != "" && pending.ToolCall == nil {
+	// A gate inside a step goes back into the step it held: the step's input stays as it was.
+	if feedback != "" && !heldInStep(pending) {
 		s.Input = statusText(s.Input+"\n\nFeedback at gate "+pending.Gate+": "+feedback, maxInput)
 	}
 	resume(p, d, pending.Since, now)

@@ -261,6 +261,10 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 		return d
 	}
 	taint(s, res.Taint)
+	if res.Held.Guard != nil {
+		holdGuard(p, &d, res, now)
+		return d
+	}
 	call := res.Held.Call
 	g, ok := p.gate(res.Agent, res.Held.Gate)
 	if !ok {
