@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,14 +95,10 @@ func TestResultContents(t *testing.T) {
 // The output schema server-everything declares (draft-07, with its $schema) compiles: its
 // structured results are checked, not waved through.
 func TestEverythingsOutputSchemaCompiles(t *testing.T) {
-	t.Parallel() // each has its own server, and waits on it
+	t.Parallel() // it waits on the server
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv, err := toolservers.StartEverything(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := Everything(t)
 	pool := NewPool(Options{})
 	defer pool.Close()
 	c, err := pool.Client(ctx, "ns", v1alpha1.ToolServer{Name: "everything", MCP: &v1alpha1.MCPServer{URL: srv.URL}}, nil)
@@ -120,4 +118,38 @@ func TestEverythingsOutputSchemaCompiles(t *testing.T) {
 	if problems, ok := l.schemas["get-structured-content"].check(json.RawMessage(`{"temperature":"hot","conditions":"x","humidity":1}`)); ok || !strings.Contains(problems, "/temperature") {
 		t.Fatalf("a result that does not match: %q, %v", problems, ok)
 	}
+}
+
+// everything is the one server-everything of the tests that only call it: started by the first
+// that needs it, stopped when they have all run (TestMain). A test that restarts its server has
+// one of its own.
+var everything struct {
+	once sync.Once
+	srv  *toolservers.Server
+	err  error
+}
+
+// Everything is the tests' shared server-everything.
+func Everything(t *testing.T) *toolservers.Server {
+	t.Helper()
+	everything.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		everything.srv, everything.err = toolservers.StartEverything(ctx)
+	})
+	if everything.err != nil {
+		t.Fatal(everything.err)
+	}
+	return everything.srv
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if everything.srv != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "server-everything output (%s):\n%s\n", everything.srv.Log, everything.srv.LogTail(8<<10))
+		}
+		everything.srv.Stop()
+	}
+	os.Exit(code)
 }

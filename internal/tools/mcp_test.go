@@ -17,8 +17,8 @@ import (
 
 // The reference server-everything, run for real: what a deployed MCP server answers.
 func TestEverything(t *testing.T) {
-	t.Parallel() // each has its own server, and waits on it
-	srv := start(t, toolservers.StartEverything)
+	t.Parallel() // it waits on the server
+	srv := tools.Everything(t)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("everything", srv.URL), nil)
 
 	t.Run("lists its tools", func(t *testing.T) {
@@ -158,8 +158,8 @@ func TestMemoryServerThroughTheBridge(t *testing.T) {
 
 // Runs call at once through the one client of a server.
 func TestConcurrentCalls(t *testing.T) {
-	t.Parallel() // each has its own server, and waits on it
-	srv := start(t, toolservers.StartEverything)
+	t.Parallel() // it waits on the server
+	srv := tools.Everything(t)
 	c := client(t, newPool(t, tools.Options{}), mcpServer("everything", srv.URL), nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16*4)

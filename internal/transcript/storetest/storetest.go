@@ -37,10 +37,14 @@ func keys(rs []transcript.Record) []string {
 	return out
 }
 
-// Run runs every case against the stores open makes.
+// Run runs every case against the stores open makes, the cases at once: each opens stores of
+// names of its own, and open must be safe to call from several tests.
 func Run(t *testing.T, open Opener) {
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, open)
+		})
 	}
 }
 
