@@ -67,6 +67,10 @@ verify: manifests generate ## Fail if generated files or go.mod are stale.
 test: ## Run lint and every suite side by side: unit (with the fuzz seed corpora), integration (envtest), e2e, the Helm chart's and the image build's. make verify (CI runs it first) checks the generated files.
 	@$(MAKE) --no-print-directory -j6 --output-sync=target lint test-unit test-integration test-e2e test-helm test-image
 
+# go test runs vet on every package it tests, once per build mode; make lint runs govet (the
+# same analyzers and more) once over everything, so the suites leave it out.
+TEST_FLAGS := -count=1 -vet=off
+
 # Property tests: cases per property.
 RAPID_CHECKS ?= 500
 # Fuzzing time per target.
@@ -93,8 +97,8 @@ PURE_PKGS := ./api/... ./internal/cost/... ./internal/decisions/... ./internal/e
 
 .PHONY: test-unit
 test-unit: ## Unit and property tests, the A2A samples on the A2A JavaScript SDK, the transcript stores' conformance suite (SQLite, and a real PostgreSQL), promtool on config/prometheus, and the docs' condition types against the API's.
-	$(STATIC) PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test -count=1 $(PURE_PKGS) ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
-	PG_BIN="$$(hack/postgres.sh)" $(GO) test -race -count=1 $(RACE_PKGS)
+	$(STATIC) PG_BIN="$$(hack/postgres.sh)" PROMTOOL="$$(hack/tool.sh promtool)" RAPID_CHECKS=$(RAPID_CHECKS) $(GO) test $(TEST_FLAGS) $(PURE_PKGS) ./test/toolservers/... ./test/nodeservers/... ./test/a2ajs/... ./test/prometheus/... ./test/docs/...
+	PG_BIN="$$(hack/postgres.sh)" $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the decision core, the providers' answers and replays of transcript files for FUZZTIME each (the seed corpora also run in test-unit).
@@ -108,19 +112,19 @@ envtest-assets: ## Make kube-apiserver and etcd available (download, else build 
 
 .PHONY: test-integration
 test-integration: ## The envtest suites: the operator against a real API server and etcd, its transcript in a real PostgreSQL; runs' Workloads against a real Kueue.
-	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" KUEUE_BIN="$$(hack/kueue.sh)" $(GO) test -v -count=1 -timeout 20m ./test/integration/... ./test/kueuetest/... $(GINKGO_FLAGS)
+	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" PG_BIN="$$(hack/postgres.sh)" KUEUE_BIN="$$(hack/kueue.sh)" $(GO) test -v $(TEST_FLAGS) -timeout 20m ./test/integration/... ./test/kueuetest/... $(GINKGO_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: build ## The e2e suite: the operator binary, the real kubectl and a headless Chromium against a local control plane.
-	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" CHROMIUM_BIN="$$(hack/chromium.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v -count=1 -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
+	$(STATIC) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" OTELCOL_BIN="$$(hack/tool.sh otelcol)" CHROMIUM_BIN="$$(hack/chromium.sh)" MANAGER_BIN=$(LOCALBIN)/manager PLUGIN_BIN=$(LOCALBIN)/kubectl-baton $(GO) test -v $(TEST_FLAGS) -timeout 20m ./test/e2e/... $(GINKGO_FLAGS)
 
 .PHONY: test-helm
 test-helm: build ## The Helm chart: helm lint, equivalence with config/default, a server-side dry run against a real API server.
-	$(STATIC) MANAGER_BIN=$(LOCALBIN)/manager HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v -count=1 ./test/helm/...
+	$(STATIC) MANAGER_BIN=$(LOCALBIN)/manager HELM="$$(hack/tool.sh helm)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" $(GO) test -v $(TEST_FLAGS) ./test/helm/...
 
 .PHONY: test-image
 test-image: build ## The container image without a container engine: build the manager from exactly the files the Dockerfile copies (after .dockerignore), with its build command. After make build, which compiles the same packages in the same mode: its build finds them in the cache rather than compile them beside it.
-	$(STATIC) $(GO) test -v -count=1 ./test/image/...
+	$(STATIC) $(GO) test -v $(TEST_FLAGS) ./test/image/...
 
 .PHONY: bench
 bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), the transcript stores' write latency, replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default), a session turn's history assembly, notifications of 1,000 gates opened at once, and what a guardrail adds to a call.
