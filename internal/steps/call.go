@@ -250,7 +250,7 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 			return req, fmt.Errorf("reading step %d from the run's transcript: %w", c.step.Number-1, err)
 		}
 		req.RemoteTask = task
-		req.Updates = &updates{store: c.r.Store, rid: c.rid, step: c.step.Number, agent: c.step.Agent}
+		req.Updates = &updates{store: c.r.Store, rid: c.rid, step: c.step.Number, agent: c.step.Agent, screen: c.screenUpdate()}
 	}
 	if len(c.spec.Tools) > 0 && c.step.WrapUp == nil {
 		b, err := c.r.Toolboxes.New(ctx, c.plan, c.rid, c.config, c.step, &c.from)

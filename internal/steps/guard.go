@@ -59,6 +59,18 @@ func (c *stepCall) screenOutput(ctx context.Context, res *workflow.StepResult, a
 	}
 }
 
+// screenUpdate asks the Output guardrails about what a remote agent reports while it works on
+// the step, before the transcript keeps it; nil without Output guardrails.
+func (c *stepCall) screenUpdate() func(ctx context.Context, text string) guardrails.Screened {
+	if len(guardrails.At(c.plan.Spec.Guardrails, v1alpha1.StageOutput)) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, text string) guardrails.Screened {
+		return c.r.Guardrails.Screen(ctx, c.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageOutput, Namespace: c.rid.Namespace,
+			Run: c.rid.Name, Agent: c.step.Agent, Step: c.step.Number, Text: text, Config: c.config}, nil)
+	}
+}
+
 // outputCall is where the step's output comes in it: one past the last call it asked for.
 func (c *stepCall) outputCall() int32 {
 	c.mu.Lock()

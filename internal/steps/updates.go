@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/guardrails"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/transcript"
 	"github.com/baton-dev/baton/internal/workflow"
@@ -15,12 +16,17 @@ import (
 
 // updates keeps in the transcript what a remote agent reports while it works on a step, up to
 // records.MaxProgressPerStep records. Reports are written in order, each before the next is
-// taken; one the store refuses is left out, and the step goes on.
+// taken; one the store refuses is left out, and the step goes on. A config's Output guardrails
+// are asked about each report's text before it is recorded, as about the step's answer: a
+// redaction is what is recorded, and a text they block or would hold for review is withheld
+// (the step's answer is screened, and held, when it comes).
 type updates struct {
 	store transcript.Store
 	rid   records.RunID
 	step  int32
 	agent string
+	// screen asks the Output guardrails about a report's text; nil when there are none.
+	screen func(ctx context.Context, text string) guardrails.Screened
 
 	mu sync.Mutex
 	n  int32
@@ -35,7 +41,15 @@ func (u *updates) Report(ctx context.Context, state, text string) {
 	u.n++
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rec := records.NewProgress(u.rid, u.step, u.n, u.agent, state, text, time.Now())
+	var verdicts []records.GuardVerdict
+	if u.screen != nil && text != "" {
+		s := u.screen(wctx, text)
+		text, verdicts = s.Text, s.Verdicts
+		if s.Blocked != nil || s.Gated != nil {
+			text = "(withheld by the config's Output guardrails; the step's answer is screened when it comes)"
+		}
+	}
+	rec := records.NewProgress(u.rid, u.step, u.n, u.agent, state, text, verdicts, time.Now())
 	if _, err := u.store.Append(wctx, rec); err != nil {
 		log.FromContext(ctx).V(1).Info("A remote agent's progress was not recorded", "step", u.step, "error", err.Error())
 	}
