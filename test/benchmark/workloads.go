@@ -3,7 +3,11 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -136,6 +140,14 @@ func (b baton) prepare(ctx context.Context, c client.Client, ns string, w worklo
 	if w.long {
 		cfg = ringConfig(ns, w)
 	}
+	if os.Getenv("BENCH_UNTRUSTED") != "" {
+		// Every run is tainted from its input: each step is judged tainted.
+		cfg.Spec.Untrusted = &v1alpha1.UntrustedSpec{Input: v1alpha1.Untrusted}
+	}
+	if os.Getenv("BENCH_GUARDRAIL") != "" {
+		cfg.Spec.Guardrails = []v1alpha1.Guardrail{{Name: "allow", URL: allowing(),
+			Stages: []v1alpha1.GuardrailStage{v1alpha1.StageModelInput, v1alpha1.StageOutput}}}
+	}
 	if err := c.Create(ctx, cfg); err != nil {
 		return err
 	}
@@ -146,6 +158,16 @@ func (b baton) prepare(ctx context.Context, c client.Client, ns string, w worklo
 	}
 	return waitObserved(ctx, c, cfg)
 }
+
+// allowing is the guardrail BENCH_GUARDRAIL gives the workloads' config: a service on loopback
+// that allows every text, asked at every step's input and output.
+var allowing = sync.OnceValue(func() string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"action":"allow"}`))
+	}))
+	return s.URL
+})
 
 // benchQuota is the AgentQuota BENCH_QUOTA puts in Baton's namespace: caps of the day's tokens
 // and of running runs far above what a workload uses, so that every model call is checked
