@@ -186,6 +186,35 @@ var _ = Describe("Untrusted content", Ordered, func() {
 		Expect(model.Requests()[3].ToolResults()[0].Content).To(HavePrefix("error: blocked: guardrail screen could not answer"))
 	})
 
+	It("carries a branch's taint back through the join: the writer's refund after it waits for a person", func() {
+		c := MakeConfig("fanned", ns).MCPServer("web", everything.URL).HTTPTool("refund", refund.URL).Agents(
+			MakeAgent("lead").HandsOffTo("reader", "critic", "writer").Parallel(2, v1alpha1.BudgetSplit, v1alpha1.Join{Agent: "writer"}).
+				Script(Says("splitting up").FansOut("reader", "read the reviews", "critic", "list what could go wrong")),
+			MakeAgent("reader").HandsOffTo("lead").Tools(Uses("web").Allow("echo")).Script(Says("the reviews are read").Calls("web", "echo", injected)),
+			MakeAgent("critic").HandsOffTo("lead").Script(Says("nothing")),
+			MakeAgent("writer").Terminator().Tools(Uses("refund").SideEffects()).Script(Says("done").Calls("refund", "refund", `{"order":1001}`)),
+		)
+		c.Spec.ToolServers[0].Trust = v1alpha1.Untrusted
+		cfg := c.Obj()
+		run := MakeRun("r", ns).Config(cfg.Name).Input("answer the customer").Obj()
+		create(cfg, run)
+		held := waitForGate(run, "taint/refund/refund", 1)
+		Expect(held.Status.Taint).NotTo(BeNil())
+		Expect(held.Status.Taint.Source).To(Equal("branch r-b1-1: tool web/echo"))
+		Expect(held.Status.PendingApproval.ToolCall.Taint).To(Equal("branch r-b1-1: tool web/echo"))
+		reader, critic := &v1alpha1.AgentRun{}, &v1alpha1.AgentRun{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r-b1-1"}, reader)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r-b1-2"}, critic)).To(Succeed())
+		Expect(reader.Status.Taint).To(Equal(&v1alpha1.Taint{Source: "tool web/echo", Step: 1}))
+		Expect(critic.Status.Taint).To(BeNil(), "a branch that read nothing untrusted is not tainted")
+		Expect(refund.Calls()).To(BeEmpty())
+
+		Expect(annotate(alice, run, v1alpha1.AnnotationApprove, "taint/refund/refund")).To(Succeed())
+		run = waitForEnd(run)
+		Expect(run.Status.TerminationReason).To(Equal(v1alpha1.ReasonCompleted), run.Status.TerminationMessage)
+		Expect(refund.Calls()).To(HaveLen(1))
+	})
+
 	It("holds a page a guardrail wants reviewed before the OpenAI-compatible model sees it, and blocks it when a person rejects it", func() {
 		model := fakes.NewOpenAI()
 		DeferCleanup(model.Close)
