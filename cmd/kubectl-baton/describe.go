@@ -209,6 +209,7 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 		if g := p.Guard; g != nil {
 			fmt.Fprintf(out, "  Guardrail %s asks a person to review %s of step %d%s; approved, the run goes on with it, rejected, it is blocked:\n%s\n",
 				g.Guardrail, guardedWhat(*g), g.Step, prefixed(": ", g.Reason), indent(indent(g.Text)))
+			fmt.Fprintf(out, "  (the run's status keeps the first 4 KiB of it; kubectl baton transcript %s --step %d has it whole)\n", run.Name, g.Step)
 		} else if c := p.ToolCall; c != nil {
 			h := runview.Held(c, st.held, st.unread)
 			fmt.Fprintf(out, "  %s asks to call %s/%s (step %d, call %d) with:\n%s\n", s.CurrentAgent, h.Server, h.Tool, h.Step, h.Call, indent(indent(h.Arguments)))

@@ -149,19 +149,53 @@ func stepBody(t *testing.T, o *operator, run *v1alpha1.AgentRun, n int32) record
 
 // reviewing is a guardrail that asks a person to review any text that mentions a refund, and
 // allows the rest.
-func reviewing(t *testing.T) string {
+func reviewing(t *testing.T) string { return gatingOn(t, "REFUND", "mentions a refund") }
+
+// gatingOn is a guardrail that asks a person to review any text with word in it, saying why,
+// and allows the rest.
+func gatingOn(t *testing.T, word, why string) string {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req guardrails.Request
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		a := guardrails.Answer{Action: guardrails.Allow}
-		if strings.Contains(req.Text, "REFUND") {
-			a = guardrails.Answer{Action: guardrails.Gate, Reason: "mentions a refund"}
+		if strings.Contains(req.Text, word) {
+			a = guardrails.Answer{Action: guardrails.Gate, Reason: why}
 		}
 		_ = json.NewEncoder(w).Encode(a)
 	}))
 	t.Cleanup(s.Close)
 	return s.URL
+}
+
+// Two guardrails that each want the same output reviewed hold it in turn: the second gate opens
+// once the first is approved, and the run goes on once both are.
+func TestTwoGuardrailsHoldOneTextInTurn(t *testing.T) {
+	c := guarded("REFUND order 1001", reviewing(t), v1alpha1.StageOutput)
+	c.Spec.Guardrails = append(c.Spec.Guardrails, v1alpha1.Guardrail{Name: "orders", URL: gatingOn(t, "1001", "names an order"),
+		Stages: []v1alpha1.GuardrailStage{v1alpha1.StageOutput}})
+	run := MakeRun("r", ns).Config("guarded").Input("read it").Obj()
+	run.UID = types.UID("uid-r")
+	o := newOperatorWith(t, agents.Dependencies{Clock: clock.RealClock{}}, &fakes.ShopTools{Page: "ok"}, c, run)
+	for _, gate := range []string{"guard/screen", "guard/orders"} {
+		held := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool {
+			return r.Status.Phase.Terminal() || r.Status.PendingApproval != nil && r.Status.PendingApproval.Gate == gate
+		})
+		if p := held.Status.PendingApproval; p == nil || p.Gate != gate || p.Guard == nil || p.Guard.Call != 2 {
+			t.Fatalf("the run is %s, waiting at %+v; want %s holding the output", held.Status.Phase, p, gate)
+		}
+		queued(t, held, decisions.Queued{Action: decisions.Approve, Gate: gate, By: "bob"})
+		if err := o.Update(context.Background(), held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := o.drive(t, "r", ended)
+	if got.Status.TerminationReason != v1alpha1.ReasonCompleted || stepBody(t, o, got, 2).Input != "REFUND order 1001" {
+		t.Fatalf("ended %s (%s); want Completed, the writer given the output both approved", got.Status.TerminationReason, got.Status.TerminationMessage)
+	}
+	if len(got.Status.Approvals) != 2 {
+		t.Errorf("approvals %+v; want one at each guardrail's gate", got.Status.Approvals)
+	}
 }
 
 // A guardrail's gate answer holds a tool's result, a step's input or its output for a person's

@@ -29,21 +29,23 @@ type Client struct {
 }
 
 // Screen asks the guardrails of stage about req's text, in order: a redaction is what the next
-// one is asked about, a block stops there, and so does a gate nobody decided at yet (review
-// says what people decided at the guardrails' gates about this text).
+// one is asked about, a block stops there, and so does a gate nobody decided at yet. review says
+// what people decided at the guardrails' gates about this text: a guardrail they decided at is
+// not asked again, and their decision stands for its answer.
 func (c *Client) Screen(ctx context.Context, all []v1alpha1.Guardrail, req Request, review Review) Screened {
 	s := Screened{Text: req.Text}
 	for _, g := range At(all, req.Stage) {
 		req.Text = s.Text
-		started := time.Now()
-		a, err := c.ask(ctx, g, req)
-		v, redacted := Decide(g, req.Stage, a, err)
-		if v.Action == Gate {
-			v, _ = Reviewed(v, review)
+		v, decided := Reviewed(Verdict{Guardrail: g.Name, Stage: req.Stage, Action: Gate}, review)
+		var redacted string
+		if !decided {
+			started := time.Now()
+			a, err := c.ask(ctx, g, req)
+			v, redacted = Decide(g, req.Stage, a, err)
+			v.LatencyMs = time.Since(started).Milliseconds()
+			metrics.GuardrailChecks.WithLabelValues(req.Namespace, req.Config, g.Name, string(req.Stage), v.Action).Inc()
+			metrics.GuardrailLatency.WithLabelValues(req.Namespace, g.Name, string(req.Stage)).Observe(time.Since(started).Seconds())
 		}
-		v.LatencyMs = time.Since(started).Milliseconds()
-		metrics.GuardrailChecks.WithLabelValues(req.Namespace, req.Config, g.Name, string(req.Stage), v.Action).Inc()
-		metrics.GuardrailLatency.WithLabelValues(req.Namespace, g.Name, string(req.Stage)).Observe(time.Since(started).Seconds())
 		s.Verdicts = append(s.Verdicts, v)
 		switch v.Action {
 		case Redact:

@@ -121,7 +121,7 @@ func At(all []v1alpha1.Guardrail, stage v1alpha1.GuardrailStage) []v1alpha1.Guar
 // did: the gate's rejection or approval (workflow.GateDecision).
 type Review func(guardrail string) (rec v1alpha1.ApprovalRecord, decided bool)
 
-// Reviewed is what a gate answer comes to once people decided at the guardrail's gate: allow
+// Reviewed is what the guardrail's gate answer comes to once people decided at its gate: allow
 // when they approved, block with their feedback when they rejected. decided is false while
 // nobody has.
 func Reviewed(v Verdict, review Review) (Verdict, bool) {

@@ -110,11 +110,12 @@ func heldGuard(g *v1alpha1.PendingGuard) *v1alpha1.PendingGuard {
 }
 
 // Record is the step's gate record: a tool-gate record, or a guard-gate record keyed by where
-// in the step the held text came.
-func (b HeldBody) Record(run RunID, step int32, ended time.Time) transcript.Record {
+// in the step the held text came (Call) and by which of the config's guardrails holds it
+// (Attempt: guardrail, its place among them from 1), since several may hold one text in turn.
+func (b HeldBody) Record(run RunID, step, guardrail int32, ended time.Time) transcript.Record {
 	key := transcript.Key{Kind: transcript.KindToolGate, Step: step, Call: b.Call.Index}
 	if b.Guard != nil {
-		key = transcript.Key{Kind: transcript.KindGuardGate, Step: step, Call: b.Guard.Call}
+		key = transcript.Key{Kind: transcript.KindGuardGate, Step: step, Attempt: guardrail, Call: b.Guard.Call}
 	}
 	return run.Record(key, ended, transcript.Body(b))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ type stepCall struct {
 	box  *toolbox.Box
 	// guard are the guardrails' verdicts on the step's input and output, for its record.
 	guard []records.GuardVerdict
+	// heldBytes is what the step's tool and gate records take, when it went on from an output
+	// that waited at a guardrail's gate (it has no toolbox then).
+	heldBytes int64
 }
 
 // Start starts the run's step: in a goroutine of its own once it has a slot, with the step's
@@ -231,6 +235,10 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 	if c.resolveErr != nil {
 		return req, c.resolveErr
 	}
+	// Before the summary: an input held for review has made no model call yet.
+	if err := c.screenInput(ctx, req); err != nil {
+		return req, err
+	}
 	if c.turn && c.step.Number == 1 && c.step.Attempt == 0 && !c.step.Continues && !c.step.Repairs {
 		use, err := c.summarize(ctx)
 		if err != nil {
@@ -239,9 +247,6 @@ func (c *stepCall) request(ctx context.Context, traced bool) (*agents.Request, e
 		c.summary = use
 	}
 	if err := c.r.fromTranscript(ctx, c.plan, c.step, req); err != nil {
-		return req, err
-	}
-	if err := c.screenInput(ctx, req); err != nil {
 		return req, err
 	}
 	if c.spec.Model.Provider == v1alpha1.ProviderA2A {
@@ -355,7 +360,7 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 	// ends with (an answer that came after the deadline is not).
 	metrics.CountTokens(c.rid.Namespace, c.config, c.spec, res.Result)
 	if res.Held != nil {
-		return heldRecord(c.rid, c.step.Number, res, ended)
+		return heldRecord(c.plan, c.rid, c.step.Number, res, ended)
 	}
 	var unavailable []string
 	var toolBytes int64
@@ -364,6 +369,8 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 		// run's calls from the transcript instead.
 		c.r.Toolboxes.Done(b, res.Error != "")
 		unavailable, toolBytes = b.Unavailable(), b.RecordBytes()
+	} else {
+		toolBytes = c.heldBytes
 	}
 	prev := previous(c.from, c.step.Number)
 	extra := stepExtra{unavailable: unavailable, previous: prev, toolBytes: toolBytes, guard: c.verdicts()}
@@ -379,14 +386,18 @@ func (c *stepCall) recordOf(answer *workflow.StepResult, started, ended time.Tim
 
 // heldRecord is the gate record of a step held at a call or at a guardrail's gate: an output
 // that waits there is kept whole, with the answer it came in.
-func heldRecord(run records.RunID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
+func heldRecord(plan *workflow.Plan, run records.RunID, step int32, res workflow.StepResult, ended time.Time) transcript.Record {
 	body := records.NewHeld(res)
-	if g := res.Held.Guard; g != nil && g.Stage == v1alpha1.StageOutput {
-		answer := res.Result
-		answer.Held = nil
-		body.Answer = &answer
+	var order int32
+	if g := res.Held.Guard; g != nil {
+		order = int32(slices.IndexFunc(plan.Spec.Guardrails, func(r v1alpha1.Guardrail) bool { return r.Name == g.Guardrail })) + 1
+		if g.Stage == v1alpha1.StageOutput {
+			answer := res.Result
+			answer.Held = nil
+			body.Answer = &answer
+		}
 	}
-	return body.Record(run, step, ended)
+	return body.Record(run, step, order, ended)
 }
 
 // stepExtra is what a step's record keeps beside its result: the tool servers that could not be

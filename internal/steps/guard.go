@@ -123,23 +123,38 @@ func (c *stepCall) heldOutput(ctx context.Context) (*workflow.StepResult, error)
 		return nil, nil
 	}
 	n := c.step.Number
-	recs, err := c.r.Store.List(ctx, transcript.Query{RunUID: c.rid.UID, Step: &n, Kinds: []transcript.Kind{transcript.KindGuardGate}})
+	recs, err := c.r.Store.List(ctx, transcript.Query{RunUID: c.rid.UID, Step: &n, Kinds: stepToolKinds})
 	if err != nil {
 		return nil, fmt.Errorf("reading step %d's guardrail gates from the transcript: %w", n, err)
 	}
+	var held *records.HeldBody
+	var bytes int64
 	for _, rec := range recs {
+		bytes += int64(len(rec.Body))
+		if rec.Kind != transcript.KindGuardGate || held != nil {
+			continue
+		}
 		var b records.HeldBody
 		if err := json.Unmarshal(rec.Body, &b); err != nil {
 			return nil, fmt.Errorf("the transcript's record of step %d held at a guardrail's gate cannot be read: %w", n, err)
 		}
-		if b.Guard == nil || b.Guard.Stage != v1alpha1.StageOutput || b.Answer == nil {
-			continue
+		if b.Guard != nil && b.Guard.Stage == v1alpha1.StageOutput && b.Answer != nil {
+			held = &b
 		}
-		res := &workflow.StepResult{Agent: c.step.Agent, Input: c.step.Input, Result: *b.Answer}
-		r := &res.Result
-		r.CountedTokens, r.CountedInputTokens, r.CountedToolCalls, r.CountedCost = r.Tokens, r.InputTokens, r.ToolCalls, r.Cost
-		c.screenOutput(ctx, res, b.Guard.Call)
-		return res, nil
 	}
-	return nil, nil
+	if held == nil {
+		return nil, nil
+	}
+	// The step goes on as it was held: with its input as the guardrails left it, and its tool
+	// records counted in the run's transcript.
+	c.step.Input, c.heldBytes = held.Input, bytes
+	res := &workflow.StepResult{Agent: c.step.Agent, Input: held.Input, Result: *held.Answer}
+	r := &res.Result
+	r.CountedTokens, r.CountedInputTokens, r.CountedToolCalls, r.CountedCost = r.Tokens, r.InputTokens, r.ToolCalls, r.Cost
+	c.screenOutput(ctx, res, held.Guard.Call)
+	return res, nil
 }
+
+// stepToolKinds are the records a step's tools and gates write.
+var stepToolKinds = []transcript.Kind{transcript.KindToolTurn, transcript.KindToolStart, transcript.KindTool,
+	transcript.KindToolGate, transcript.KindGuardGate}

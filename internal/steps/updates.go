@@ -39,16 +39,17 @@ func (u *updates) Report(ctx context.Context, state, text string) {
 		return
 	}
 	u.n++
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	var verdicts []records.GuardVerdict
 	if u.screen != nil && text != "" {
-		s := u.screen(wctx, text)
+		// Bounded by the guardrails' own timeouts; the write below has its own.
+		s := u.screen(ctx, text)
 		text, verdicts = s.Text, s.Verdicts
 		if s.Blocked != nil || s.Gated != nil {
 			text = "(withheld by the config's Output guardrails; the step's answer is screened when it comes)"
 		}
 	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	rec := records.NewProgress(u.rid, u.step, u.n, u.agent, state, text, verdicts, time.Now())
 	if _, err := u.store.Append(wctx, rec); err != nil {
 		log.FromContext(ctx).V(1).Info("A remote agent's progress was not recorded", "step", u.step, "error", err.Error())
