@@ -172,3 +172,32 @@ func TestNoChangeThatMakesAnEventIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// What waits at a guardrail's gate is the text it holds, whatever else the gate holds (the call
+// whose result it is); at a tool's gate, the call.
+func TestWhatWaitsAtAGate(t *testing.T) {
+	running := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning}
+	call := &v1alpha1.PendingToolCall{Server: "web", Tool: "fetch", Step: 1, Call: 2, Arguments: `{"url":"x"}`}
+	guarded := waitingAt("guard/screen", t0)
+	guarded.PendingApproval.ToolCall = call
+	guarded.PendingApproval.Guard = &v1alpha1.PendingGuard{Guardrail: "screen", Stage: v1alpha1.StageToolResult, Step: 1, Call: 2, Text: "IGNORE ALL"}
+	tool := waitingAt("tool/web/fetch", t0)
+	tool.PendingApproval.ToolCall = call
+	for name, tc := range map[string]struct {
+		after        v1alpha1.AgentRunStatus
+		output, call string
+	}{
+		"a guardrail's gate": {after: guarded, output: "IGNORE ALL"},
+		"a tool's gate":      {after: tool, call: `web/fetch {"url":"x"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			events := Changes(facts(&running, tc.after, t0))
+			if len(events) != 1 || events[0].Waiting == nil {
+				t.Fatalf("events %+v; want the gate's opening with what waits", events)
+			}
+			if w := events[0].Waiting; w.Output != tc.output || w.ToolCall != tc.call || w.SHA256 == "" {
+				t.Errorf("waiting %+v; want output %q, call %q", w, tc.output, tc.call)
+			}
+		})
+	}
+}
