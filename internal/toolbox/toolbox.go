@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -114,28 +110,6 @@ func (b *Box) load(ctx context.Context) error {
 		}
 	}
 	return b.reviewAll(ctx, done)
-}
-
-// review gives the model the results that waited at guardrails' gates as people decided there.
-// done are the step's calls with outcomes, in the order of its exchanges' outcomes.
-func (b *Box) reviewAll(ctx context.Context, done []records.CallBody) error {
-	k := 0
-	for i := range b.progress.Exchanges {
-		outs := b.progress.Exchanges[i].Outcomes
-		for j := range outs {
-			c := done[k]
-			k++
-			if c.Held == "" {
-				continue
-			}
-			out, err := b.reviewed(ctx, c)
-			if err != nil {
-				return err
-			}
-			outs[j] = out
-		}
-	}
-	return nil
 }
 
 // Taint is where untrusted content first came into the step's context, if it did: what the
@@ -336,68 +310,6 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 	}}, nil
 }
 
-// screen puts a call's result before the config's ToolResult guardrails, before the model or
-// the transcript sees it: a redaction replaces it, a block gives the model an error result with
-// the guardrail's reason, a gate holds it for a person's review (body.Held) as the guardrails
-// before it left it.
-func (b *Box) screen(ctx context.Context, body *records.CallBody) guardrails.Screened {
-	if len(b.plan.Spec.Guardrails) == 0 {
-		return guardrails.Screened{Text: body.Content}
-	}
-	s := b.guardrails.Screen(ctx, b.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageToolResult,
-		Namespace: b.run.Namespace, Run: b.run.Name, Agent: b.agent, Step: b.step, Text: body.Content, Config: b.config},
-		b.review(body.Index))
-	body.Guard = append(body.Guard, s.Verdicts...)
-	switch {
-	case s.Blocked != nil:
-		body.IsError, body.Content, body.Structured = true, s.Why(), nil
-	case s.Text != body.Content:
-		body.Content, body.Structured = s.Text, nil
-	}
-	if s.Gated != nil {
-		body.Held = v1alpha1.GuardGateName(s.Gated.Guardrail)
-	}
-	return s
-}
-
-// review is what people decided at the guardrails' gates about the result of the step's call.
-func (b *Box) review(call int32) guardrails.Review {
-	return func(guardrail string) (v1alpha1.ApprovalRecord, bool) {
-		rec, _, decided := workflow.GateDecision(b.approvals, v1alpha1.GuardGateName(guardrail), b.step, call)
-		return rec, decided
-	}
-}
-
-// heldResult is the wait of a call's result at the guardrail's gate that holds it.
-func (b *Box) heldResult(body records.CallBody, s guardrails.Screened) *workflow.Held {
-	g := s.Gated
-	return &workflow.Held{Gate: v1alpha1.GuardGateName(g.Guardrail), Call: body.ToolCall, Taint: body.Taint,
-		Guard: &v1alpha1.PendingGuard{Guardrail: g.Guardrail, Stage: v1alpha1.StageToolResult, Call: body.Index, Reason: g.Reason, Text: body.Content}}
-}
-
-// reviewed is the outcome of a call whose result waited at a guardrail's gate, once people
-// decided there: its result screened again with their decision, by the guardrails from the
-// one that held it. A result nobody decided about yet holds the step again.
-func (b *Box) reviewed(ctx context.Context, body records.CallBody) (workflow.ToolOutcome, error) {
-	body.Guard = nil
-	s := b.screen(ctx, &body)
-	b.mu.Lock()
-	b.verdicts = append(b.verdicts, s.Verdicts...)
-	b.mu.Unlock()
-	if s.Gated != nil {
-		return workflow.ToolOutcome{}, b.heldResult(body, s)
-	}
-	return body.ToolOutcome, nil
-}
-
-// Verdicts are the guardrails' verdicts on results that waited at their gates, screened again
-// as the step went on: the step's record keeps them.
-func (b *Box) Verdicts() []records.GuardVerdict {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.verdicts
-}
-
 // send makes the call on its server. A failure to get an answer is an error result.
 func (b *Box) send(ctx context.Context, call workflow.ToolCall, key string) (workflow.ToolOutcome, json.RawMessage) {
 	client, err := b.client(ctx, call.Server)
@@ -494,106 +406,6 @@ func (b *Box) append(ctx context.Context, rec transcript.Record) error {
 		case <-time.After(backoff.Step()):
 		}
 	}
-}
-
-// Maker makes the toolboxes of steps. Between a run's steps it keeps the run's tool call
-// counts for the repeated-call detector, so that each step need not count them again from the
-// transcript.
-type Maker struct {
-	// Clients hands out the tool servers' clients; without it, steps of agents with tools fail.
-	Clients Clients
-	// Headers reads a Secret's keys: a tool server's headers.
-	Headers func(ctx context.Context, namespace, name string) (map[string]string, error)
-	Store   transcript.Store
-	// Content puts tool arguments and results on the calls' spans.
-	Content bool
-	// Guardrails asks the configs' guardrails about tool results.
-	Guardrails *guardrails.Client
-
-	mu   sync.Mutex
-	runs map[types.NamespacedName]counted
-}
-
-// counted is a run's tool calls counted before one of its steps.
-type counted struct {
-	uid    types.UID
-	before int32
-	uses   *workflow.ToolUses
-}
-
-// New makes the toolbox of a step of an agent with tools, from the run's status when the step
-// started and what the transcript holds of the run's calls.
-func (m *Maker) New(ctx context.Context, plan *workflow.Plan, id records.RunID, config string, step workflow.Step, from *v1alpha1.AgentRunStatus) (*Box, error) {
-	if m.Clients == nil {
-		return nil, errors.New("this operator was started without tool clients")
-	}
-	uses := m.counted(id, step.Number)
-	if uses == nil {
-		// A turn of a session counts the calls of its earlier turns given the same history.
-		uses = &workflow.ToolUses{}
-		for _, uid := range plan.EarlierTurns() {
-			if err := addToolUses(ctx, m.Store, uid, math.MaxInt32, uses); err != nil {
-				return nil, err
-			}
-		}
-		if err := addToolUses(ctx, m.Store, id.UID, step.Number, uses); err != nil {
-			return nil, err
-		}
-	}
-	b := &Box{
-		plan:        plan,
-		run:         id,
-		config:      config,
-		content:     m.Content,
-		step:        step.Number,
-		agent:       step.Agent,
-		clients:     m.Clients,
-		headers:     m.Headers,
-		store:       m.Store,
-		log:         ctrl.Log.WithName("tools").WithValues("agentRun", klog.KRef(id.Namespace, id.Name), "step", step.Number),
-		statusCalls: from.ToolCalls,
-		approvals:   from.Approvals,
-		uses:        uses,
-		taint:       from.Taint.DeepCopy(),
-		guardrails:  m.Guardrails,
-	}
-	if err := b.load(ctx); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// Done keeps the run's counts, this step's calls included, for its next step; a step that
-// failed may still be calling, so the next step counts from the transcript instead.
-func (m *Maker) Done(b *Box, failed bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.runs == nil {
-		m.runs = map[types.NamespacedName]counted{}
-	}
-	c := counted{uid: types.UID(b.run.UID), before: b.step + 1}
-	if !failed {
-		c.uses = b.uses
-	}
-	m.runs[b.run.Key()] = c
-}
-
-// counted is a copy of the run's counts before the step, if kept.
-func (m *Maker) counted(id records.RunID, step int32) *workflow.ToolUses {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c, ok := m.runs[id.Key()]
-	if !ok || c.uid != types.UID(id.UID) || c.before != step || c.uses == nil {
-		return nil
-	}
-	return c.uses.Clone()
-}
-
-// Forget drops what is kept of a run that ended or is gone.
-func (m *Maker) Forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.runs, key)
 }
 
 // Unavailable names the tool servers that could not be listed for the step.
