@@ -208,7 +208,7 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 		}
 		if g := p.Guard; g != nil {
 			fmt.Fprintf(out, "  Guardrail %s asks a person to review %s of step %d%s; approved, the run goes on with it, rejected, it is blocked:\n%s\n",
-				g.Guardrail, guardedWhat(*g), g.Step, prefixed(": ", g.Reason), indent(indent(g.Text)))
+				g.Guardrail, runview.GuardedText(*g), g.Step, prefixed(": ", g.Reason), indent(indent(g.Text)))
 			fmt.Fprintf(out, "  (the run's status keeps the first 4 KiB of it; kubectl baton transcript %s --step %d has it whole)\n", run.Name, g.Step)
 		} else if c := p.ToolCall; c != nil {
 			h := runview.Held(c, st.held, st.unread)
@@ -225,15 +225,4 @@ func describeWaiting(out io.Writer, run *v1alpha1.AgentRun, st runStory) {
 	if p := s.PendingInput; p != nil {
 		fmt.Fprintf(out, "\n%s asks:\n%s\n  kubectl baton reply %s \"...\"\n", p.Agent, indent(indent(p.Question)), run.Name)
 	}
-}
-
-// guardedWhat names the text a guardrail's gate holds.
-func guardedWhat(g v1alpha1.PendingGuard) string {
-	switch g.Stage {
-	case v1alpha1.StageToolResult:
-		return fmt.Sprintf("the result of call %d", g.Call)
-	case v1alpha1.StageModelInput:
-		return "the input"
-	}
-	return "the output"
 }

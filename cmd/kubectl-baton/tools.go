@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/internal/records"
+	"github.com/baton-dev/baton/internal/runview"
 	"github.com/baton-dev/baton/internal/textbound"
 )
 
@@ -36,7 +37,7 @@ func printToolRecord(w io.Writer, r records.Record) {
 		fmt.Fprintf(w, "=== step %d: call %s waits at gate %s %s\n", r.Step, records.CallString(b.ToolCall), b.Gate, at)
 	case "guard-gate":
 		if g := b.Guard; g != nil {
-			fmt.Fprintf(w, "=== step %d: %s waits at gate %s for review %s%s\n", r.Step, guardedWhat(*g), b.Gate, at, prefixed(": ", g.Reason))
+			fmt.Fprintf(w, "=== step %d: %s waits at gate %s for review %s%s\n", r.Step, runview.GuardedText(*g), b.Gate, at, prefixed(": ", g.Reason))
 			fmt.Fprintf(w, "--- held\n%s\n", indent(g.Text))
 		}
 	default:

@@ -156,9 +156,11 @@ type gateView struct {
 	Required   int32
 	// Held is the tool call the gate holds, when it is a tool's gate.
 	Held *runview.HeldCall
-	// Guard is the text a guardrail's gate holds for review, when it is one's.
-	Guard     *v1alpha1.PendingGuard
-	Completes bool
+	// Guard is the text a guardrail's gate holds for review, when it is one's, and GuardedText
+	// what that text is.
+	Guard       *v1alpha1.PendingGuard
+	GuardedText string
+	Completes   bool
 	// Judge is the output there is to judge: the plan, or the results.
 	Judge string
 	// MayApprove says whether the user has the approve verb on the run.
@@ -247,7 +249,7 @@ func (s *Server) gateView(r *http.Request, run *v1alpha1.AgentRun, cfg *v1alpha1
 		MayApprove: s.access.allowed(r.Context(), run.Namespace, v1alpha1.ApproveVerb, "agentruns")}
 	switch {
 	case p.Guard != nil:
-		g.Guard = p.Guard
+		g.Guard, g.GuardedText = p.Guard, runview.GuardedText(*p.Guard)
 	case p.ToolCall != nil:
 		// The call's whole arguments, from its record; status's copy with a note without it.
 		h := runview.Held(p.ToolCall, tr.Held, tr.Unread)

@@ -59,6 +59,25 @@ func TestAToolGateShowsTheWholeArgumentsOfTheCall(t *testing.T) {
 	}
 }
 
+// A text a guardrail holds is shown, on the run's page and in the inbox, with what it is and
+// why, and the decision there cannot send the run to another agent.
+func TestAGuardrailsGateShowsTheTextItHolds(t *testing.T) {
+	now := time.Now()
+	run := waitingRun(now)
+	run.Status.CurrentAgent = "gmail"
+	run.Status.PendingApproval = &v1alpha1.PendingApproval{Gate: "guard/screen", Since: metav1.NewMicroTime(now.Add(-10 * time.Second)),
+		Guard: &v1alpha1.PendingGuard{Guardrail: "screen", Stage: v1alpha1.StageOutput, Step: 2, Call: 1, Reason: "names an order", Text: "refund order 1001"}}
+	s, _ := newConsole(t, true, pipeline(), run)
+	for _, path := range []string{"/runs/review/vendor-review", "/inbox"} {
+		_, body := get(t, s, path)
+		body = html.UnescapeString(body)
+		if !strings.Contains(body, "asks a person to review the output of step 2: names an order.") || !strings.Contains(body, ">refund order 1001</pre>") ||
+			!strings.Contains(body, "Block it") || strings.Contains(body, "Send back to") {
+			t.Errorf("%s does not show what the guardrail holds:\n%.3000s", path, body)
+		}
+	}
+}
+
 func TestTheRunPageShowsEveryStep(t *testing.T) {
 	now := time.Now()
 	run := waitingRun(now)

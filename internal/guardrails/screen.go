@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/api/v1alpha1"
 	"github.com/baton-dev/baton/internal/records"
 	"github.com/baton-dev/baton/internal/textbound"
+	"github.com/baton-dev/baton/internal/workflow"
 )
 
 // Actions a guardrail answers.
@@ -120,6 +121,23 @@ func At(all []v1alpha1.Guardrail, stage v1alpha1.GuardrailStage) []v1alpha1.Guar
 // Review is what people decided at a guardrail's gate about the text being screened, if they
 // did: the gate's rejection or approval (workflow.GateDecision).
 type Review func(guardrail string) (rec v1alpha1.ApprovalRecord, decided bool)
+
+// ReviewOf is what the run's approvals record of the guardrails' gates for the text at call (its
+// place in the step: status.pendingApproval.guard.call) of step.
+func ReviewOf(approvals []v1alpha1.ApprovalRecord, step, call int32) Review {
+	return func(guardrail string) (v1alpha1.ApprovalRecord, bool) {
+		rec, _, decided := workflow.GateDecision(approvals, v1alpha1.GuardGateName(guardrail), step, call)
+		return rec, decided
+	}
+}
+
+// Held is the wait of the text at stage, at call of its step, at the gate of the guardrail that
+// holds it (Gated, which must be set).
+func (s Screened) Held(stage v1alpha1.GuardrailStage, call int32) *workflow.Held {
+	g := s.Gated
+	return &workflow.Held{Gate: v1alpha1.GuardGateName(g.Guardrail),
+		Guard: &v1alpha1.PendingGuard{Guardrail: g.Guardrail, Stage: stage, Call: call, Reason: g.Reason, Text: s.Text}}
+}
 
 // Reviewed is what the guardrail's gate answer comes to once people decided at its gate: allow
 // when they approved, block with their feedback when they rejected. decided is false while

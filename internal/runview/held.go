@@ -68,3 +68,15 @@ func indentJSON(data []byte) string {
 	}
 	return b.String()
 }
+
+// GuardedText names the text a guardrail's gate holds: a call's result, the step's input or its
+// output.
+func GuardedText(g v1alpha1.PendingGuard) string {
+	switch g.Stage {
+	case v1alpha1.StageToolResult:
+		return fmt.Sprintf("the result of call %d", g.Call)
+	case v1alpha1.StageModelInput:
+		return "the input"
+	}
+	return "the output"
+}

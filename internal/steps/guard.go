@@ -34,7 +34,7 @@ func (c *stepCall) screenInput(ctx context.Context, req *agents.Request) error {
 	case s.Blocked != nil:
 		return errors.New(s.Why())
 	case s.Gated != nil:
-		return held(v1alpha1.StageModelInput, inputCall, s)
+		return s.Held(v1alpha1.StageModelInput, inputCall)
 	}
 	req.Input, c.step.Input = s.Text, s.Text
 	return nil
@@ -53,7 +53,7 @@ func (c *stepCall) screenOutput(ctx context.Context, res *workflow.StepResult, a
 		res.Error, res.Output = s.Why(), ""
 	case s.Gated != nil:
 		res.Output = s.Text
-		res.Held = held(v1alpha1.StageOutput, at, s)
+		res.Held = s.Held(v1alpha1.StageOutput, at)
 	default:
 		res.Output = s.Text
 	}
@@ -66,9 +66,14 @@ func (c *stepCall) screenUpdate() func(ctx context.Context, text string) guardra
 		return nil
 	}
 	return func(ctx context.Context, text string) guardrails.Screened {
-		return c.r.Guardrails.Screen(ctx, c.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageOutput, Namespace: c.rid.Namespace,
-			Run: c.rid.Name, Agent: c.step.Agent, Step: c.step.Number, Text: text, Config: c.config}, nil)
+		return c.r.Guardrails.Screen(ctx, c.plan.Spec.Guardrails, c.guardRequest(v1alpha1.StageOutput, text), nil)
 	}
+}
+
+// guardRequest is what the step's guardrails are sent about text at stage.
+func (c *stepCall) guardRequest(stage v1alpha1.GuardrailStage, text string) guardrails.Request {
+	return guardrails.Request{Stage: stage, Namespace: c.rid.Namespace, Run: c.rid.Name, Agent: c.step.Agent,
+		Step: c.step.Number, Text: text, Config: c.config}
 }
 
 // outputCall is where the step's output comes in it: one past the last call it asked for.
@@ -82,22 +87,11 @@ func (c *stepCall) outputCall() int32 {
 	return b.LastCall() + 1
 }
 
-// held is the wait of a step's text at the gate of the guardrail that asked for a review.
-func held(stage v1alpha1.GuardrailStage, at int32, s guardrails.Screened) *workflow.Held {
-	g := s.Gated
-	return &workflow.Held{Gate: v1alpha1.GuardGateName(g.Guardrail),
-		Guard: &v1alpha1.PendingGuard{Guardrail: g.Guardrail, Stage: stage, Call: at, Reason: g.Reason, Text: s.Text}}
-}
-
 // screen asks the stage's guardrails about text, with what people decided at their gates about
 // the text at that place of the step, and keeps their verdicts for the record.
 func (c *stepCall) screen(ctx context.Context, stage v1alpha1.GuardrailStage, text string, at int32) guardrails.Screened {
-	review := func(guardrail string) (v1alpha1.ApprovalRecord, bool) {
-		rec, _, decided := workflow.GateDecision(c.from.Approvals, v1alpha1.GuardGateName(guardrail), c.step.Number, at)
-		return rec, decided
-	}
-	s := c.r.Guardrails.Screen(ctx, c.plan.Spec.Guardrails, guardrails.Request{Stage: stage, Namespace: c.rid.Namespace,
-		Run: c.rid.Name, Agent: c.step.Agent, Step: c.step.Number, Text: text, Config: c.config}, review)
+	s := c.r.Guardrails.Screen(ctx, c.plan.Spec.Guardrails, c.guardRequest(stage, text),
+		guardrails.ReviewOf(c.from.Approvals, c.step.Number, at))
 	c.mu.Lock()
 	c.guard = append(c.guard, s.Verdicts...)
 	c.mu.Unlock()

@@ -24,7 +24,7 @@ func (b *Box) screen(ctx context.Context, body *records.CallBody) guardrails.Scr
 	}
 	s := b.guardrails.Screen(ctx, b.plan.Spec.Guardrails, guardrails.Request{Stage: v1alpha1.StageToolResult,
 		Namespace: b.run.Namespace, Run: b.run.Name, Agent: b.agent, Step: b.step, Text: body.Content, Config: b.config},
-		b.review(body.Index))
+		guardrails.ReviewOf(b.approvals, b.step, body.Index))
 	body.Guard = append(body.Guard, s.Verdicts...)
 	switch {
 	case s.Blocked != nil:
@@ -38,19 +38,11 @@ func (b *Box) screen(ctx context.Context, body *records.CallBody) guardrails.Scr
 	return s
 }
 
-// review is what people decided at the guardrails' gates about the result of the step's call.
-func (b *Box) review(call int32) guardrails.Review {
-	return func(guardrail string) (v1alpha1.ApprovalRecord, bool) {
-		rec, _, decided := workflow.GateDecision(b.approvals, v1alpha1.GuardGateName(guardrail), b.step, call)
-		return rec, decided
-	}
-}
-
 // heldResult is the wait of a call's result at the guardrail's gate that holds it.
-func (b *Box) heldResult(body records.CallBody, s guardrails.Screened) *workflow.Held {
-	g := s.Gated
-	return &workflow.Held{Gate: v1alpha1.GuardGateName(g.Guardrail), Call: body.ToolCall, Taint: body.Taint,
-		Guard: &v1alpha1.PendingGuard{Guardrail: g.Guardrail, Stage: v1alpha1.StageToolResult, Call: body.Index, Reason: g.Reason, Text: body.Content}}
+func heldResult(body records.CallBody, s guardrails.Screened) *workflow.Held {
+	h := s.Held(v1alpha1.StageToolResult, body.Index)
+	h.Call, h.Taint = body.ToolCall, body.Taint
+	return h
 }
 
 // reviewed is the outcome of a call whose result waited at a guardrail's gate, once people
@@ -63,7 +55,7 @@ func (b *Box) reviewed(ctx context.Context, body records.CallBody) (workflow.Too
 	b.verdicts = append(b.verdicts, s.Verdicts...)
 	b.mu.Unlock()
 	if s.Gated != nil {
-		return workflow.ToolOutcome{}, b.heldResult(body, s)
+		return workflow.ToolOutcome{}, heldResult(body, s)
 	}
 	return body.ToolOutcome, nil
 }

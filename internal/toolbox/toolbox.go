@@ -306,7 +306,7 @@ func (b *Box) Prepare(ctx context.Context, call workflow.ToolCall) (agents.Prepa
 		}
 		// Recorded as it waits: its result is not sent again, and the model sees it only as
 		// people decide.
-		return body.ToolOutcome, b.heldResult(body, s)
+		return body.ToolOutcome, heldResult(body, s)
 	}}, nil
 }
 

@@ -78,9 +78,9 @@ func holdGuard(p *Plan, d *Update, res StepResult, now time.Time) {
 	s.Phase = v1alpha1.PhaseAwaitingApproval
 	s.PendingApproval = waitAt(g, now)
 	s.PendingApproval.Guard = &guard
-	if c := held.Call; c.Server != "" {
-		s.PendingApproval.ToolCall = &v1alpha1.PendingToolCall{Server: c.Server, Tool: c.Tool, Step: guard.Step, Call: c.Index,
-			Arguments: statusText(string(c.Arguments), maxValue), Taint: statusText(held.Taint, maxTaintSource)}
+	if held.Call.Server != "" {
+		call := pendingCallOf(held, guard.Step)
+		s.PendingApproval.ToolCall = &call
 	}
 	why := ""
 	if guard.Reason != "" {

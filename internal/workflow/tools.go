@@ -270,10 +270,14 @@ func hold(p *Plan, st v1alpha1.AgentRunStatus, res StepResult, now time.Time) Up
 	if !ok {
 		g, _ = p.gateAt(stop{kind: stopToolCall, agent: res.Agent, call: &call})
 	}
-	holdToolCall(p, &d, g, v1alpha1.PendingToolCall{
-		Server: call.Server, Tool: call.Tool, Step: s.StepCount + 1, Call: call.Index,
-		Arguments: statusText(string(call.Arguments), maxValue),
-		Taint:     statusText(res.Held.Taint, maxTaintSource),
-	}, now)
+	holdToolCall(p, &d, g, pendingCallOf(res.Held, s.StepCount+1), now)
 	return d
+}
+
+// pendingCallOf is the call a step held at step asks for, as status shows it: its arguments
+// and the taint's source bounded.
+func pendingCallOf(h *Held, step int32) v1alpha1.PendingToolCall {
+	c := h.Call
+	return v1alpha1.PendingToolCall{Server: c.Server, Tool: c.Tool, Step: step, Call: c.Index,
+		Arguments: statusText(string(c.Arguments), maxValue), Taint: statusText(h.Taint, maxTaintSource)}
 }
