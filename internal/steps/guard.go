@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/baton-dev/baton/agents"
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -113,7 +115,8 @@ func (c *stepCall) verdicts() []records.GuardVerdict {
 // the step goes on from it, without asking the model again, and its output is screened again
 // with the decision taken there. What the answer used was counted when the step was held.
 func (c *stepCall) heldOutput(ctx context.Context) (*workflow.StepResult, error) {
-	if len(guardrails.At(c.plan.Spec.Guardrails, v1alpha1.StageOutput)) == 0 {
+	if !c.decidedAtGuard() {
+		// Only a step going on from a decision at a guardrail's gate can have an output held.
 		return nil, nil
 	}
 	n := c.step.Number
@@ -147,6 +150,14 @@ func (c *stepCall) heldOutput(ctx context.Context) (*workflow.StepResult, error)
 	r.CountedTokens, r.CountedInputTokens, r.CountedToolCalls, r.CountedCost = r.Tokens, r.InputTokens, r.ToolCalls, r.Cost
 	c.screenOutput(ctx, res, held.Guard.Call)
 	return res, nil
+}
+
+// decidedAtGuard says whether people decided at a guardrail's gate in this step: only then
+// does the transcript hold an output of it that waited.
+func (c *stepCall) decidedAtGuard() bool {
+	return slices.ContainsFunc(c.from.Approvals, func(a v1alpha1.ApprovalRecord) bool {
+		return a.Step == c.step.Number && strings.HasPrefix(a.Gate, v1alpha1.GuardGatePrefix)
+	})
 }
 
 // stepToolKinds are the records a step's tools and gates write.
