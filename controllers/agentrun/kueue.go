@@ -75,10 +75,14 @@ func (r *Reconciler) kueueAdmit(ctx context.Context, run *v1alpha1.AgentRun) (qu
 	if !admitted {
 		return waiting(why), nil
 	}
-	if run.Status.Kueue == nil {
-		run.Status.Kueue = &v1alpha1.KueueAdmission{Workload: wl.Name, Queue: queue}
+	// A new value, not a change in place: the status the run was read with shares its pointers,
+	// and the write patches against that.
+	k := v1alpha1.KueueAdmission{Workload: wl.Name, Queue: queue}
+	if run.Status.Kueue != nil {
+		k = *run.Status.Kueue
 	}
-	run.Status.Kueue.Admitted = true
+	k.Admitted = true
+	run.Status.Kueue = &k
 	return quota.Verdict{Admit: true}, nil
 }
 

@@ -58,3 +58,29 @@ func (o *operator) setWorkload(t *testing.T, run *v1alpha1.AgentRun, typ string)
 		t.Fatal(err)
 	}
 }
+
+// Kueue's admission is written with the run's start: the status the run was read with, which
+// the start's write patches against, still says the run was not admitted.
+func TestKueueAdmissionLeavesTheStatusReadAlone(t *testing.T) {
+	q := &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "kueue", Namespace: ns},
+		Spec: v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue, DefaultQueue: ptr.To("team-queue")}}
+	run := MakeRun("r", ns).Config("gated").Input("go").Obj()
+	run.UID = types.UID("uid-r")
+	o := newOperator(t, gated(), q, run)
+	o.r.Kueue = true
+	queued := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase == v1alpha1.PhaseQueued })
+	o.setWorkload(t, queued, kueuev1beta2.WorkloadAdmitted)
+
+	read := o.run(t, "r")
+	stored := read.Status // shares its pointers, as a reconcile's copy does
+	v, err := o.r.kueueAdmit(context.Background(), read)
+	if err != nil || !v.Admit {
+		t.Fatalf("an admitted Workload's run: %+v, %v", v, err)
+	}
+	if k := read.Status.Kueue; k == nil || !k.Admitted {
+		t.Errorf("the run's status.kueue after admission is %+v", k)
+	}
+	if stored.Kueue == nil || stored.Kueue.Admitted {
+		t.Errorf("the status the run was read with changed: status.kueue %+v", stored.Kueue)
+	}
+}
