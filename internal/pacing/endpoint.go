@@ -19,8 +19,10 @@ type Endpoint struct {
 	// (0: not reported), eff what is enforced.
 	configured, learned, eff Limits
 	requests, tokens         bucket
-	// reserved is the tokens held by the calls in flight, inFlight their number.
+	// reserved is the tokens held by the calls in flight, inFlight their number; held is
+	// what each namespace's calls in flight hold.
 	reserved, inFlight int64
+	held               map[string]*nsHeld
 	queue              lines
 	used               window
 	rateLimited        int64
@@ -176,52 +178,98 @@ func (e *Endpoint) close() {
 	}
 }
 
-// admit grants the waiters that can go at now, in turn, stopping at the first that cannot, and
-// sets the timer for when it could. It returns the callbacks to make after unlocking.
+// admit grants the waiters that can go at now, in turn, and sets the timer for when the next
+// could. It returns the callbacks to make after unlocking.
 func (e *Endpoint) admit(now time.Time) []call {
 	var calls []call
-	for w := e.queue.peek(); w != nil; w = e.queue.peek() {
-		at, ok := e.admissible(now, w.ask.Tokens)
-		if !ok {
+	for {
+		w, tokens, at := e.next(now)
+		if w == nil {
 			e.arm(now, at)
 			return calls
 		}
-		e.queue.pop()
-		calls = append(calls, call{ready: w.ready, g: e.grant(now, w.ask)})
+		e.queue.take(w)
+		calls = append(calls, call{ready: w.ready, g: e.grant(now, w.ask, tokens)})
 	}
-	e.arm(now, time.Time{})
-	return calls
+}
+
+// next is the waiter that may go at now and the tokens it reserves: the head of the namespace
+// whose turn it is. That head is never skipped for a smaller ask behind it, so a large ask is not
+// starved, with one exception: while its namespace's calls in flight hold the namespace's share
+// of the tokens bucket and the bucket has no room for it, the next namespace's head is tried. A
+// namespace's own calls keep it waiting then, not the others'. When no waiter may go, at is the
+// earliest time one could, zero when only a call's end can tell.
+func (e *Endpoint) next(now time.Time) (w *waiter, tokens int64, at time.Time) {
+	first := e.queue.next
+	if first == nil {
+		return nil, 0, time.Time{}
+	}
+	share := e.share()
+	for ns := first; ; {
+		head := ns.next.head
+		tokens = e.reservation(head.ask.Tokens, share)
+		when, ok, short := e.admissible(now, tokens)
+		if ok {
+			return head, tokens, time.Time{}
+		}
+		at = earliest(at, when)
+		if ns = ns.succ; !short || e.heldBy(head.ask.Namespace) < share || ns == first {
+			return nil, 0, at
+		}
+	}
 }
 
 // admissible reports whether an ask of tokens may go at now; if not, the earliest time it could,
 // or zero when only a call ending can let it (the concurrency bound, or a bucket too small beside
-// the tokens held in flight).
-func (e *Endpoint) admissible(now time.Time, tokens int64) (time.Time, bool) {
+// the tokens held in flight), and whether the tokens bucket alone holds it back.
+func (e *Endpoint) admissible(now time.Time, tokens int64) (at time.Time, ok, short bool) {
 	if now.Before(e.pausedUntil) {
-		return e.pausedUntil, false
+		return e.pausedUntil, false, false
 	}
 	if e.eff.MaxConcurrent > 0 && e.inFlight >= e.eff.MaxConcurrent {
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
 	r := e.requests.wait(now, 0, 1)
 	t := e.tokens.wait(now, e.reserved, max(tokens, 0))
 	switch {
 	case r == 0 && t == 0:
-		return time.Time{}, true
+		return time.Time{}, true, false
 	case r < 0 || t < 0:
-		return time.Time{}, false
+		return time.Time{}, false, r == 0
 	default:
-		return now.Add(max(r, t)), false
+		return now.Add(max(r, t)), false, r == 0
 	}
 }
 
-func (e *Endpoint) grant(now time.Time, ask Ask) *Grant {
-	tokens := min(max(ask.Tokens, 0), maxCount)
+func (e *Endpoint) grant(now time.Time, ask Ask, tokens int64) *Grant {
 	e.requests.take(now, 1)
 	e.reserved += tokens
 	e.inFlight++
+	h := e.held[ask.Namespace]
+	if h == nil {
+		if e.held == nil {
+			e.held = map[string]*nsHeld{}
+		}
+		h = &nsHeld{}
+		e.held[ask.Namespace] = h
+	}
+	h.calls++
+	h.tokens += tokens
 	e.used.add(now, tokens)
-	return &Grant{e: e, tokens: tokens, at: now}
+	return &Grant{e: e, ns: ask.Namespace, tokens: tokens, at: now}
+}
+
+// release gives back what a grant holds in flight.
+func (e *Endpoint) release(g *Grant) {
+	e.inFlight--
+	e.reserved -= g.tokens
+	if h := e.held[g.ns]; h != nil {
+		if h.calls--; h.calls <= 0 {
+			delete(e.held, g.ns)
+		} else {
+			h.tokens -= g.tokens
+		}
+	}
 }
 
 // arm sets the endpoint's one timer for at, or stops it when at is zero. A timer already set for

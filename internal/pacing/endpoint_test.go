@@ -64,27 +64,36 @@ func TestTokensAreReservedThenSettled(t *testing.T) {
 	h.mustGet(c)
 }
 
-func TestAnAskLargerThanTheBucketWaitsForAFullOneAndNothingReserved(t *testing.T) {
+func TestAnAskLargerThanItsShareReservesTheShareAndPaysTheRestAsDebt(t *testing.T) {
 	h := newHarness(t, Limits{TokensPerMinute: 600}) // a bucket of 100
-	small := h.ask("a", 30)
 	big := h.ask("b", 250)
-	after := h.ask("a", 1)
-	h.mustGet(small)
-	h.mustWait(big)
+	h.mustGet(big) // alone: its share is the bucket, and it reserves that, not 250
+	small := h.ask("a", 30)
 	h.step(time.Hour)
-	h.mustWait(big) // the bucket is full, but 30 are held
-	small.grant.Done(30, Signal{})
-	h.mustWait(big) // the 30 used must refill first
-	h.step(3 * time.Second)
-	h.mustGet(big)
-	h.step(time.Hour)
-	h.mustWait(after) // the 250 reserved are more than the bucket holds
+	h.mustWait(small) // the bucket is full, but big holds it all
 	big.grant.Done(250, Signal{})
-	h.mustWait(after) // 100 - 250: the debt is paid before anyone goes on
-	h.step(15 * time.Second)
-	h.mustWait(after)
+	h.mustWait(small) // 100 - 250: the debt is paid before anyone goes on
+	h.step(17900 * time.Millisecond)
+	h.mustWait(small)
 	h.step(100 * time.Millisecond)
-	h.mustGet(after)
+	h.mustGet(small)
+}
+
+func TestANamespaceOverItsShareWaitsForItsOwnCalls(t *testing.T) {
+	h := newHarness(t, Limits{TokensPerMinute: 600}) // a bucket of 100
+	a1 := h.ask("a", 60)
+	h.mustGet(a1)
+	a2 := h.ask("a", 60)
+	h.mustWait(a2) // 40 left: a holds 60 of a share of 100, so it waits its turn as head
+	b := h.ask("b", 30)
+	h.mustGet(b) // a now holds more than its share of 50: b goes past it
+	h.mustWait(a2)
+	a1.grant.Done(60, Signal{})
+	h.mustWait(a2) // a2 reserves its share, 50; 100 - 60 used - 30 held leaves 10
+	h.step(3900 * time.Millisecond)
+	h.mustWait(a2)
+	h.step(100 * time.Millisecond)
+	h.mustGet(a2)
 }
 
 func TestA429PausesEveryoneAndBacksOff(t *testing.T) {
@@ -252,11 +261,11 @@ func TestTheZeroSignalSaysNothing(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	h := newHarness(t, Limits{MaxConcurrent: 1, TokensPerMinute: 600})
-	first := h.ask("a", 10)
-	big, small := h.ask("a", 100), h.ask("b", 10)
+	first := h.ask("a", 60)
+	big, small := h.ask("a", 45), h.ask("b", 10)
 	h.mustGet(first)
-	first.grant.Done(10, Signal{})
-	h.mustWait(big) // waits for the 10 used to refill; small waits behind it
+	first.grant.Done(60, Signal{})
+	h.mustWait(big) // waits for the 60 used to refill; small waits behind it
 	h.mustWait(small)
 	if !big.cancel() {
 		t.Fatal("cancel of a waiter = false")

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func TestANamespaceWithOneCallIsServedWithinARound(t *testing.T) {
@@ -50,7 +52,7 @@ func TestGrantsAreSharedFairlyAcrossNamespaces(t *testing.T) {
 		if len(h.e.Use().WaitingByNamespace) < namespaces {
 			break
 		}
-		h.step(100 * time.Millisecond)
+		h.step(200 * time.Millisecond)
 	}
 	var sum, squares float64
 	for i := range namespaces {
@@ -63,4 +65,80 @@ func TestGrantsAreSharedFairlyAcrossNamespaces(t *testing.T) {
 	if jain < 0.95 {
 		t.Fatalf("Jain's index %.4f < 0.95; grants %v", jain, grants)
 	}
+}
+
+// hugeAsk is an output cap of a million tokens, more than any bucket here holds.
+const hugeAsk = 1 << 20
+
+// TestAHugeAskCannotCutAnotherNamespacesShare has one namespace ask for a million-token output
+// cap on every call (and use a few hundred), beside N-1 namespaces of ordinary calls, all of
+// them with work waiting throughout: each of the others is still granted at least 0.9 x R/N
+// calls a minute.
+func TestAHugeAskCannotCutAnotherNamespacesShare(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 6).Draw(t, "namespaces")
+		rpm := rapid.SampledFrom([]int64{60, 600, 3000}).Draw(t, "rpm")
+		latency := rapid.SampledFrom([]time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}).Draw(t, "latency")
+		l := Limits{RequestsPerMinute: rpm, TokensPerMinute: rpm * 3000}
+		grants := shareUnderHugeAsks(t, l, n, latency)
+		want := 0.9 * float64(rpm) / float64(n)
+		for i := 1; i < n; i++ {
+			ns := fmt.Sprintf("ns-%d", i)
+			if got := float64(grants[ns]); got < want { // over one minute
+				t.Fatalf("%s got %.1f calls a minute beside a namespace of huge asks, want >= %.1f (R %d, N %d); grants %v",
+					ns, got, want, rpm, n, grants)
+			}
+		}
+	})
+}
+
+// shareUnderHugeAsks runs the endpoint for 70 seconds with every namespace's line kept full,
+// calls answered latency after their grant, and counts the grants of each namespace in the last
+// minute. Namespace "huge" asks hugeAsk tokens a call, the others 1,500; every call uses 500
+// to 600.
+func shareUnderHugeAsks(t failer, l Limits, n int, latency time.Duration) map[string]int {
+	h := newHarness(t, l)
+	waiting := map[string]int{}
+	fill := func() {
+		for i := range n {
+			ns := fmt.Sprintf("ns-%d", i)
+			tokens := int64(1500)
+			if i == 0 {
+				ns, tokens = "huge", hugeAsk
+			}
+			for ; waiting[ns] < 30; waiting[ns]++ {
+				h.ask(ns, tokens)
+			}
+		}
+	}
+	grants := map[string]int{}
+	var inFlight []*taken
+	seen := 0
+	for now := time.Duration(0); now < 70*time.Second; now += 200 * time.Millisecond {
+		fill()
+		got := h.since(seen)
+		seen += len(got)
+		for _, k := range got {
+			waiting[k.ask.Namespace]--
+			inFlight = append(inFlight, k)
+			if now >= 10*time.Second {
+				grants[k.ask.Namespace]++
+			}
+		}
+		kept := inFlight[:0]
+		for _, k := range inFlight {
+			if h.clk.Now().Sub(k.grant.at) < latency {
+				kept = append(kept, k)
+				continue
+			}
+			used := int64(500)
+			if k.ask.Namespace == "huge" {
+				used = 600
+			}
+			k.grant.Done(used, answer(200))
+		}
+		inFlight = kept
+		h.step(200 * time.Millisecond)
+	}
+	return grants
 }

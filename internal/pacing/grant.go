@@ -6,6 +6,7 @@ import "time"
 // place in flight, held until Done.
 type Grant struct {
 	e      *Endpoint
+	ns     string
 	tokens int64
 	at     time.Time
 	done   bool // guarded by e.mu
@@ -35,8 +36,7 @@ func (g *Grant) Done(usedTokens int64, s Signal) {
 	}
 	g.done = true
 	now := e.clk.Now()
-	e.inFlight--
-	e.reserved -= g.tokens
+	e.release(g)
 	debt := e.tokens.perMin
 	if debt == 0 {
 		debt = maxCount

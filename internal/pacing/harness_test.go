@@ -89,6 +89,13 @@ func (h *harness) order() []*taken {
 	return append([]*taken(nil), h.granted...)
 }
 
+// since is the asks granted after the first n, in order.
+func (h *harness) since(n int) []*taken {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*taken(nil), h.granted[n:]...)
+}
+
 // mustGet fails unless k was granted, and returns its grant.
 func (h *harness) mustGet(k *taken) *Grant {
 	h.t.Helper()

@@ -124,13 +124,9 @@ func (l *lines) push(w *waiter, front bool) {
 	l.waiting++
 }
 
-// pop takes the waiter served next and moves both cursors on, so the next pop serves the next
-// namespace and, when this one's turn comes again, its next run.
-func (l *lines) pop() *waiter {
-	w := l.peek()
-	if w == nil {
-		return nil
-	}
+// take takes w, the head of its run's line, and moves both cursors on: the namespace after w's is
+// served next, and w's namespace serves its next run when its turn comes again.
+func (l *lines) take(w *waiter) {
 	run, ns := w.line, w.line.ns
 	l.remove(w)
 	if run.head != nil {
@@ -139,7 +135,6 @@ func (l *lines) pop() *waiter {
 	if ns.waiting > 0 {
 		l.next = ns.succ
 	}
-	return w
 }
 
 // remove takes w out of its line, dropping lines left empty; cursors on them move to the next.
