@@ -53,6 +53,8 @@ type fanOutFigures struct {
 	// joins are, per parent, the time from its last branch's answer to its writer's call.
 	joins []time.Duration
 	cpu   float64
+	// reconcileP50 and reconcileP99 are Baton's, in seconds (as the workloads').
+	reconcileP50, reconcileP99 float64
 }
 
 // fanOutConfig is the team: the lead fans out to the branches, a worker each, and the writer
@@ -125,6 +127,8 @@ func (e *env) measureFanOut(ctx context.Context, f fanOut) (fanOutFigures, error
 	user := requests{"POST agentruns": float64(f.parents)}
 	out.controller = all.minus(self).minus(user)
 	out.cpu = after.cpu - before.cpu
+	count, _, buckets := diffHistogram(before.local, after.local, "controller_runtime_reconcile_time_seconds", labelsMatch{"controller": s.reconciler()})
+	out.reconcileP50, out.reconcileP99 = quantile(0.5, count, buckets), quantile(0.99, count, buckets)
 	if err := e.verifyFanOut(ctx, ns, f); err != nil {
 		return out, err
 	}
@@ -201,12 +205,13 @@ func joinLatencies(ctx context.Context, e *env, ns string) ([]time.Duration, err
 func fanOutReport(figs []fanOutFigures) string {
 	var b strings.Builder
 	b.WriteString("\n### fan-out: parents whose lead fans out to branch runs at once, joined by a writer (Baton only)\n\n")
-	b.WriteString("| workload | parents x branches | wall | ideal | mutating requests per step | join latency p50 / p99 | operator CPU per step |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| workload | parents x branches | wall | ideal | mutating requests per step | join latency p50 / p99 | reconcile p50 / p99 | operator CPU per step |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range figs {
 		steps := float64(f.f.steps())
-		fmt.Fprintf(&b, "| %s | %d x %d | %.2f s | %.0f s | %.3f | %.0f / %.0f ms | %.2f ms |\n",
+		fmt.Fprintf(&b, "| %s | %d x %d | %.2f s | %.0f s | %.3f | %.0f / %.0f ms | %.1f / %.1f ms | %.2f ms |\n",
 			f.f.name, f.f.parents, f.f.branches, f.wall.Seconds(), f.f.ideal().Seconds(), f.controller.total()/steps,
-			float64(percentile(f.joins, 0.5).Milliseconds()), float64(percentile(f.joins, 0.99).Milliseconds()), 1000*f.cpu/steps)
+			float64(percentile(f.joins, 0.5).Milliseconds()), float64(percentile(f.joins, 0.99).Milliseconds()),
+			1000*f.reconcileP50, 1000*f.reconcileP99, 1000*f.cpu/steps)
 	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "\n%s: Baton's mutating requests: %s\n", f.f.name, f.controller.format(float64(f.f.steps()), "%.3f"))

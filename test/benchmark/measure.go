@@ -26,8 +26,9 @@ type measurement struct {
 	// conflicts are the controller's requests refused with 409: a write computed from a stale
 	// copy (Conflict), or a create of what exists (AlreadyExists).
 	conflicts requests
-	// reconciles and reconcileP99 (seconds) are controller-runtime's figures for the controller.
-	reconciles, reconcileP99 float64
+	// reconciles, reconcileP50 and reconcileP99 (seconds) are controller-runtime's figures for
+	// the controller.
+	reconciles, reconcileP50, reconcileP99 float64
 	// apiCPU and etcdCPU are the control plane's CPU seconds (etcdCPU NaN if unknown); cpu this
 	// process's.
 	apiCPU, etcdCPU, cpu float64
@@ -182,7 +183,7 @@ func (m *measurement) fill(s subject, before, after probe) {
 	ctl := labelsMatch{"controller": s.reconciler()}
 	m.reconciles = after.local.total("controller_runtime_reconcile_total", ctl) - before.local.total("controller_runtime_reconcile_total", ctl)
 	count, _, buckets := diffHistogram(before.local, after.local, "controller_runtime_reconcile_time_seconds", ctl)
-	m.reconcileP99 = quantile(0.99, count, buckets)
+	m.reconcileP50, m.reconcileP99 = quantile(0.5, count, buckets), quantile(0.99, count, buckets)
 
 	m.apiCPU = after.api.total("process_cpu_seconds_total", nil) - before.api.total("process_cpu_seconds_total", nil)
 	m.etcdCPU = math.NaN()
