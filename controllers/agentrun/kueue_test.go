@@ -20,14 +20,7 @@ import (
 // admission, starts once Kueue admits it, and stops, Evicted, when Kueue takes the admission
 // back, with no step after.
 func TestARunKueueAdmitsStartsAndStopsWhenEvicted(t *testing.T) {
-	q := &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "kueue", Namespace: ns},
-		Spec: v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue, DefaultQueue: ptr.To("team-queue")}}
-	run := MakeRun("r", ns).Config("gated").Input("go").Obj()
-	run.UID = types.UID("uid-r")
-	o := newOperator(t, gated(), q, run)
-	o.r.Kueue = true
-
-	queued := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase == v1alpha1.PhaseQueued })
+	o, queued := queuedForKueue(t)
 	if !waitsFor(queued, v1alpha1.ConditionProgressing, v1alpha1.ReasonAwaitingAdmission) || queued.Status.Kueue == nil {
 		t.Fatalf("before Kueue admits it the run is %s, status.kueue %+v", queued.Status.Phase, queued.Status.Kueue)
 	}
@@ -46,6 +39,20 @@ func TestARunKueueAdmitsStartsAndStopsWhenEvicted(t *testing.T) {
 	}
 }
 
+// queuedForKueue is an operator of a namespace whose quota sends its runs through Kueue, and its
+// run r, Queued for its Workload's admission.
+func queuedForKueue(t *testing.T) (*operator, *v1alpha1.AgentRun) {
+	t.Helper()
+	q := &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "kueue", Namespace: ns},
+		Spec: v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue, DefaultQueue: ptr.To("team-queue")}}
+	run := MakeRun("r", ns).Config("gated").Input("go").Obj()
+	run.UID = types.UID("uid-r")
+	o := newOperator(t, gated(), q, run)
+	o.r.Kueue = true
+	queued := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase == v1alpha1.PhaseQueued })
+	return o, queued
+}
+
 // setWorkload sets condition typ on the run's Workload, as Kueue does.
 func (o *operator) setWorkload(t *testing.T, run *v1alpha1.AgentRun, typ string) {
 	t.Helper()
@@ -62,13 +69,7 @@ func (o *operator) setWorkload(t *testing.T, run *v1alpha1.AgentRun, typ string)
 // Kueue's admission is written with the run's start: the status the run was read with, which
 // the start's write patches against, still says the run was not admitted.
 func TestKueueAdmissionLeavesTheStatusReadAlone(t *testing.T) {
-	q := &v1alpha1.AgentQuota{ObjectMeta: metav1.ObjectMeta{Name: "kueue", Namespace: ns},
-		Spec: v1alpha1.AgentQuotaSpec{Admission: v1alpha1.AdmissionKueue, DefaultQueue: ptr.To("team-queue")}}
-	run := MakeRun("r", ns).Config("gated").Input("go").Obj()
-	run.UID = types.UID("uid-r")
-	o := newOperator(t, gated(), q, run)
-	o.r.Kueue = true
-	queued := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return r.Status.Phase == v1alpha1.PhaseQueued })
+	o, queued := queuedForKueue(t)
 	o.setWorkload(t, queued, kueuev1beta2.WorkloadAdmitted)
 
 	read := o.run(t, "r")
