@@ -267,3 +267,24 @@ func BenchmarkFanOut(b *testing.B) {
 	}
 	fmt.Print(fanOutReport(figs))
 }
+
+// BenchmarkStatusWriteCost measures what one status write costs the API server by the shape of
+// the status written (writecost.go), on a control plane of its own, BENCH_REPS rounds.
+func BenchmarkStatusWriteCost(b *testing.B) {
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants("writecost") {
+		b.Skip("BENCH_ONLY leaves out writecost")
+	}
+	costs, err := measureWriteCosts(context.Background(), s.reps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Print(writeCostReport(costs))
+	base := median(costs[0].cpuPerWrite)
+	for _, c := range costs[1:] {
+		b.ReportMetric(median(c.cpuPerWrite)/base, strings.ReplaceAll(strings.ReplaceAll(c.shape, ",", ""), " ", "-")+"/baseline")
+	}
+}
