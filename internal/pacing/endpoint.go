@@ -182,8 +182,11 @@ func (e *Endpoint) close() {
 // could. It returns the callbacks to make after unlocking.
 func (e *Endpoint) admit(now time.Time) []call {
 	var calls []call
+	// A grant moves its namespace from waiting to in flight, or keeps it in both: the namespaces
+	// that share the bucket, and so the share, stay as they are while admit grants.
+	share := e.share()
 	for {
-		w, tokens, at := e.next(now)
+		w, tokens, at := e.next(now, share)
 		if w == nil {
 			e.arm(now, at)
 			return calls
@@ -193,21 +196,20 @@ func (e *Endpoint) admit(now time.Time) []call {
 	}
 }
 
-// next is the waiter that may go at now and the tokens it reserves: the head of the namespace
-// whose turn it is. That head is never skipped for a smaller ask behind it, so a large ask is not
-// starved, with one exception: while its namespace's calls in flight hold the namespace's share
+// next is the waiter that may go at now and the tokens it reserves under share: the head of the
+// namespace whose turn it is. That head is never skipped for a smaller ask behind it, so a large
+// ask is not starved, with one exception: while its namespace's calls in flight hold the namespace's share
 // of the tokens bucket and the bucket has no room for it, the next namespace's head is tried. A
 // namespace's own calls keep it waiting then, not the others'. When no waiter may go, at is the
 // earliest time one could, zero when only a call's end can tell.
-func (e *Endpoint) next(now time.Time) (w *waiter, tokens int64, at time.Time) {
+func (e *Endpoint) next(now time.Time, share int64) (w *waiter, tokens int64, at time.Time) {
 	first := e.queue.next
 	if first == nil {
 		return nil, 0, time.Time{}
 	}
-	share := e.share()
 	for ns := first; ; {
 		head := ns.next.head
-		tokens = e.reservation(head.ask.Tokens, share)
+		tokens = reservation(head.ask.Tokens, share)
 		when, ok, short := e.admissible(now, tokens)
 		if ok {
 			return head, tokens, time.Time{}

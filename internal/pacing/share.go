@@ -30,7 +30,7 @@ func (e *Endpoint) share() int64 {
 }
 
 // reservation is what an ask of tokens reserves under a share.
-func (e *Endpoint) reservation(tokens, share int64) int64 {
+func reservation(tokens, share int64) int64 {
 	return min(max(tokens, 0), maxCount, share)
 }
 
