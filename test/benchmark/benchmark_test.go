@@ -44,6 +44,20 @@ func readSettings() (settings, error) {
 
 func (s settings) wants(name string) bool { return s.only == nil || s.only[strings.ToLower(name)] }
 
+// settingsFor is the settings of the benchmark of that name, which it skips when BENCH_ONLY
+// leaves it out.
+func settingsFor(b *testing.B, name string) settings {
+	b.Helper()
+	s, err := readSettings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !s.wants(name) {
+		b.Skip("BENCH_ONLY leaves out " + name)
+	}
+	return s
+}
+
 // shared is the one control plane and pair of controllers of this process, started by the first
 // benchmark that needs it and stopped by TestMain.
 var shared struct {
@@ -144,13 +158,7 @@ const liveWait = 10 * time.Minute
 // memory and CPU once it holds them all. It holds half as many first: what the second half of
 // the runs adds to the peak is the memory a live run costs (see marginal).
 func BenchmarkLiveRuns(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("live") {
-		b.Skip("BENCH_ONLY leaves out live")
-	}
+	s := settingsFor(b, "live")
 	e := sharedEnv(b)
 	n := max(liveRuns/s.scale, 2)
 	half, err := e.measureLive(context.Background(), n/2, liveWait)
@@ -174,13 +182,7 @@ func BenchmarkLiveRuns(b *testing.B) {
 // failed, fairness among the namespaces, memory and drain time against their targets
 // (overload.go). It is Baton's alone: the baseline has no model calls to pace.
 func BenchmarkOverload(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("overload") {
-		b.Skip("BENCH_ONLY leaves out overload")
-	}
+	s := settingsFor(b, "overload")
 	f, err := sharedEnv(b).measureOverload(context.Background(), overloadAt(s.scale))
 	if err != nil {
 		b.Fatal(err)
@@ -203,13 +205,7 @@ func BenchmarkOverload(b *testing.B) {
 // BenchmarkBudget has Baton run many runs with a budget in money on a priced endpoint, and fails
 // if any run spent past its budget (budget.go).
 func BenchmarkBudget(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("budget") {
-		b.Skip("BENCH_ONLY leaves out budget")
-	}
+	s := settingsFor(b, "budget")
 	f, err := sharedEnv(b).measureBudget(context.Background(), max(budgetRuns/s.scale, len(budgets)))
 	if err != nil {
 		b.Fatal(err)
@@ -224,13 +220,7 @@ func BenchmarkBudget(b *testing.B) {
 // BenchmarkQuotaRace has Baton run many runs of one namespace racing on one day's cost cap, and
 // reports how far past the cap the namespace spent (quota.go).
 func BenchmarkQuotaRace(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("quota") {
-		b.Skip("BENCH_ONLY leaves out quota")
-	}
+	s := settingsFor(b, "quota")
 	f, err := sharedEnv(b).measureQuotaRace(context.Background(), max(quotaRaceRuns/s.scale, 10))
 	if err != nil {
 		b.Fatal(err)
@@ -247,13 +237,7 @@ func BenchmarkQuotaRace(b *testing.B) {
 // the wall time against the ideal, the mutating requests per step and the join's latency
 // (branches.go). It is Baton's alone: the baseline has no branches.
 func BenchmarkFanOut(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("fanout") {
-		b.Skip("BENCH_ONLY leaves out fanout")
-	}
+	s := settingsFor(b, "fanout")
 	var figs []fanOutFigures
 	for _, f := range fanOutWorkloads(s.scale) {
 		fig, err := sharedEnv(b).measureFanOut(context.Background(), f)
@@ -271,13 +255,7 @@ func BenchmarkFanOut(b *testing.B) {
 // BenchmarkStatusWriteCost measures what one status write costs the API server by the shape of
 // the status written (writecost.go), on a control plane of its own, BENCH_REPS rounds.
 func BenchmarkStatusWriteCost(b *testing.B) {
-	s, err := readSettings()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !s.wants("writecost") {
-		b.Skip("BENCH_ONLY leaves out writecost")
-	}
+	s := settingsFor(b, "writecost")
 	costs, err := measureWriteCosts(context.Background(), s.reps)
 	if err != nil {
 		b.Fatal(err)

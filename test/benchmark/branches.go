@@ -127,8 +127,7 @@ func (e *env) measureFanOut(ctx context.Context, f fanOut) (fanOutFigures, error
 	user := requests{"POST agentruns": float64(f.parents)}
 	out.controller = all.minus(self).minus(user)
 	out.cpu = after.cpu - before.cpu
-	count, _, buckets := diffHistogram(before.local, after.local, "controller_runtime_reconcile_time_seconds", labelsMatch{"controller": s.reconciler()})
-	out.reconcileP50, out.reconcileP99 = quantile(0.5, count, buckets), quantile(0.99, count, buckets)
+	out.reconcileP50, out.reconcileP99 = reconcileTimes(before, after, labelsMatch{"controller": s.reconciler()})
 	if err := e.verifyFanOut(ctx, ns, f); err != nil {
 		return out, err
 	}

@@ -14,9 +14,10 @@
 // among the namespaces, memory, drain time), and spending within budgets in money on a priced
 // endpoint (budget.go) and within a namespace's cost cap (quota.go). Run with 'make bench';
 // BENCH_REPS (default 3), BENCH_SCALE (default 1; 10 divides the run counts, the long run's steps
-// and the overload's server limit by 10) and BENCH_ONLY (say "W1,long,live,overload,budget,quota")
-// shape the run; BENCH_QUOTA puts an AgentQuota in the workloads' namespace, so that every call
-// is checked against its caps; BENCH_GUARDRAIL asks a guardrail on loopback about every step's
-// input and output; BENCH_UNTRUSTED makes every run's input untrusted, so that every step is
-// tainted. Figures are recorded in docs/benchmarks.md.
+// and the overload's server limit by 10) and BENCH_ONLY (say
+// "W1,long,live,overload,budget,quota,fanout,writecost") shape the run; BENCH_QUOTA puts an
+// AgentQuota in the workloads' namespace, so that every call is checked against its caps;
+// BENCH_GUARDRAIL asks a guardrail on loopback about every step's input and output;
+// BENCH_UNTRUSTED makes every run's input untrusted, so that every step is tainted. Figures are
+// recorded in docs/benchmarks.md.
 package benchmark

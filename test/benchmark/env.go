@@ -72,18 +72,7 @@ type side struct {
 
 // startEnv starts the control plane and both controllers. The transcript goes under dir.
 func startEnv(dir string) (*env, error) {
-	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run 'make bench'")
-	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(operator.AddToScheme(scheme))
-	addBaselineToScheme(scheme)
-	te := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases"), "testdata"},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := te.Start()
+	te, cfg, scheme, err := controlPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +88,37 @@ func startEnv(dir string) (*env, error) {
 	return e, nil
 }
 
+// controlPlane starts an API server and etcd that serve Baton's CRDs and the baseline's, and
+// the scheme that reads both.
+func controlPlane() (*envtest.Environment, *rest.Config, *runtime.Scheme, error) {
+	logf.SetLogger(logr.Discard())
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run 'make bench'")
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(operator.AddToScheme(scheme))
+	addBaselineToScheme(scheme)
+	te := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases"), "testdata"},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := te.Start()
+	return te, cfg, scheme, err
+}
+
+// newScraper reads the metrics of te's API server through cfg, and of its etcd.
+func newScraper(te *envtest.Environment, cfg *rest.Config) (*scraper, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc := &scraper{api: kube.RESTClient()}
+	if u := te.ControlPlane.Etcd.URL; u != nil {
+		sc.etcdURL = strings.TrimSuffix(u.String(), "/") + "/metrics"
+	}
+	return sc, nil
+}
+
 // start makes the clients and starts both controllers; once it has set e.stop, e.stop undoes
 // what it did.
 func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error {
@@ -106,13 +126,8 @@ func (e *env) start(cfg *rest.Config, scheme *runtime.Scheme, dir string) error 
 	if e.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
+	if e.scrape, err = newScraper(e.te, cfg); err != nil {
 		return err
-	}
-	e.scrape = &scraper{api: kube.RESTClient()}
-	if u := e.te.ControlPlane.Etcd.URL; u != nil {
-		e.scrape.etcdURL = strings.TrimSuffix(u.String(), "/") + "/metrics"
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

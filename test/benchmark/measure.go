@@ -170,6 +170,13 @@ func (e *env) measure(ctx context.Context, s subject, w workload, profile string
 	return m, cleanup(ctx, e.c, s, ns)
 }
 
+// reconcileTimes are the p50 and p99, in seconds, of the controller's reconciles between two
+// probes, from controller-runtime's histogram.
+func reconcileTimes(before, after probe, ctl labelsMatch) (p50, p99 float64) {
+	count, _, buckets := diffHistogram(before.local, after.local, "controller_runtime_reconcile_time_seconds", ctl)
+	return quantile(0.5, count, buckets), quantile(0.99, count, buckets)
+}
+
 // fill takes the figures that are differences of two probes.
 func (m *measurement) fill(s subject, before, after probe) {
 	group, resource := s.group(), s.resource()
@@ -182,8 +189,7 @@ func (m *measurement) fill(s subject, before, after probe) {
 
 	ctl := labelsMatch{"controller": s.reconciler()}
 	m.reconciles = after.local.total("controller_runtime_reconcile_total", ctl) - before.local.total("controller_runtime_reconcile_total", ctl)
-	count, _, buckets := diffHistogram(before.local, after.local, "controller_runtime_reconcile_time_seconds", ctl)
-	m.reconcileP50, m.reconcileP99 = quantile(0.5, count, buckets), quantile(0.99, count, buckets)
+	m.reconcileP50, m.reconcileP99 = reconcileTimes(before, after, ctl)
 
 	m.apiCPU = after.api.total("process_cpu_seconds_total", nil) - before.api.total("process_cpu_seconds_total", nil)
 	m.etcdCPU = math.NaN()

@@ -5,22 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
-	"github.com/baton-dev/baton/internal/operator"
 )
 
 // The API server's cost of one status write, by what the object's status holds: on a control
@@ -38,8 +32,9 @@ type statusShape struct {
 	name string
 	// object is the i-th object of the shape, before its status is set.
 	object func(ns string, i int) client.Object
-	// status is the merge patch that gives an object its status; write the k-th write's.
-	status func() map[string]any
+	// status is the merge patch that gives an object its status, write the patch of the k-th
+	// write measured.
+	status map[string]any
 	write  func(k int) []byte
 }
 
@@ -56,25 +51,6 @@ type writeCost struct {
 // status of two fields.
 func statusShapes() []statusShape {
 	now := metav1.Now()
-	micro := metav1.NewMicroTime(now.Time)
-	baton := func(conditions bool) func() map[string]any {
-		return func() map[string]any {
-			st := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, CurrentAgent: "agent-6", ConfigRevision: "chain-5d8c6b7f9a",
-				StepCount: 10, HandoffCount: 10, TokensUsed: 1000, Input: strings.Repeat("x", 32), StartTime: &micro, AgentSteps: map[string]int32{}}
-			for i := 1; i <= 10; i++ {
-				st.AgentSteps[fmt.Sprintf("agent-%d", i)] = 1
-				st.HandoffSequence = append(st.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i), From: fmt.Sprintf("agent-%d", i),
-					To: fmt.Sprintf("agent-%d", i+1), Outcome: v1alpha1.OutcomeHandoff, Reason: "handoff", Time: now, Tokens: 100})
-			}
-			if conditions {
-				for _, c := range []string{v1alpha1.ConditionProgressing, "Reconciling", "Ready", v1alpha1.ConditionConfigResolved} {
-					st.Conditions = append(st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Running",
-						Message: "running step 11, agent agent-6", LastTransitionTime: now})
-				}
-			}
-			return map[string]any{"status": st}
-		}
-	}
 	agentRun := func(ns string, i int) client.Object {
 		return &v1alpha1.AgentRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("run-%d", i), Namespace: ns},
 			Spec: v1alpha1.AgentRunSpec{ConfigRef: v1alpha1.ConfigReference{Name: "chain"}, Input: "the question"}}
@@ -83,30 +59,49 @@ func statusShapes() []statusShape {
 	return []statusShape{
 		{name: "baseline", object: func(ns string, i int) client.Object {
 			return &BaselineRun{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("run-%d", i), Namespace: ns}, Spec: BaselineRunSpec{Steps: 10}}
-		}, status: func() map[string]any {
-			history := make([]BaselineHandoff, 0, baselineHistory)
-			for s := 1; s <= baselineHistory; s++ {
-				history = append(history, BaselineHandoff{Step: int32(s), From: fmt.Sprintf("agent-%d", s), To: fmt.Sprintf("agent-%d", s+1), Time: micro})
-			}
-			return map[string]any{"status": BaselineRunStatus{Phase: baselineRunning, Step: 10, CurrentAgent: "agent-11",
-				LastOutput: strings.Repeat("y", 32), History: history, StartTime: &now}}
-		}, write: func(k int) []byte { return fmt.Appendf(nil, `{"status":{"step":%d,"lastOutput":"%032d"}}`, k, k) }},
-		{name: "Baton", object: agentRun, status: baton(true), write: batonWrite},
-		{name: "Baton, no conditions", object: agentRun, status: baton(false), write: batonWrite},
-		{name: "Baton, two fields", object: agentRun, status: func() map[string]any {
-			return map[string]any{"status": map[string]any{"phase": v1alpha1.PhaseRunning, "stepCount": 10}}
-		}, write: batonWrite},
+		}, status: baselineStatus(now),
+			write: func(k int) []byte { return fmt.Appendf(nil, `{"status":{"step":%d,"lastOutput":"%032d"}}`, k, k) }},
+		{name: "Baton", object: agentRun, status: batonStatus(now, true), write: batonWrite},
+		{name: "Baton, no conditions", object: agentRun, status: batonStatus(now, false), write: batonWrite},
+		{name: "Baton, two fields", object: agentRun,
+			status: map[string]any{"status": map[string]any{"phase": v1alpha1.PhaseRunning, "stepCount": 10}}, write: batonWrite},
 	}
+}
+
+// baselineStatus is the merge patch of the baseline's status after 10 handoffs.
+func baselineStatus(now metav1.Time) map[string]any {
+	history := make([]BaselineHandoff, 0, baselineHistory)
+	for s := 1; s <= baselineHistory; s++ {
+		history = append(history, BaselineHandoff{Step: int32(s), From: fmt.Sprintf("agent-%d", s), To: fmt.Sprintf("agent-%d", s+1),
+			Time: metav1.NewMicroTime(now.Time)})
+	}
+	return map[string]any{"status": BaselineRunStatus{Phase: baselineRunning, Step: 10, CurrentAgent: "agent-11",
+		LastOutput: strings.Repeat("y", 32), History: history, StartTime: &now}}
+}
+
+// batonStatus is the merge patch of Baton's status after 10 handoffs, with its conditions or not.
+func batonStatus(now metav1.Time, conditions bool) map[string]any {
+	started := metav1.NewMicroTime(now.Time)
+	st := v1alpha1.AgentRunStatus{Phase: v1alpha1.PhaseRunning, CurrentAgent: "agent-6", ConfigRevision: "chain-5d8c6b7f9a",
+		StepCount: 10, HandoffCount: 10, TokensUsed: 1000, Input: strings.Repeat("x", 32), StartTime: &started, AgentSteps: map[string]int32{}}
+	for i := 1; i <= 10; i++ {
+		st.AgentSteps[fmt.Sprintf("agent-%d", i)] = 1
+		st.HandoffSequence = append(st.HandoffSequence, v1alpha1.HandoffRecord{Step: int32(i), From: fmt.Sprintf("agent-%d", i),
+			To: fmt.Sprintf("agent-%d", i+1), Outcome: v1alpha1.OutcomeHandoff, Reason: "handoff", Time: now, Tokens: 100})
+	}
+	if conditions {
+		for _, c := range []string{v1alpha1.ConditionProgressing, "Reconciling", "Ready", v1alpha1.ConditionConfigResolved} {
+			st.Conditions = append(st.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Running",
+				Message: "running step 11, agent agent-6", LastTransitionTime: now})
+		}
+	}
+	return map[string]any{"status": st}
 }
 
 // measureWriteCosts starts a control plane, and measures each shape rounds times, the shapes in
 // turn within each round.
 func measureWriteCosts(ctx context.Context, rounds int) ([]writeCost, error) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(operator.AddToScheme(scheme))
-	addBaselineToScheme(scheme)
-	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases"), "testdata"}, ErrorIfCRDPathMissing: true}
-	cfg, err := te.Start()
+	te, cfg, scheme, err := controlPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +110,10 @@ func measureWriteCosts(ctx context.Context, rounds int) ([]writeCost, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	sc, err := newScraper(te, cfg)
 	if err != nil {
 		return nil, err
 	}
-	sc := &scraper{api: kube.RESTClient()}
 	shapes := statusShapes()
 	out := make([]writeCost, len(shapes))
 	for round := range rounds {
@@ -145,7 +139,7 @@ func measureWriteCosts(ctx context.Context, rounds int) ([]writeCost, error) {
 // second.
 func measureShape(ctx context.Context, c client.Client, sc *scraper, ns string, s statusShape) (int, float64, float64, error) {
 	objs := make([]client.Object, writeCostObjects)
-	status, err := json.Marshal(s.status())
+	status, err := json.Marshal(s.status)
 	if err != nil {
 		return 0, 0, 0, err
 	}
