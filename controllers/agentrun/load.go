@@ -20,9 +20,9 @@ import (
 // operator wrote last, or, the first time it works on the run, from the transcript.
 func (r *Reconciler) load(ctx context.Context, cached *v1alpha1.AgentRun) (*working, error) {
 	run := r.runs.latest(cached)
-	// stored shares its lists with the run's status: nothing writes into a status's lists in
-	// place (the core copies a status before it changes it), and a whole status gets lists of
-	// its own.
+	// stored shares its lists and pointers with the run's status: nothing writes into a
+	// status's lists or through its pointers in place (the core copies a status before it
+	// changes it; the shell sets new values), and a whole status gets lists of its own.
 	w := &working{AgentRun: run, stored: run.Status}
 	if run.Status.Phase.Terminal() {
 		return w, nil
