@@ -162,26 +162,24 @@ func (r *Reconciler) wait(_ context.Context, _ *working, _ *workflow.Facts, a wo
 	return ctrl.Result{RequeueAfter: a.After}, false, nil
 }
 
-// writeAction writes the update as the run's status, and decides again when the core asked to
-// and the write moved the run on.
+// writeAction hands the update to the status writer (handOff), and decides again when the core
+// asked to: the run goes on from the status handed off, as from one written.
 func (r *Reconciler) writeAction(ctx context.Context, w *working, f *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
-	before := w.ResourceVersion
 	if a.Applied {
 		a.Update.Context = nil // the step's record holds it
 	}
-	res, written, err := r.store(ctx, w, f.Plan, a.Update)
-	if written && a.Applied {
+	res, err := r.handOff(ctx, w, f.Plan, a.Update)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if a.Applied {
 		r.Steps.Consumed(w.AgentRun, a.Step.Number)
 		r.runs.takeRelease(w.AgentRun)
-	}
-	if err != nil || !written {
-		return res, false, err
 	}
 	if a.After > 0 && !w.Status.Phase.Terminal() {
 		res.RequeueAfter = workflow.Soonest(res.RequeueAfter, a.After)
 	}
-	again := a.GoOn && w.ResourceVersion != before
-	return res, again, nil
+	return res, a.GoOn, nil
 }
 
 // holdAction keeps the update to be written with the steps after it, and decides again.
@@ -210,6 +208,9 @@ func (r *Reconciler) deferHeld(_ context.Context, w *working, _ *workflow.Facts,
 
 // startStep starts the run's next step in the step runner, and decides again.
 func (r *Reconciler) startStep(ctx context.Context, w *working, f *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
+	if r.StatusBatchPeriod <= 0 && r.runs.awaitWrite(w.AgentRun) {
+		return ctrl.Result{}, false, nil // every step is written before the next starts: woken then
+	}
 	log.FromContext(ctx).V(2).Info("Starting step", "agentRun", klog.KObj(w), "step", a.Step.Number, "agent", a.Step.Agent)
 	r.Steps.Start(w.AgentRun, f.Plan, a.Step)
 	f.Step = &workflow.StepFacts{Number: a.Step.Number, State: workflow.StepStarted, Started: true}
@@ -230,6 +231,9 @@ func (r *Reconciler) replayingAction(ctx context.Context, w *working, f *workflo
 
 // makeBranchesAction makes the branch runs the status names that have none, and decides again.
 func (r *Reconciler) makeBranchesAction(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
+	if r.runs.awaitWrite(w.AgentRun) {
+		return ctrl.Result{}, false, nil // made once the status naming them is written: woken then
+	}
 	if err := r.makeBranches(ctx, w, f.Plan, f.Branches); err != nil {
 		return ctrl.Result{}, false, err
 	}
@@ -262,6 +266,9 @@ func (r *Reconciler) writeJoin(ctx context.Context, w *working, f *workflow.Fact
 // annotated or edited later; it only goes away once its time to live has passed. What is kept
 // of it goes once its branches are cancelled: the ones this process made are known by it.
 func (r *Reconciler) finish(ctx context.Context, w *working, _ *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
+	if r.runs.awaitWrite(w.AgentRun) {
+		return ctrl.Result{}, false, nil // the end is written first: woken then
+	}
 	defer r.forget(client.ObjectKeyFromObject(w))
 	if err := r.finishWorkload(ctx, w.AgentRun, r.Clock.Now()); err != nil {
 		return ctrl.Result{}, false, err

@@ -59,18 +59,19 @@ func TestAFanOutListsTheUIDsOfTheBranchRunsItMade(t *testing.T) {
 				if _, err := branching(ctx, r, w, p, t0.Add(at)); err != nil {
 					t.Fatal(err)
 				}
+				settle(t, r, client.ObjectKeyFromObject(parent))
 			}
 			r.runs.keepWhole(parent, "", whole.HandoffSequence)
 			reconcile(time.Second)
 			if diff := cmp.Diff([]string{"r-b1-1", "r-b1-2"}, c.creates); diff != "" {
 				t.Errorf("runs made (-want +got):\n%s", diff)
 			}
-			if c.statusWrites["r"] != tc.writes[0] {
-				t.Errorf("%d status writes after the fan-out's branches were made; want %d", c.statusWrites["r"], tc.writes[0])
+			if c.writes("r") != tc.writes[0] {
+				t.Errorf("%d status writes after the fan-out's branches were made; want %d", c.writes("r"), tc.writes[0])
 			}
 			reconcile(time.Second + startGrace + time.Millisecond)
-			if c.statusWrites["r"] != tc.writes[1] {
-				t.Errorf("%d status writes once a held change is due; want %d", c.statusWrites["r"], tc.writes[1])
+			if c.writes("r") != tc.writes[1] {
+				t.Errorf("%d status writes once a held change is due; want %d", c.writes("r"), tc.writes[1])
 			}
 			if tc.writes[1] == 1 {
 				if diff := cmp.Diff(made, uids(c.run(t, "r"))); diff != "" {
@@ -85,8 +86,8 @@ func TestAFanOutListsTheUIDsOfTheBranchRunsItMade(t *testing.T) {
 			}
 			reconcile(time.Minute)
 			got := c.run(t, "r")
-			if got.Status.TerminationReason != v1alpha1.ReasonBranchFailed || c.statusWrites["r"] != tc.writes[1]+1 {
-				t.Fatalf("parent %s/%s after %d writes; want it ended BranchFailed in one more", got.Status.Phase, got.Status.TerminationReason, c.statusWrites["r"])
+			if got.Status.TerminationReason != v1alpha1.ReasonBranchFailed || c.writes("r") != tc.writes[1]+1 {
+				t.Fatalf("parent %s/%s after %d writes; want it ended BranchFailed in one more", got.Status.Phase, got.Status.TerminationReason, c.writes("r"))
 			}
 			if diff := cmp.Diff(made, uids(got)); diff != "" {
 				t.Errorf("UIDs listed (-want +got):\n%s", diff)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,8 +49,19 @@ type cluster struct {
 	creates []string
 	// cancelled are the runs whose cancel annotation was patched, by name.
 	cancelled []string
+	// mu guards statusWrites, made by the status writer's goroutines.
+	mu sync.Mutex
 	// statusWrites counts the status writes of each run, by name.
 	statusWrites map[string]int
+	// watch hears of each status write, as the operator's watch of runs would.
+	watch chan struct{}
+}
+
+// writes is how many status writes of the run named the API server took.
+func (c *cluster) writes(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.statusWrites[name]
 }
 
 // newCluster is a fake API server holding objs, which, as Baton's webhook would, stamps the
@@ -63,7 +75,7 @@ func newCluster(t *testing.T, objs ...client.Object) *cluster {
 			t.Fatal(err)
 		}
 	}
-	c := &cluster{statusWrites: map[string]int{}}
+	c := &cluster{statusWrites: map[string]int{}, watch: make(chan struct{}, 1)}
 	b := fake.NewClientBuilder().WithScheme(scheme)
 	// The cache's indexes that quotas read, as the manager has them.
 	if err := agentquota.Index(context.Background(), indexer{b}); err != nil {
@@ -87,8 +99,17 @@ func newCluster(t *testing.T, objs ...client.Object) *cluster {
 				return cl.Create(ctx, obj, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if err := cl.SubResource(sub).Patch(ctx, obj, patch, opts...); err != nil {
+					return err
+				}
+				c.mu.Lock()
 				c.statusWrites[obj.GetName()]++
-				return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				c.mu.Unlock()
+				select {
+				case c.watch <- struct{}{}:
+				default:
+				}
+				return nil
 			},
 			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				if err := cl.Patch(ctx, obj, patch, opts...); err != nil {
@@ -169,8 +190,10 @@ func reconciler(t *testing.T, c *cluster, parent *v1alpha1.AgentRun, trusted boo
 	if trusted {
 		trust = webhook.NewTrust(c, ns, clk, logr.Discard())
 	}
-	return New(Config{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Clock: clk,
+	r := New(Config{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), Clock: clk,
 		Transcript: store, Trust: trust, StatusBatchPeriod: batch})
+	startWriter(t, r)
+	return r
 }
 
 // workingOn is the parent as a reconcile loads it: as the fake API server holds it, with the

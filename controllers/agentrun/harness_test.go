@@ -74,11 +74,41 @@ func newOperatorWith(t *testing.T, deps agents.Dependencies, clients toolbox.Cli
 		}})
 	r := New(Config{Client: c, APIReader: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000), Clock: clk,
 		Providers: known, Secrets: deps.Secrets, Transcript: store, Ledger: spend, Steps: runner})
+	startWriter(t, r)
 	return &operator{cluster: c, r: r, store: store, ledger: spend}
 }
 
-// drive reconciles the named run, and again whenever its step ends or a requeue comes due,
-// until done says the run is as the test wants it; it fails the test after a while.
+// startWriter runs the reconciler's status writer while the test runs, as the manager does.
+func startWriter(t *testing.T, r *Reconciler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = r.writer.Start(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// settle waits until what the run's reconciles handed to the status writer is written, its
+// Events emitted; it fails the test after a while.
+func settle(t *testing.T, r *Reconciler, key client.ObjectKey) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.runs.handedOff(key) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the status handed off for %s is not written after 20s", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// drive reconciles the named run, and again whenever its step ends, a write of it is made or a
+// requeue comes due, until done says the run is as the test wants it; it fails the test after a
+// while.
 func (o *operator) drive(t *testing.T, name string, done func(*v1alpha1.AgentRun) bool) *v1alpha1.AgentRun {
 	t.Helper()
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}
@@ -89,7 +119,8 @@ func (o *operator) drive(t *testing.T, name string, done func(*v1alpha1.AgentRun
 			t.Fatalf("reconciling %s: %v", name, err)
 		}
 		if run := o.run(t, name); done(run) {
-			return run
+			settle(t, o.r, req.NamespacedName)
+			return o.run(t, name)
 		}
 		wait := res.RequeueAfter
 		if wait <= 0 || wait > 200*time.Millisecond {
@@ -97,6 +128,8 @@ func (o *operator) drive(t *testing.T, name string, done func(*v1alpha1.AgentRun
 		}
 		select {
 		case <-o.r.Steps.Woken():
+		case <-o.r.writer.Woken():
+		case <-o.watch:
 		case <-time.After(wait):
 		case <-deadline:
 			t.Fatalf("run %s is not as wanted after 20s: %+v", name, o.run(t, name).Status)

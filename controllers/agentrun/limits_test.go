@@ -129,6 +129,7 @@ func TestARunKeepsTheLimitsItStartedWithWhenItsQuotaChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.r = New(o.r.Config)
+	startWriter(t, o.r)
 	got := o.drive(t, "r", ended)
 	if got.Status.TerminationReason != v1alpha1.ReasonMaxStepsExceeded || got.Status.StepCount != 4 {
 		t.Fatalf("ended %s at step %d, want MaxStepsExceeded at 4", got.Status.TerminationReason, got.Status.StepCount)

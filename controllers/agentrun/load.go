@@ -24,11 +24,21 @@ func (r *Reconciler) load(ctx context.Context, cached *v1alpha1.AgentRun) (*work
 	// status's lists or through its pointers in place (the core copies a status before it
 	// changes it; the shell sets new values), and a whole status gets lists of its own.
 	w := &working{AgentRun: run, stored: run.Status}
-	if run.Status.Phase.Terminal() {
+	stored, whole, out := r.runs.outgoing(run)
+	if out {
+		// A status handed to the writer is what the API server will hold; the run goes on
+		// from it (writer.go).
+		w.stored = stored
+		w.Status = whole
+	}
+	if w.stored.Phase.Terminal() {
 		return w, nil
 	}
 	if status, held := r.runs.heldStatus(w); held {
 		w.Status = status
+		return w, nil
+	}
+	if out {
 		return w, nil
 	}
 	input, inputOK, history, historyOK := r.runs.wholeParts(run, &run.Status)

@@ -165,7 +165,7 @@ func TestTheReconcileProtocol(t *testing.T) {
 				t.Errorf("ended %s after %d steps and %d tokens (%s); want %s after %d and %d",
 					got.TerminationReason, got.StepCount, got.TokensUsed, got.TerminationMessage, tc.reason, tc.steps, tc.tokens)
 			}
-			if w := o.statusWrites["r"]; w < tc.minWrites || w > tc.maxWrites {
+			if w := o.writes("r"); w < tc.minWrites || w > tc.maxWrites {
 				t.Errorf("%d status writes; want %d to %d", w, tc.minWrites, tc.maxWrites)
 			}
 			if left > 0 {

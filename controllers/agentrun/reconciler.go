@@ -108,13 +108,18 @@ type Reconciler struct {
 	replays *worker.Pool[replayed]
 	// caps are the namespaces' quotas' caps, worked out once per change of them.
 	caps *agentquota.CapsCache
+	// writer writes the statuses reconciles hand off (writer.go).
+	writer *statusWriter
 }
 
-// New builds the reconciler.
+// New builds the reconciler. Its status writer writes once the manager starts it
+// (SetupWithManager).
 func New(cfg Config) *Reconciler {
-	return &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme),
+	r := &Reconciler{Client: cfg.Client, Config: cfg, runs: newRunTable(), revisions: newRevisions(cfg.Client, cfg.APIReader, cfg.Scheme),
 		admissions: newAdmissions(), replays: worker.New[replayed](worker.Limits{InFlight: cfg.Replays.InFlight, PerNamespace: cfg.Replays.PerNamespace}),
 		caps: &agentquota.CapsCache{}}
+	r.writer = newStatusWriter(cfg.MaxConcurrentReconciles, r.writeOut)
+	return r
 }
 
 // +kubebuilder:rbac:groups=agents.baton.dev,resources=agentruns,verbs=get;list;watch;patch
@@ -149,7 +154,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.drive(ctx, w)
+	res, err := r.drive(ctx, w)
+	if err == nil && r.runs.rearm(w) {
+		r.writer.add(w.AgentRun) // a write refused for a conflict, decided again on this copy
+	}
+	return res, err
 }
 
 // waitingFor says what the run's step waits for, and for how long, if it waits for capacity.
@@ -240,12 +249,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := agentsession.AddIndex(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := mgr.Add(r.writer); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentRun{}).
 		Watches(&v1alpha1.AgentConfig{}, handler.EnqueueRequestsFromMapFunc(r.runsWaitingFor),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.Steps.Woken(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.replays.Woken(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.writer.Woken(), &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.AgentRun{}, handler.EnqueueRequestsFromMapFunc(r.queuedBehind), builder.WithPredicates(endedPredicate())).
 		// A turn that ended lets the next turn of its session start; a session that changed
 		// (created, ended) brings back the turns that wait for it.

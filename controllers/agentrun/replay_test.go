@@ -99,6 +99,7 @@ func newReplayEnv(t *testing.T, cfg ReplayConfig, wrap func(transcript.Store) tr
 	clk := clocktesting.NewFakeClock(replayT0.Add(time.Hour))
 	r := New(Config{Client: c, APIReader: c, Scheme: scheme, Recorder: events.NewFakeRecorder(100), Clock: clk,
 		Providers: providers.New(agents.Dependencies{}), Transcript: s, Steps: steps.New(steps.Config{Store: s, Clock: clk}), Replays: cfg})
+	startWriter(t, r)
 	return &replayEnv{t: t, r: r, c: c, store: store, ticket: ticket, written: rec.Bytes}
 }
 
@@ -135,6 +136,7 @@ func (e *replayEnv) reconcile(name string) (*v1alpha1.AgentRun, ctrl.Result) {
 	if err != nil {
 		e.t.Fatalf("reconcile: %v", err)
 	}
+	settle(e.t, e.r, key)
 	run := &v1alpha1.AgentRun{}
 	if err := e.c.Get(context.Background(), key, run); err != nil {
 		e.t.Fatal(err)

@@ -73,6 +73,11 @@ type runState struct {
 	history            []v1alpha1.HandoffRecord
 	// held is the run's status decided and not yet written.
 	held *heldStatus
+	// out is the run's status handed to the status writer, to be written next, and flight
+	// the one the writer writes now (writer.go).
+	out, flight *outWrite
+	// await is set while a reconcile of the run waits for what was handed off to be written.
+	await bool
 	// released is when the run, held at its namespace's cap, found room for its step.
 	released time.Time
 	// made are the UIDs of the branch runs this process made for the run, by name: the runs
@@ -138,12 +143,20 @@ func (t *runTable) with(run *v1alpha1.AgentRun, f func(*runState)) {
 }
 
 // heldPhase is the phase of the status this operator holds for the run and has not written
-// yet (a run begun writes its start with its first step's result); "" when it holds none.
+// yet (a run begun writes its start with its first step's result), held or handed to the
+// writer; "" when it holds none.
 func (t *runTable) heldPhase(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s, ok := t.runs[client.ObjectKeyFromObject(run)]; ok && s.uid == run.UID && s.held != nil {
+	s, ok := t.runs[client.ObjectKeyFromObject(run)]
+	switch {
+	case !ok || s.uid != run.UID:
+	case s.held != nil:
 		return s.held.status.Phase
+	case s.out != nil:
+		return s.out.whole.Phase
+	case s.flight != nil:
+		return s.flight.whole.Phase
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,7 +106,10 @@ func TestABranchStartsWithItsParentsTaint(t *testing.T) {
 	run := MakeRun("r", ns).Config("research").Input("from a stranger").Obj()
 	run.UID = types.UID("uid-r")
 	o := newOperator(t, cfg, run)
-	parent := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return len(r.Status.Branches) == 2 })
+	// The branch runs are made once the status that names them is written.
+	parent := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool {
+		return len(r.Status.Branches) == 2 && slices.Contains(o.creates, "r-b1-2")
+	})
 	if parent.Status.Taint == nil || parent.Status.Taint.Source != "input" {
 		t.Fatalf("the parent's taint is %+v; want its input's", parent.Status.Taint)
 	}

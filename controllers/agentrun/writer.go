@@ -1,0 +1,290 @@
+package agentrun
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/baton-dev/baton/api/v1alpha1"
+	"github.com/baton-dev/baton/internal/workflow"
+)
+
+// A status decided in a reconcile is written off the reconcile's worker (docs/design/
+// reconcile-tail.md): the reconcile records what must be durable first (the transcript, as
+// before), hands the status to the status writer (handOff) and goes on deciding as if it were
+// written, as it does with a held status. The writer patches it, emits its Events once it is
+// written, and wakes the run. A run has one write in flight at a time; what its reconciles
+// decide meanwhile is handed off too and written next, in one patch. So a reconcile takes the
+// time of a decision, and workers serve the runs whose steps ended while the API server works.
+//
+// What must see the status written waits for the writer to wake the run: a run's end (its
+// branches are cancelled and what is kept of it forgotten), a fan-out's branch runs (made only
+// once the status that names them is written, so that a restart never makes a branch twice),
+// and every write still made in the reconcile (a start, a join, a queued run's place).
+//
+// A write refused because the run changed (a conflict) goes back to the run: its next
+// reconcile decides again on the fresh copy, with the refused status as its own (the status
+// decided is this operator's alone), and the writer tries again on that copy.
+
+// errorRetry is how soon a run whose status write failed for another reason than a conflict is
+// tried again.
+const errorRetry = time.Second
+
+// outWrite is a run's status decided and handed to the status writer.
+type outWrite struct {
+	// run is the copy of the run the newest decision was made on (its resourceVersion is the
+	// write's lock), with the status to write, cut to what the API server keeps.
+	run *v1alpha1.AgentRun
+	// base is what the API server holds of the status: what the patch is computed against.
+	base v1alpha1.AgentRunStatus
+	// whole is the status to write, whole, and input and history what it holds only the
+	// beginning of.
+	whole   v1alpha1.AgentRunStatus
+	input   string
+	history []v1alpha1.HandoffRecord
+	// events explain the write, in order; guard is the guard that ended the run, if one did.
+	events []workflow.Event
+	guard  string
+	// refused is set when the write was refused for a conflict: it waits for the run's next
+	// reconcile to decide on a fresh copy (rearm).
+	refused bool
+}
+
+// handOff gives the writer the run's status, decided whole and cut to stored: what is held
+// goes with it, and a status handed off before and not yet taken is replaced, its Events kept.
+// The run's next loads start from it.
+func (t *runTable) handOff(w *working, stored, whole v1alpha1.AgentRunStatus, input string, history []v1alpha1.HandoffRecord, d workflow.Update) {
+	run := w.DeepCopy()
+	run.Status, run.ManagedFields = stored, nil
+	t.with(w.AgentRun, func(s *runState) {
+		s.held = nil
+		if s.out == nil {
+			s.out = &outWrite{base: w.stored}
+		}
+		o := s.out
+		o.run, o.whole, o.input, o.history, o.refused = run, whole, input, history, false
+		o.events = append(o.events, d.Events...)
+		if d.Guard != "" {
+			o.guard = d.Guard
+		}
+	})
+}
+
+// outgoing is the newest status handed to the writer for the run and not yet written, cut
+// and whole, if there is one.
+func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.AgentRunStatus, ok bool) {
+	t.with(run, func(s *runState) {
+		o := s.out
+		if o == nil {
+			o = s.flight
+		}
+		if o != nil {
+			stored, whole, ok = o.run.Status, *o.whole.DeepCopy(), true
+		}
+	})
+	return stored, whole, ok
+}
+
+// awaitWrite reports whether a status of the run is handed to the writer and not yet written;
+// if one is, the writer wakes the run once all of it is written.
+func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
+	var pending bool
+	t.with(run, func(s *runState) {
+		pending = s.out != nil || s.flight != nil
+		s.await = s.await || pending
+	})
+	return pending
+}
+
+// handedOff reports whether a status of the run of that name is handed to the writer and not
+// yet written.
+func (t *runTable) handedOff(key types.NamespacedName) bool {
+	var pending bool
+	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil })
+	return pending
+}
+
+// existing runs f on the run's state, if there is one.
+func (t *runTable) existing(key types.NamespacedName, f func(*runState)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.runs[key]; ok {
+		f(s)
+	}
+}
+
+// takeOut is the run's next write, now in flight; nil if there is none to make now.
+func (t *runTable) takeOut(key types.NamespacedName) *outWrite {
+	var o *outWrite
+	t.existing(key, func(s *runState) {
+		if s.out != nil && !s.out.refused && s.flight == nil {
+			o, s.flight, s.out = s.out, s.out, nil
+		}
+	})
+	return o
+}
+
+// wroteOut notes the write in flight done, the run as it returned: the copy the next loads
+// take while the cache is older, and the base and lock of the write handed off meanwhile. It
+// reports whether the run waits for its writes (awaitWrite), all of them now made.
+func (t *runTable) wroteOut(key types.NamespacedName, o *outWrite, written *v1alpha1.AgentRun) (wake bool) {
+	written = written.DeepCopy()
+	written.ManagedFields = nil
+	t.existing(key, func(s *runState) {
+		if s.flight != o || s.uid != written.UID {
+			return
+		}
+		s.flight, s.written = nil, written
+		s.inputDigest, s.input, s.history = written.Status.InputDigest, "", o.history
+		if written.Status.InputDigest != "" {
+			s.input = o.input
+		}
+		if s.out != nil {
+			s.out.base, s.out.run.ResourceVersion = written.Status, written.ResourceVersion
+			return
+		}
+		wake, s.await = s.await, false
+	})
+	return wake
+}
+
+// putBack returns a refused write to the run: the status handed off since goes with it, after
+// its Events. It waits for the run's next reconcile (rearm).
+func (t *runTable) putBack(key types.NamespacedName, o *outWrite) {
+	t.existing(key, func(s *runState) {
+		if s.flight != o {
+			return
+		}
+		s.flight = nil
+		if n := s.out; n != nil {
+			n.base, n.events = o.base, append(o.events, n.events...)
+			if n.guard == "" {
+				n.guard = o.guard
+			}
+			o = n
+		}
+		o.refused, s.out = true, o
+	})
+}
+
+// dropFlight forgets the write in flight of a run that is gone.
+func (t *runTable) dropFlight(key types.NamespacedName, o *outWrite) {
+	t.existing(key, func(s *runState) {
+		if s.flight == o {
+			s.flight = nil
+		}
+	})
+}
+
+// rearm gives back to the writer a refused write of the run, on the copy the reconcile just
+// decided on; it reports whether there was one.
+func (t *runTable) rearm(w *working) bool {
+	again := false
+	t.with(w.AgentRun, func(s *runState) {
+		if o := s.out; o != nil && o.refused && s.flight == nil {
+			o.run.ObjectMeta = *w.ObjectMeta.DeepCopy()
+			o.run.ManagedFields, o.refused, again = nil, false, true
+		}
+	})
+	return again
+}
+
+// statusWriter writes the statuses handed off, a few at once and one at a time per run.
+type statusWriter struct {
+	queue   workqueue.TypedInterface[types.NamespacedName]
+	wake    chan event.GenericEvent
+	workers int
+	write   func(context.Context, types.NamespacedName)
+}
+
+func newStatusWriter(workers int, write func(context.Context, types.NamespacedName)) *statusWriter {
+	return &statusWriter{
+		queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[types.NamespacedName]{Name: "agentrun-status"}),
+		wake:  make(chan event.GenericEvent, 1024), workers: max(workers, 1), write: write,
+	}
+}
+
+// Start writes until ctx ends.
+func (sw *statusWriter) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range sw.workers {
+		wg.Go(func() {
+			for {
+				key, shutdown := sw.queue.Get()
+				if shutdown {
+					return
+				}
+				sw.write(ctx, key)
+				sw.queue.Done(key)
+			}
+		})
+	}
+	<-ctx.Done()
+	sw.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// add asks for the run's write.
+func (sw *statusWriter) add(run *v1alpha1.AgentRun) {
+	sw.queue.Add(client.ObjectKeyFromObject(run))
+}
+
+// Woken is where the writer sends the runs whose write ended.
+func (sw *statusWriter) Woken() <-chan event.GenericEvent { return sw.wake }
+
+// wakeAfter wakes the run after d.
+func (sw *statusWriter) wakeAfter(ctx context.Context, key types.NamespacedName, d time.Duration) {
+	obj := &v1alpha1.AgentRun{}
+	obj.Name, obj.Namespace = key.Name, key.Namespace
+	send := func() {
+		select {
+		case sw.wake <- event.GenericEvent{Object: obj}:
+		case <-ctx.Done():
+		}
+	}
+	if d <= 0 {
+		send()
+		return
+	}
+	time.AfterFunc(d, send)
+}
+
+// writeOut makes the run's next write: one merge patch of its status against what the API
+// server holds, locked to the copy the status was decided on; then its Events, and the run is
+// woken to go on from it.
+func (r *Reconciler) writeOut(ctx context.Context, key types.NamespacedName) {
+	o := r.runs.takeOut(key)
+	if o == nil {
+		return
+	}
+	run := o.run.DeepCopy()
+	orig := run.DeepCopy()
+	orig.Status = o.base
+	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case err == nil:
+		r.afterWrite(ctx, run, o.base, o.events, o.guard)
+		if r.runs.wroteOut(key, o, run) {
+			r.writer.wakeAfter(ctx, key, 0)
+		}
+	case apierrors.IsNotFound(err):
+		r.runs.dropFlight(key, o)
+	default:
+		r.runs.putBack(key, o)
+		retry := conflictRetry
+		if !apierrors.IsConflict(err) {
+			retry = errorRetry
+			log.FromContext(ctx).Error(err, "Writing a run's status; trying again", "agentRun", klog.KObj(run))
+		}
+		r.writer.wakeAfter(ctx, key, retry)
+	}
+}
