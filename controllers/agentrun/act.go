@@ -242,14 +242,20 @@ func (r *Reconciler) makeBranchesAction(ctx context.Context, w *working, f *work
 }
 
 // writeJoin writes the join: when the run goes on, the join agent's whole input is in the
-// transcript before the status that gives it; the branches no longer needed are cancelled once
-// it is written.
+// transcript before the status that gives it. A join that needs no branch cancelled is handed
+// to the writer; one that does is written here, and the branches no longer needed are cancelled
+// once it is.
 func (r *Reconciler) writeJoin(ctx context.Context, w *working, f *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
 	d := a.Update
 	if a.GoOn {
 		if _, err := r.Transcript.Append(ctx, records.JoinRecord(idOf(w.AgentRun), &d.Status, d.Status.Input, f.Now)); err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("writing the join's input to the transcript: %w", err)
 		}
+	}
+	if len(a.Cancel) == 0 {
+		res, err := r.handOff(ctx, w, f.Plan, d)
+		f.Branches, f.BranchesMade = nil, false
+		return res, a.GoOn && err == nil, err
 	}
 	res, written, err := r.store(ctx, w, f.Plan, d)
 	if err != nil || !written {

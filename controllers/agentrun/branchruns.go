@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,16 @@ func (r *Reconciler) branchRuns(ctx context.Context, w *working) (map[string]wor
 	out := make(map[string]workflow.BranchRun, len(w.Status.Branches))
 	for i, b := range w.Status.Branches {
 		run := byName[b.Name]
+		made, ok := r.runs.madeRun(w.AgentRun, b.Name)
+		switch {
+		case !ok:
+		case run == nil && !made.seen && (b.UID == "" || b.UID == string(made.uid)):
+			// Made by this process a moment ago, and not in the cache yet: as it was made.
+			out[b.Name] = workflow.BranchRun{Found: true, UID: string(made.uid)}
+			continue
+		case run != nil && run.UID == made.uid:
+			r.runs.seenBranch(w.AgentRun, b.Name)
+		}
 		if b.UID != "" && (run == nil || string(run.UID) != b.UID) {
 			// The run made for it is not in the cache under its UID: made a moment ago, gone,
 			// or its name taken since. The API server says which.
@@ -52,10 +63,21 @@ func (r *Reconciler) branchRuns(ctx context.Context, w *working) (map[string]wor
 			}
 		}
 		if run != nil {
-			out[b.Name] = r.asBranchRun(ctx, w.AgentRun, i, run)
+			out[b.Name] = r.asBranchRun(ctx, w.AgentRun, i, r.runs.asHeld(run))
 		}
 	}
 	return out, nil
+}
+
+// wakeParent brings the run's parent back at once when the run, a branch, ended: its end is in
+// the transcript and handed to the writer, and the join reads it from there (asHeld) rather
+// than wait for the write and its watch event.
+func (r *Reconciler) wakeParent(ctx context.Context, run *v1alpha1.AgentRun) {
+	owner := metav1.GetControllerOf(run)
+	if owner == nil || owner.Kind != "AgentRun" || owner.APIVersion != v1alpha1.GroupVersion.String() {
+		return
+	}
+	r.writer.wakeAfter(ctx, types.NamespacedName{Namespace: run.Namespace, Name: owner.Name}, 0)
 }
 
 // asBranchRun is what the join reads of run, which holds the name of the parent's branch i:

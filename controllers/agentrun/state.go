@@ -83,7 +83,13 @@ type runState struct {
 	// made are the UIDs of the branch runs this process made for the run, by name: the runs
 	// of its branches until its status lists their UIDs, should the write that lists them
 	// not be made (branchruns.go).
-	made map[string]types.UID
+	made map[string]madeRun
+}
+
+// madeRun is a branch run this process made: its UID, and whether the cache has shown it since.
+type madeRun struct {
+	uid  types.UID
+	seen bool
 }
 
 // heldStatus is a run's status decided and not yet written: its start, waiting to be written
@@ -293,21 +299,38 @@ func (t *runTable) wholeParts(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatu
 func (t *runTable) madeBranch(run *v1alpha1.AgentRun, name string, uid types.UID) {
 	t.with(run, func(s *runState) {
 		if s.made == nil {
-			s.made = map[string]types.UID{}
+			s.made = map[string]madeRun{}
 		}
-		s.made[name] = uid
+		s.made[name] = madeRun{uid: uid}
 	})
 }
 
 // madeUID is the UID of the run this process made for the run's branch of that name, if it did.
 func (t *runTable) madeUID(run *v1alpha1.AgentRun, name string) types.UID {
+	m, _ := t.madeRun(run, name)
+	return m.uid
+}
+
+// madeRun is what this process knows of the run it made for the run's branch of that name.
+func (t *runTable) madeRun(run *v1alpha1.AgentRun, name string) (madeRun, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ok := t.runs[client.ObjectKeyFromObject(run)]
 	if !ok || s.uid != run.UID {
-		return ""
+		return madeRun{}, false
 	}
-	return s.made[name]
+	m, ok := s.made[name]
+	return m, ok
+}
+
+// seenBranch notes that the cache has shown the branch run of that name this process made.
+func (t *runTable) seenBranch(run *v1alpha1.AgentRun, name string) {
+	t.with(run, func(s *runState) {
+		if m, ok := s.made[name]; ok && !m.seen {
+			m.seen = true
+			s.made[name] = m
+		}
+	})
 }
 
 // plan is the run's cached plan for its pinned revision, if built.

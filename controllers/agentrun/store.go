@@ -73,6 +73,9 @@ func (r *Reconciler) handOff(ctx context.Context, w *working, plan *workflow.Pla
 	if changed {
 		r.runs.handOff(w, p.stored, p.whole, p.input, p.history, d)
 		r.writer.add(w.AgentRun)
+		if p.whole.Phase.Terminal() && !w.stored.Phase.Terminal() {
+			r.wakeParent(ctx, w.AgentRun)
+		}
 		w.stored, w.Status = p.stored, p.whole
 	}
 	return r.requeueAtDeadline(plan, w.AgentRun, r.Clock.Now()), nil

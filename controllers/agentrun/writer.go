@@ -93,6 +93,26 @@ func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.Agen
 	return stored, whole, ok
 }
 
+// asHeld is the run with the status this process decided for it and has handed to the writer,
+// if there is one; else the run as given. The run given is not changed.
+func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	var o *outWrite
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		if s.uid != run.UID {
+			return
+		}
+		if o = s.out; o == nil {
+			o = s.flight
+		}
+	})
+	if o == nil {
+		return run
+	}
+	held := *run
+	held.Status = o.run.Status
+	return &held
+}
+
 // awaitWrite reports whether a status of the run is handed to the writer and not yet written;
 // if one is, the writer wakes the run once all of it is written.
 func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
