@@ -133,8 +133,8 @@ test-image: build ## The container image without a container engine: build the m
 	$(STATIC) $(BACKGROUND) $(GO) test -v $(TEST_FLAGS) ./test/image/...
 
 .PHONY: bench
-bench: ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), what a status write costs the API server by its shape, the transcript stores' write latency, replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default), a session turn's history assembly, notifications of 1,000 gates opened at once, what a guardrail adds to a call, and the share a namespace keeps beside one of huge asks.
-	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" BENCH_QUOTA="$(BENCH_QUOTA)" BENCH_GUARDRAIL="$(BENCH_GUARDRAIL)" BENCH_UNTRUSTED="$(BENCH_UNTRUSTED)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" \
+bench: build ## Benchmarks: Baton beside a minimal baseline controller on one API server (ratios; BENCH_REPS, BENCH_SCALE, BENCH_ONLY), what a status write costs the API server by its shape, the operator binary killed and started again while it holds 10,000 live runs, the transcript stores' write latency, replays of recorded runs (the operator's memory while it replays a BENCH_REPLAY_BYTES transcript, 1Gi by default), a session turn's history assembly, notifications of 1,000 gates opened at once, what a guardrail adds to a call, and the share a namespace keeps beside one of huge asks.
+	BENCH_REPS="$(BENCH_REPS)" BENCH_SCALE="$(BENCH_SCALE)" BENCH_ONLY="$(BENCH_ONLY)" BENCH_QUOTA="$(BENCH_QUOTA)" BENCH_GUARDRAIL="$(BENCH_GUARDRAIL)" BENCH_UNTRUSTED="$(BENCH_UNTRUSTED)" KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" MANAGER_BIN=$(LOCALBIN)/manager \
 		$(GO) test ./test/benchmark -run '^$$' -bench . -benchtime 1x -timeout 60m
 	PG_BIN="$$(hack/postgres.sh)" $(GO) test ./internal/transcript/sqlstore -run '^$$' -bench AppendStep -benchtime 4000x
 	$(GO) test ./internal/replay -run '^$$' -bench Replay -benchtime 20x

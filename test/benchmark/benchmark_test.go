@@ -177,6 +177,23 @@ func BenchmarkLiveRuns(b *testing.B) {
 	b.ReportMetric(float64(f.goroutines), "goroutines")
 }
 
+// restartRuns is how many live runs the restart's operator holds, divided by BENCH_SCALE.
+const restartRuns = 10000
+
+// BenchmarkRestart kills the operator binary while it holds many live runs and starts it again,
+// and reports how long until every run progresses again and both processes' peak RSS
+// (restart.go).
+func BenchmarkRestart(b *testing.B) {
+	s := settingsFor(b, "restart")
+	f, err := measureRestart(context.Background(), max(restartRuns/s.scale, 2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Print(restartReport(f))
+	b.ReportMetric(f.restart.Seconds(), "restart-s")
+	b.ReportMetric(float64(f.peakAfter)/float64(max(f.peakBefore, 1)), "peak-RSS-after/before")
+}
+
 // BenchmarkOverload has Baton run many runs from many namespaces on one model endpoint whose
 // server allows fewer calls than they want, and reports its goodput, the 429s, the runs that
 // failed, fairness among the namespaces, memory and drain time against their targets

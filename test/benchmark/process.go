@@ -34,8 +34,11 @@ func resetPeakRSS() error {
 }
 
 // peakRSS is this process's peak resident memory, in bytes, since the last reset.
-func peakRSS() (uint64, error) {
-	status, err := os.ReadFile("/proc/self/status")
+func peakRSS() (uint64, error) { return peakRSSOf("self") }
+
+// peakRSSOf is the peak resident memory (VmHWM), in bytes, of the process of /proc/<proc>.
+func peakRSSOf(proc string) (uint64, error) {
+	status, err := os.ReadFile("/proc/" + proc + "/status")
 	if err != nil {
 		return 0, err
 	}
@@ -46,7 +49,7 @@ func peakRSS() (uint64, error) {
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("no VmHWM in /proc/%s/status", proc)
 }
 
 // memInUse is the bytes of the Go heap's spans in use, and of goroutine stacks.
