@@ -90,7 +90,7 @@ func parseFlags() config {
 // runFlags are the flags of how runs are worked on.
 func runFlags(o *operator.Options) {
 	flag.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 8,
-		"Reconcile workers of the AgentRun controller. Agent steps do not hold a worker while they run.")
+		"Reconcile workers of the AgentRun controller, and as many status writers. Agent steps do not hold a worker while they run, nor does a status write.")
 	flag.IntVar(&o.MaxStepsInFlight, "max-steps-in-flight", operator.DefaultMaxStepsInFlight,
 		"Agent steps that may run at once across all runs; further steps wait for a slot.")
 	flag.DurationVar(&o.StatusBatchPeriod, "status-batch-period", operator.DefaultStatusBatchPeriod,

@@ -18,15 +18,17 @@ import (
 // to its beginning, with a digest of the whole, and the latest handoff records without their
 // digests. The workflow core decides on the whole status. So a reconcile loads its run once
 // (load.go): the cache's copy, or, while the cache is older than this operator's last write,
-// that write's; with its status whole as this operator decided it and holds it, as it last
-// wrote it, or, the first time this process works on the run, as the transcript has it. And it
-// stores the run once (store.go): the status cut to what the API server keeps, one patch
-// against what the API server holds, remembered for the next load. Between the two, the run's
-// status is whole: nothing cuts it or puts it together again.
+// that write's; with its status whole as this operator decided it and holds it, as it handed it
+// to the status writer, as it last wrote it, or, the first time this process works on the run,
+// as the transcript has it. And it stores the run once (store.go): the status cut to what the
+// API server keeps, handed to the status writer (writer.go) for one patch against what the API
+// server holds, remembered for the next load. Between the two, the run's status is whole:
+// nothing cuts it or puts it together again.
 //
 // A step whose run goes on is held (hold): the next step starts at once, and what is held is
 // written once the batch period since its oldest change has passed, else with the steps that
-// end soon after. A gate, an end or an Event is written at once, with what is held. Every step
+// end soon after. A gate, an end or an Event is handed to the writer at once, with what is
+// held. Every step
 // held is in the transcript already, so an operator that stops before the write loses nothing:
 // its successor applies those steps again from their records.
 //
