@@ -77,17 +77,30 @@ func (e *env) measureLive(ctx context.Context, n int, wait time.Duration) (liveF
 // waitHeld waits until n runs are started, each with its step in flight, and Baton's queue has
 // stayed empty for liveQuiet; it returns the time from began until then.
 func (e *env) waitHeld(ctx context.Context, n int, began time.Time, limit time.Duration) (time.Duration, error) {
-	var heldSince time.Time
-	for {
+	return quietFor(ctx, began, limit, func() (bool, string, error) {
 		started, _, _ := e.baton.tracker.counts()
 		m, err := local()
 		if err != nil {
-			return 0, err
+			return false, "", err
 		}
 		inFlight := m.total("baton_agent_steps_in_flight", nil)
 		depth := m.total("workqueue_depth", labelsMatch{"name": "agentrun"})
+		return started >= n && inFlight >= float64(n) && depth == 0,
+			fmt.Sprintf("%d of %d runs started, %.0f steps in flight, %.0f runs queued", started, n, inFlight, depth), nil
+	})
+}
+
+// quietFor waits until held says the runs are held and it has said so for liveQuiet; it
+// returns the time from began until they first were, and fails, with what held last said, once
+// limit has passed since began.
+func quietFor(ctx context.Context, began time.Time, limit time.Duration, held func() (bool, string, error)) (time.Duration, error) {
+	var heldSince time.Time
+	for {
+		ok, state, err := held()
 		switch {
-		case started < n || inFlight < float64(n) || depth > 0:
+		case err != nil:
+			return 0, err
+		case !ok:
 			heldSince = time.Time{}
 		case heldSince.IsZero():
 			heldSince = time.Now()
@@ -95,7 +108,7 @@ func (e *env) waitHeld(ctx context.Context, n int, began time.Time, limit time.D
 			return heldSince.Sub(began), nil
 		}
 		if time.Since(began) > limit {
-			return 0, fmt.Errorf("after %s, %d of %d runs started, %.0f steps in flight, %.0f runs queued", limit, started, n, inFlight, depth)
+			return 0, fmt.Errorf("after %s, %s", limit, state)
 		}
 		select {
 		case <-ctx.Done():

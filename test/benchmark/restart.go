@@ -182,32 +182,15 @@ func (p *operatorProcess) scrape(ctx context.Context) (metricSet, error) {
 // for a slot) and its work queue has stayed empty for liveQuiet; it returns the time from began
 // until then.
 func (p *operatorProcess) waitHeld(ctx context.Context, n int, began time.Time) (time.Duration, error) {
-	var heldSince time.Time
-	limit := liveWait * 4 / 5
-	for {
+	return quietFor(ctx, began, liveWait*4/5, func() (bool, string, error) {
 		m, err := p.scrape(ctx)
 		if err != nil {
-			return 0, err
+			return false, "", err
 		}
 		inFlight := m.total("baton_agent_steps_in_flight", nil)
 		depth := m.total("workqueue_depth", labelsMatch{"name": "agentrun"})
-		switch {
-		case inFlight < float64(n) || depth > 0:
-			heldSince = time.Time{}
-		case heldSince.IsZero():
-			heldSince = time.Now()
-		case time.Since(heldSince) >= liveQuiet:
-			return heldSince.Sub(began), nil
-		}
-		if time.Since(began) > limit {
-			return 0, fmt.Errorf("after %s, %.0f of %d steps in flight, %.0f runs queued", limit, inFlight, n, depth)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return inFlight >= float64(n) && depth == 0, fmt.Sprintf("%.0f of %d steps in flight, %.0f runs queued", inFlight, n, depth), nil
+	})
 }
 
 // kill kills the process (SIGKILL: no shutdown) and waits for it.
