@@ -95,7 +95,7 @@ func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflo
 		case err != nil:
 			return fmt.Errorf("making branch %s: %w", b.Name, err)
 		}
-		r.runs.madeBranch(w.AgentRun, b.Name, child.UID)
+		r.runs.madeBranch(w.AgentRun, b.Name, child.UID, r.Clock.Now())
 		runs[b.Name] = workflow.BranchRun{Found: true, UID: string(child.UID)}
 		log.FromContext(ctx).V(2).Info("Made a branch", "agentRun", klog.KObj(w), "branch", b.Name, "agent", b.Agent, "uid", child.UID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +27,15 @@ import (
 // it is not, nothing is taken on a creator's word. Any other run that holds a branch's name is
 // never adopted, joined or cancelled: the parent fails BranchFailed, naming it.
 
+// cacheLag bounds how long a branch run this process made is taken as made while the cache does
+// not show it: past it, the API server says whether it is still there.
+const cacheLag = 10 * time.Second
+
 // branchRuns is what the join reads of the branches the run's status lists, by name: each
-// branch's own run, from the cache, or why another run holds its name or its run is gone. A
-// branch not in it has no run yet (makeBranches makes it).
+// branch's own run, from the cache with the status this process handed to the writer for it
+// (asHeld), or as made when this process made it a moment ago and the cache does not show it
+// yet, or why another run holds its name or its run is gone. A branch not in it has no run yet
+// (makeBranches makes it).
 func (r *Reconciler) branchRuns(ctx context.Context, w *working) (map[string]workflow.BranchRun, error) {
 	list, err := r.labelledBranches(ctx, w.AgentRun, client.UnsafeDisableDeepCopy)
 	if err != nil {
@@ -44,7 +51,7 @@ func (r *Reconciler) branchRuns(ctx context.Context, w *working) (map[string]wor
 		made, ok := r.runs.madeRun(w.AgentRun, b.Name)
 		switch {
 		case !ok:
-		case run == nil && !made.seen && (b.UID == "" || b.UID == string(made.uid)):
+		case run == nil && !made.seen && r.Clock.Since(made.at) < cacheLag && (b.UID == "" || b.UID == string(made.uid)):
 			// Made by this process a moment ago, and not in the cache yet: as it was made.
 			out[b.Name] = workflow.BranchRun{Found: true, UID: string(made.uid)}
 			continue

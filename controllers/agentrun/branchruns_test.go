@@ -243,7 +243,7 @@ func TestAParentsEndCancelsOnlyItsBranchesOwnRuns(t *testing.T) {
 			c := newCluster(t, parent, run)
 			r := reconciler(t, c, parent, tc.trusted, 0)
 			if tc.made {
-				r.runs.madeBranch(parent, run.Name, tc.uid)
+				r.runs.madeBranch(parent, run.Name, tc.uid, t0)
 			}
 			if err := r.cancelBranches(context.Background(), parent, workflow.BranchesToCancel(&ended), "its parent run ended"); err != nil {
 				t.Fatal(err)

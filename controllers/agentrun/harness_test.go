@@ -94,13 +94,19 @@ func startWriter(t *testing.T, r *Reconciler) {
 }
 
 // settle waits until what the run's reconciles handed to the status writer is written, its
-// Events emitted; it fails the test after a while.
+// Events emitted, reconciling the run again when a write of it was refused (as the writer's
+// wake would); it fails the test after a while.
 func settle(t *testing.T, r *Reconciler, key client.ObjectKey) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for r.runs.handedOff(key) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the status handed off for %s is not written after 20s", key)
+		}
+		if r.runs.refused(key) {
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+				t.Fatalf("reconciling %s: %v", key, err)
+			}
 		}
 		time.Sleep(time.Millisecond)
 	}

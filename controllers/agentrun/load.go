@@ -20,6 +20,7 @@ import (
 // operator wrote last, or, the first time it works on the run, from the transcript.
 func (r *Reconciler) load(ctx context.Context, cached *v1alpha1.AgentRun) (*working, error) {
 	run := r.runs.latest(cached)
+	r.runs.dropStale(run)
 	// stored shares its lists and pointers with the run's status: nothing writes into a
 	// status's lists or through its pointers in place (the core copies a status before it
 	// changes it; the shell sets new values), and a whole status gets lists of its own.

@@ -88,9 +88,11 @@ type runState struct {
 	made map[string]madeRun
 }
 
-// madeRun is a branch run this process made: its UID, and whether the cache has shown it since.
+// madeRun is a branch run this process made: its UID, when, and whether the cache has shown it
+// since.
 type madeRun struct {
 	uid  types.UID
+	at   time.Time
 	seen bool
 }
 
@@ -169,7 +171,7 @@ func (t *runTable) heldPhase(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
 	return ""
 }
 
-// forget drops everything kept of the run.
+// forget drops everything kept of the run (a status write in flight finds nothing to note).
 func (t *runTable) forget(key types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -298,12 +300,12 @@ func (t *runTable) wholeParts(run *v1alpha1.AgentRun, st *v1alpha1.AgentRunStatu
 }
 
 // madeBranch remembers that this process made the run's branch of that name, as the run of uid.
-func (t *runTable) madeBranch(run *v1alpha1.AgentRun, name string, uid types.UID) {
+func (t *runTable) madeBranch(run *v1alpha1.AgentRun, name string, uid types.UID, now time.Time) {
 	t.with(run, func(s *runState) {
 		if s.made == nil {
 			s.made = map[string]madeRun{}
 		}
-		s.made[name] = madeRun{uid: uid}
+		s.made[name] = madeRun{uid: uid, at: now}
 	})
 }
 

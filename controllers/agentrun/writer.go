@@ -5,8 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +23,8 @@ import (
 // reconcile-tail.md): the reconcile records what must be durable first (the transcript, as
 // before), hands the status to the status writer (handOff) and goes on deciding as if it were
 // written, as it does with a held status. The writer patches it, emits its Events once it is
-// written, and wakes the run. A run has one write in flight at a time; what its reconciles
+// written, and wakes the run if a reconcile of it waits for the write (else the write's watch
+// event brings it back). A run has one write in flight at a time; what its reconciles
 // decide meanwhile is handed off too and written next, in one patch. So a reconcile takes the
 // time of a decision, and workers serve the runs whose steps ended while the API server works.
 //
@@ -32,7 +35,8 @@ import (
 //
 // A write refused because the run changed (a conflict) goes back to the run: its next
 // reconcile decides again on the fresh copy, with the refused status as its own (the status
-// decided is this operator's alone), and the writer tries again on that copy.
+// decided is this operator's alone), and the writer tries again on that copy; unless the fresh
+// copy's status is not what the refused write was computed against (dropStale).
 
 // errorRetry is how soon a run whose status write failed for another reason than a conflict is
 // tried again.
@@ -66,6 +70,11 @@ func (t *runTable) handOff(w *working, stored, whole v1alpha1.AgentRunStatus, in
 	run.Status, run.ManagedFields = stored, nil
 	t.with(w.AgentRun, func(s *runState) {
 		s.held = nil
+		if s.written != nil && newer(s.written.ResourceVersion, run.ResourceVersion) {
+			// Decided while this operator's last write was in flight, on the status it wrote:
+			// nobody else changed the run between the two, or that write would have been refused.
+			run.ResourceVersion = s.written.ResourceVersion
+		}
 		if s.out == nil {
 			s.out = &outWrite{base: w.stored}
 		}
@@ -78,10 +87,19 @@ func (t *runTable) handOff(w *working, stored, whole v1alpha1.AgentRunStatus, in
 	})
 }
 
+// newer reports whether resourceVersion a is newer than b.
+func newer(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp > 0
+}
+
 // outgoing is the newest status handed to the writer for the run and not yet written, cut
 // and whole, if there is one.
 func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.AgentRunStatus, ok bool) {
-	t.with(run, func(s *runState) {
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		if s.uid != run.UID {
+			return
+		}
 		o := s.out
 		if o == nil {
 			o = s.flight
@@ -96,20 +114,21 @@ func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.Agen
 // asHeld is the run with the status this process decided for it and has handed to the writer,
 // if there is one; else the run as given. The run given is not changed.
 func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	var o *outWrite
+	var status *v1alpha1.AgentRunStatus
 	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
-		if s.uid != run.UID {
-			return
-		}
-		if o = s.out; o == nil {
+		o := s.out
+		if o == nil {
 			o = s.flight
 		}
+		if o != nil && s.uid == run.UID {
+			status = &o.run.Status
+		}
 	})
-	if o == nil {
+	if status == nil {
 		return run
 	}
 	held := *run
-	held.Status = o.run.Status
+	held.Status = *status
 	return &held
 }
 
@@ -117,8 +136,8 @@ func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 // if one is, the writer wakes the run once all of it is written.
 func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
 	var pending bool
-	t.with(run, func(s *runState) {
-		pending = s.out != nil || s.flight != nil
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		pending = s.uid == run.UID && (s.out != nil || s.flight != nil)
 		s.await = s.await || pending
 	})
 	return pending
@@ -130,6 +149,14 @@ func (t *runTable) handedOff(key types.NamespacedName) bool {
 	var pending bool
 	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil })
 	return pending
+}
+
+// refused reports whether the run of that name has a write refused, waiting for its next
+// reconcile (rearm).
+func (t *runTable) refused(key types.NamespacedName) bool {
+	var refused bool
+	t.existing(key, func(s *runState) { refused = s.out != nil && s.out.refused && s.flight == nil })
+	return refused
 }
 
 // existing runs f on the run's state, if there is one.
@@ -204,12 +231,28 @@ func (t *runTable) dropFlight(key types.NamespacedName, o *outWrite) {
 	})
 }
 
+// dropStale forgets a refused write of the run, and what is held of it, when the run as the API
+// server now holds it is not what the write was computed against: its status changed under it
+// (or ended), so the write's decisions are made again from the fresh copy, and the steps they
+// applied from their records.
+func (t *runTable) dropStale(run *v1alpha1.AgentRun) {
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		o := s.out
+		if o == nil || !o.refused || s.flight != nil || s.uid != run.UID {
+			return
+		}
+		if run.Status.Phase.Terminal() || !equality.Semantic.DeepEqual(run.Status, o.base) {
+			s.out, s.held, s.await = nil, nil, false
+		}
+	})
+}
+
 // rearm gives back to the writer a refused write of the run, on the copy the reconcile just
 // decided on; it reports whether there was one.
 func (t *runTable) rearm(w *working) bool {
 	again := false
-	t.with(w.AgentRun, func(s *runState) {
-		if o := s.out; o != nil && o.refused && s.flight == nil {
+	t.existing(client.ObjectKeyFromObject(w.AgentRun), func(s *runState) {
+		if o := s.out; o != nil && o.refused && s.flight == nil && s.uid == w.UID {
 			o.run.ObjectMeta = *w.ObjectMeta.DeepCopy()
 			o.run.ManagedFields, o.refused, again = nil, false, true
 		}
@@ -280,7 +323,7 @@ func (sw *statusWriter) wakeAfter(ctx context.Context, key types.NamespacedName,
 
 // writeOut makes the run's next write: one merge patch of its status against what the API
 // server holds, locked to the copy the status was decided on; then its Events, and the run is
-// woken to go on from it.
+// woken if a reconcile of it waits for the write.
 func (r *Reconciler) writeOut(ctx context.Context, key types.NamespacedName) {
 	o := r.runs.takeOut(key)
 	if o == nil {

@@ -114,7 +114,8 @@ type ActionKind int
 const (
 	// Wait: nothing to do until an event, or After.
 	Wait ActionKind = iota
-	// Write the Update as the run's status; with GoOn, decide again once it is written.
+	// Write the Update as the run's status; with GoOn, decide again once it is stored (the
+	// shell may write it later, as it writes what is held).
 	Write
 	// Hold the Update, to be written with the steps after it; decide again.
 	Hold
@@ -166,7 +167,7 @@ type Action struct {
 	Kind ActionKind
 	// Update is what Write, Hold, HoldLazily and WriteJoin store.
 	Update Update
-	// Step is the step to start, or whose result the Update applies (Consumed once written).
+	// Step is the step to start, or whose result the Update applies (Consumed once stored).
 	Step Step
 	// Applied is set when the Update applies Step's result.
 	Applied bool
@@ -250,7 +251,7 @@ func (f Facts) work(next Step) Action {
 }
 
 // apply is the ended step applied: held while the run goes on and steps are batched, else
-// written, and the run goes on from the status written.
+// written, and the run goes on from the status stored.
 func (f Facts) apply(step Step) Action {
 	st := f.Status
 	if st.QuotaHold != nil && f.Step.Result.QuotaHold == nil {

@@ -185,7 +185,7 @@ const restartRuns = 10000
 // (restart.go).
 func BenchmarkRestart(b *testing.B) {
 	s := settingsFor(b, "restart")
-	f, err := measureRestart(context.Background(), max(restartRuns/s.scale, 2))
+	f, err := measureRestart(context.Background(), max(restartRuns/s.scale, 2), liveWait)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,8 +43,8 @@ type operatorProcess struct {
 	metrics string
 }
 
-// measureRestart runs the restart with n runs.
-func measureRestart(ctx context.Context, n int) (restartFigures, error) {
+// measureRestart runs the restart with n runs whose one step takes wait.
+func measureRestart(ctx context.Context, n int, wait time.Duration) (restartFigures, error) {
 	f := restartFigures{runs: n}
 	bin := os.Getenv("MANAGER_BIN")
 	if bin == "" {
@@ -72,7 +72,7 @@ func measureRestart(ctx context.Context, n int) (restartFigures, error) {
 	if err != nil {
 		return f, err
 	}
-	if err := c.Create(ctx, liveConfig(ns, liveWait)); err != nil {
+	if err := c.Create(ctx, liveConfig(ns, wait)); err != nil {
 		return f, err
 	}
 
@@ -84,7 +84,7 @@ func measureRestart(ctx context.Context, n int) (restartFigures, error) {
 	if err := createRuns(ctx, c, baton{}, ns, workload{name: "restart", runs: n, steps: 1}); err != nil {
 		return f, first.kill()
 	}
-	if f.pickup, err = first.waitHeld(ctx, n, began); err != nil {
+	if f.pickup, err = first.waitHeld(ctx, n, began, wait*4/5); err != nil {
 		return f, kill(err, first)
 	}
 	if f.peakBefore, err = peakRSSOf(strconv.Itoa(first.cmd.Process.Pid)); err != nil {
@@ -99,7 +99,7 @@ func measureRestart(ctx context.Context, n int) (restartFigures, error) {
 	if err != nil {
 		return f, err
 	}
-	if f.restart, err = second.waitHeld(ctx, n, began); err != nil {
+	if f.restart, err = second.waitHeld(ctx, n, began, wait*4/5); err != nil {
 		return f, kill(err, second)
 	}
 	if f.peakAfter, err = peakRSSOf(strconv.Itoa(second.cmd.Process.Pid)); err != nil {
@@ -181,8 +181,8 @@ func (p *operatorProcess) scrape(ctx context.Context) (metricSet, error) {
 // waitHeld waits until the process has every one of n runs' steps started (in flight or in line
 // for a slot) and its work queue has stayed empty for liveQuiet; it returns the time from began
 // until then.
-func (p *operatorProcess) waitHeld(ctx context.Context, n int, began time.Time) (time.Duration, error) {
-	return quietFor(ctx, began, liveWait*4/5, func() (bool, string, error) {
+func (p *operatorProcess) waitHeld(ctx context.Context, n int, began time.Time, limit time.Duration) (time.Duration, error) {
+	return quietFor(ctx, began, limit, func() (bool, string, error) {
 		m, err := p.scrape(ctx)
 		if err != nil {
 			return false, "", err
