@@ -229,13 +229,22 @@ func (r *Reconciler) replayingAction(ctx context.Context, w *working, f *workflo
 	return res, false, err
 }
 
-// makeBranchesAction makes the branch runs the status names that have none, and decides again.
+// makeBranchesAction makes the branch runs the status names that have none, off the worker
+// (makeBranchesOff), and decides again once none is missing.
 func (r *Reconciler) makeBranchesAction(ctx context.Context, w *working, f *workflow.Facts, _ workflow.Action) (ctrl.Result, bool, error) {
 	if r.runs.awaitWrite(w.AgentRun) {
 		return ctrl.Result{}, false, nil // made once the status naming them is written: woken then
 	}
-	if err := r.makeBranches(ctx, w, f.Plan, f.Branches); err != nil {
+	if r.runs.creating(w.AgentRun) {
+		return ctrl.Result{}, false, nil // woken once they are made
+	}
+	missing, err := r.branchesToMake(ctx, w, f.Branches)
+	if err != nil {
 		return ctrl.Result{}, false, err
+	}
+	if len(missing) > 0 {
+		r.makeBranchesOff(ctx, w, f.Plan, f.Branches, missing)
+		return ctrl.Result{}, false, nil
 	}
 	f.BranchesMade = true
 	return ctrl.Result{}, true, nil
@@ -272,8 +281,13 @@ func (r *Reconciler) writeJoin(ctx context.Context, w *working, f *workflow.Fact
 // annotated or edited later; it only goes away once its time to live has passed. What is kept
 // of it goes once its branches are cancelled: the ones this process made are known by it.
 func (r *Reconciler) finish(ctx context.Context, w *working, _ *workflow.Facts, a workflow.Action) (ctrl.Result, bool, error) {
-	if r.runs.awaitWrite(w.AgentRun) {
-		return ctrl.Result{}, false, nil // the end is written first: woken then
+	if r.runs.awaitWrite(w.AgentRun) || r.runs.creating(w.AgentRun) {
+		return ctrl.Result{}, false, nil // the end is written, and branches made, first: woken then
+	}
+	if w.ahead {
+		// What is kept of the run goes once the cache shows its end (its watch event brings the
+		// run back): until then, its parent's join reads the end from it (asHeld).
+		return ctrl.Result{}, false, nil
 	}
 	defer r.forget(client.ObjectKeyFromObject(w))
 	if err := r.finishWorkload(ctx, w.AgentRun, r.Clock.Now()); err != nil {

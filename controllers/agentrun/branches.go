@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,30 +41,58 @@ func (r *Reconciler) labelledBranches(ctx context.Context, run *v1alpha1.AgentRu
 	return list, r.List(ctx, list, opts...)
 }
 
-// makeBranches makes the branch runs the run's status names that have no run yet, with their
-// inputs from the fan-out step's record and their shares of the run's limits, and adds them to
-// runs. A branch whose name another run holds already makes the run fail (the join says so),
-// and none is made then. A run made meanwhile under a branch's name (by this operator before a
-// restart) is the branch's only if nobody else can have made it (asBranchRun).
-func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflow.Plan, runs map[string]workflow.BranchRun) error {
-	st := &w.Status
+// branchesToMake is the places of the branches the run's status names that have no run yet,
+// after what holds their names is added to runs (heldNames, from the cache): none when a run
+// holds a branch's name already, which makes the run fail (the join says so), and none is made
+// then.
+func (r *Reconciler) branchesToMake(ctx context.Context, w *working, runs map[string]workflow.BranchRun) ([]int, error) {
 	var missing []int
-	for i, b := range st.Branches {
+	for i, b := range w.Status.Branches {
 		if _, ok := runs[b.Name]; !ok && b.UID == "" {
 			missing = append(missing, i)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := r.heldNames(ctx, w.AgentRun, missing, runs); err != nil {
-		return err
+		return nil, err
 	}
 	for _, b := range runs {
 		if b.Taken != "" {
-			return nil
+			return nil, nil
 		}
 	}
+	return missing, nil
+}
+
+// makeBranchesOff makes the run's missing branch runs (makeBranches) in a goroutine of its own,
+// a few runs' at once, so that a fan-out's creates hold no reconcile worker; the run waits, and
+// is woken once they are made. A run whose branches are being made makes none again.
+func (r *Reconciler) makeBranchesOff(ctx context.Context, w *working, plan *workflow.Plan, runs map[string]workflow.BranchRun, missing []int) {
+	if !r.runs.startCreating(w.AgentRun) {
+		return
+	}
+	key := client.ObjectKeyFromObject(w.AgentRun)
+	copied := &working{AgentRun: w.DeepCopy(), stored: *w.stored.DeepCopy()}
+	found := maps.Clone(runs)
+	go func() {
+		r.creators <- struct{}{}
+		defer func() { <-r.creators }()
+		if err := r.makeBranches(ctx, copied, plan, found, missing); err != nil {
+			log.FromContext(ctx).Error(err, "Making branch runs", "agentRun", key)
+		}
+		r.runs.doneCreating(copied.AgentRun)
+		r.writer.wakeAfter(ctx, key, 0)
+	}()
+}
+
+// makeBranches makes the branch runs of the places missing (branchesToMake), with their inputs
+// from the fan-out step's record and their shares of the run's limits, and adds them to runs. A
+// run made meanwhile under a branch's name (by this operator before a restart) is the branch's
+// only if nobody else can have made it (asBranchRun).
+func (r *Reconciler) makeBranches(ctx context.Context, w *working, plan *workflow.Plan, runs map[string]workflow.BranchRun, missing []int) error {
+	st := &w.Status
 	step := st.HandoffSequence[len(st.HandoffSequence)-1].Step
 	branches, err := r.fanOut(ctx, w.AgentRun, step)
 	if err != nil {

@@ -49,12 +49,20 @@ type cluster struct {
 	creates []string
 	// cancelled are the runs whose cancel annotation was patched, by name.
 	cancelled []string
-	// mu guards statusWrites, made by the status writer's goroutines.
+	// mu guards creates and statusWrites, made by the creators' and the status writer's
+	// goroutines.
 	mu sync.Mutex
 	// statusWrites counts the status writes of each run, by name.
 	statusWrites map[string]int
 	// watch hears of each status write, as the operator's watch of runs would.
 	watch chan struct{}
+}
+
+// made are the runs created so far, by name, in order.
+func (c *cluster) made() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.creates)
 }
 
 // writes is how many status writes of the run named the API server took.
@@ -95,7 +103,9 @@ func newCluster(t *testing.T, objs ...client.Object) *cluster {
 					return nil
 				}
 				obj.SetUID(types.UID("uid-of-" + obj.GetName()))
+				c.mu.Lock()
 				c.creates = append(c.creates, obj.GetName())
+				c.mu.Unlock()
 				return cl.Create(ctx, obj, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {

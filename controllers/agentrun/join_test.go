@@ -55,7 +55,7 @@ func TestAParentJoinsItsBranchesBeforeTheirEndsAreWritten(t *testing.T) {
 		}
 	})
 
-	o.drive(t, "r", func(*v1alpha1.AgentRun) bool { return len(o.creates) == 3 }) // the pin, two branches
+	o.drive(t, "r", func(*v1alpha1.AgentRun) bool { return len(o.made()) == 3 }) // the pin, two branches
 	for _, b := range []string{"r-b1-1", "r-b1-2"} {
 		branch := o.run(t, b)
 		o.reconcileUntil(t, b, func() bool { return o.r.runs.heldPhase(branch).Terminal() })
@@ -122,12 +122,12 @@ func TestAParentTakesTheBranchesItMadeWhileTheCacheIsBehind(t *testing.T) {
 		},
 	})
 
-	o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return len(r.Status.Branches) == 2 && len(o.creates) == 3 })
+	o.drive(t, "r", func(r *v1alpha1.AgentRun) bool { return len(r.Status.Branches) == 2 && len(o.made()) == 3 })
 	for range 3 {
 		o.drive(t, "r", func(*v1alpha1.AgentRun) bool { return true })
 	}
-	if n := strings.Count(strings.Join(o.creates, " "), "r-b1-"); n != 2 {
-		t.Fatalf("branch runs made %d times (%v); want each once", n, o.creates)
+	if n := strings.Count(strings.Join(o.made(), " "), "r-b1-"); n != 2 {
+		t.Fatalf("branch runs made %d times (%v); want each once", n, o.made())
 	}
 	mu.Lock()
 	reads := fresh

@@ -19,12 +19,12 @@ import (
 // beginning of (the next agent's input, the handoff history) is put back from what this
 // operator wrote last, or, the first time it works on the run, from the transcript.
 func (r *Reconciler) load(ctx context.Context, cached *v1alpha1.AgentRun) (*working, error) {
-	run := r.runs.latest(cached)
+	run, ahead := r.runs.latestOf(cached)
 	r.runs.dropStale(run)
 	// stored shares its lists and pointers with the run's status: nothing writes into a
 	// status's lists or through its pointers in place (the core copies a status before it
 	// changes it; the shell sets new values), and a whole status gets lists of its own.
-	w := &working{AgentRun: run, stored: run.Status}
+	w := &working{AgentRun: run, stored: run.Status, ahead: ahead}
 	stored, whole, out := r.runs.outgoing(run)
 	if out {
 		// A status handed to the writer is what the API server will hold; the run goes on

@@ -110,6 +110,8 @@ type Reconciler struct {
 	caps *agentquota.CapsCache
 	// writer writes the statuses reconciles hand off (writer.go).
 	writer *statusWriter
+	// creators bounds the fan-outs whose branch runs are being made at once (makeBranchesOff).
+	creators chan struct{}
 }
 
 // New builds the reconciler. Its status writer writes once the manager starts it
@@ -119,6 +121,7 @@ func New(cfg Config) *Reconciler {
 		admissions: newAdmissions(), replays: worker.New[replayed](worker.Limits{InFlight: cfg.Replays.InFlight, PerNamespace: cfg.Replays.PerNamespace}),
 		caps: &agentquota.CapsCache{}}
 	r.writer = newStatusWriter(cfg.MaxConcurrentReconciles, r.writeOut)
+	r.creators = make(chan struct{}, max(cfg.MaxConcurrentReconciles, 1))
 	return r
 }
 

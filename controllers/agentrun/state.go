@@ -50,6 +50,8 @@ type working struct {
 	turn *turn
 	// start is what a Pending run's start gathered and would pin (start.go).
 	start *starting
+	// ahead is set when the run is this operator's last written copy: the cache is older.
+	ahead bool
 }
 
 // runTable holds what the reconciler keeps of every run it works on, and forget drops all of a
@@ -80,6 +82,8 @@ type runState struct {
 	out, flight *outWrite
 	// await is set while a reconcile of the run waits for what was handed off to be written.
 	await bool
+	// creating is set while the run's branch runs are being made (makeBranchesOff).
+	creating bool
 	// released is when the run, held at its namespace's cap, found room for its step.
 	released time.Time
 	// made are the UIDs of the branch runs this process made for the run, by name: the runs
@@ -182,18 +186,24 @@ func (t *runTable) forget(key types.NamespacedName) {
 // is older than this operator's last status write, the run as that write returned it. Once the
 // cache has caught up, the written copy is dropped.
 func (t *runTable) latest(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
+	latest, _ := t.latestOf(run)
+	return latest
+}
+
+// latestOf is latest, and whether it is this operator's written copy, newer than the cache's.
+func (t *runTable) latestOf(run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ok := t.runs[client.ObjectKeyFromObject(run)]
 	if !ok || s.uid != run.UID || s.written == nil {
-		return run
+		return run, false
 	}
 	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, s.written.ResourceVersion)
 	if err == nil && cmp < 0 {
-		return s.written.DeepCopy()
+		return s.written.DeepCopy(), true
 	}
 	s.written = nil
-	return run
+	return run, false
 }
 
 // wrote remembers the run as this operator's status write left it, and the whole input and
@@ -325,6 +335,31 @@ func (t *runTable) madeRun(run *v1alpha1.AgentRun, name string) (madeRun, bool) 
 	}
 	m, ok := s.made[name]
 	return m, ok
+}
+
+// startCreating notes that the run's branch runs are being made; false if they are already.
+func (t *runTable) startCreating(run *v1alpha1.AgentRun) bool {
+	started := false
+	t.with(run, func(s *runState) {
+		started, s.creating = !s.creating, true
+	})
+	return started
+}
+
+// doneCreating notes that the run's branch runs are made, or failed to be.
+func (t *runTable) doneCreating(run *v1alpha1.AgentRun) {
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		if s.uid == run.UID {
+			s.creating = false
+		}
+	})
+}
+
+// creating reports whether the run's branch runs are being made.
+func (t *runTable) creating(run *v1alpha1.AgentRun) bool {
+	var creating bool
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) { creating = s.uid == run.UID && s.creating })
+	return creating
 }
 
 // seenBranch notes that the cache has shown the branch run of that name this process made.

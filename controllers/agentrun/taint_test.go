@@ -108,7 +108,7 @@ func TestABranchStartsWithItsParentsTaint(t *testing.T) {
 	o := newOperator(t, cfg, run)
 	// The branch runs are made once the status that names them is written.
 	parent := o.drive(t, "r", func(r *v1alpha1.AgentRun) bool {
-		return len(r.Status.Branches) == 2 && slices.Contains(o.creates, "r-b1-2")
+		return len(r.Status.Branches) == 2 && slices.Contains(o.made(), "r-b1-2")
 	})
 	if parent.Status.Taint == nil || parent.Status.Taint.Source != "input" {
 		t.Fatalf("the parent's taint is %+v; want its input's", parent.Status.Taint)

@@ -112,24 +112,29 @@ func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.Agen
 }
 
 // asHeld is the run with the status this process decided for it and has handed to the writer,
-// if there is one; else the run as given. The run given is not changed.
+// or wrote and the cache does not show yet, if there is one; else the run as given. The run
+// given is not changed.
 func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
-	var status *v1alpha1.AgentRunStatus
+	var held *v1alpha1.AgentRun
 	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		if s.uid != run.UID {
+			return
+		}
 		o := s.out
 		if o == nil {
 			o = s.flight
 		}
-		if o != nil && s.uid == run.UID {
-			status = &o.run.Status
+		switch {
+		case o != nil:
+			held = &v1alpha1.AgentRun{TypeMeta: run.TypeMeta, ObjectMeta: run.ObjectMeta, Spec: run.Spec, Status: o.run.Status}
+		case s.written != nil && newer(s.written.ResourceVersion, run.ResourceVersion):
+			held = &v1alpha1.AgentRun{TypeMeta: run.TypeMeta, ObjectMeta: run.ObjectMeta, Spec: run.Spec, Status: s.written.Status}
 		}
 	})
-	if status == nil {
+	if held == nil {
 		return run
 	}
-	held := *run
-	held.Status = *status
-	return &held
+	return held
 }
 
 // awaitWrite reports whether a status of the run is handed to the writer and not yet written;
@@ -144,10 +149,10 @@ func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
 }
 
 // handedOff reports whether a status of the run of that name is handed to the writer and not
-// yet written.
+// yet written, or its branch runs are being made.
 func (t *runTable) handedOff(key types.NamespacedName) bool {
 	var pending bool
-	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil })
+	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil || s.creating })
 	return pending
 }
 
