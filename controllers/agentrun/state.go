@@ -84,6 +84,8 @@ type runState struct {
 	await bool
 	// creating is set while the run's branch runs are being made (makeBranchesOff).
 	creating bool
+	// writeFailures counts the run's status writes that failed in a row, not for a conflict.
+	writeFailures int
 	// released is when the run, held at its namespace's cap, found room for its step.
 	released time.Time
 	// made are the UIDs of the branch runs this process made for the run, by name: the runs

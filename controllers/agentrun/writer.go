@@ -39,8 +39,19 @@ import (
 // copy's status is not what the refused write was computed against (dropStale).
 
 // errorRetry is how soon a run whose status write failed for another reason than a conflict is
-// tried again.
-const errorRetry = time.Second
+// tried again; each failure in a row doubles it, up to maxErrorRetry.
+const (
+	errorRetry    = time.Second
+	maxErrorRetry = time.Minute
+)
+
+// retryAfter is how soon a write that failed n times in a row, not for a conflict, is tried again.
+func retryAfter(n int) time.Duration {
+	if n <= 1 {
+		return errorRetry
+	}
+	return min(errorRetry<<min(n-1, 6), maxErrorRetry)
+}
 
 // outWrite is a run's status decided and handed to the status writer.
 type outWrite struct {
@@ -194,7 +205,7 @@ func (t *runTable) wroteOut(key types.NamespacedName, o *outWrite, written *v1al
 		if s.flight != o || s.uid != written.UID {
 			return
 		}
-		s.flight, s.written = nil, written
+		s.flight, s.written, s.writeFailures = nil, written, 0
 		s.inputDigest, s.input, s.history = written.Status.InputDigest, "", o.history
 		if written.Status.InputDigest != "" {
 			s.input = o.input
@@ -209,12 +220,17 @@ func (t *runTable) wroteOut(key types.NamespacedName, o *outWrite, written *v1al
 }
 
 // putBack returns a refused write to the run: the status handed off since goes with it, after
-// its Events. It waits for the run's next reconcile (rearm).
-func (t *runTable) putBack(key types.NamespacedName, o *outWrite) {
+// its Events. It waits for the run's next reconcile (rearm). It reports how many writes of the
+// run failed in a row for another reason than a conflict, this one counted if it did.
+func (t *runTable) putBack(key types.NamespacedName, o *outWrite, conflict bool) (failures int) {
 	t.existing(key, func(s *runState) {
 		if s.flight != o {
 			return
 		}
+		if !conflict {
+			s.writeFailures++
+		}
+		failures = s.writeFailures
 		s.flight = nil
 		if n := s.out; n != nil {
 			n.base, n.events = o.base, append(o.events, n.events...)
@@ -225,6 +241,7 @@ func (t *runTable) putBack(key types.NamespacedName, o *outWrite) {
 		}
 		o.refused, s.out = true, o
 	})
+	return failures
 }
 
 // dropFlight forgets the write in flight of a run that is gone.
@@ -347,11 +364,12 @@ func (r *Reconciler) writeOut(ctx context.Context, key types.NamespacedName) {
 	case apierrors.IsNotFound(err):
 		r.runs.dropFlight(key, o)
 	default:
-		r.runs.putBack(key, o)
+		conflict := apierrors.IsConflict(err)
+		failures := r.runs.putBack(key, o, conflict)
 		retry := conflictRetry
-		if !apierrors.IsConflict(err) {
-			retry = errorRetry
-			log.FromContext(ctx).Error(err, "Writing a run's status; trying again", "agentRun", klog.KObj(run))
+		if !conflict {
+			retry = retryAfter(failures)
+			log.FromContext(ctx).Error(err, "Writing a run's status; trying again", "agentRun", klog.KObj(run), "after", retry)
 		}
 		r.writer.wakeAfter(ctx, key, retry)
 	}

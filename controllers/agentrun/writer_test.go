@@ -142,3 +142,15 @@ func TestEveryStepWrittenStartsTheNextOnceWritten(t *testing.T) {
 		t.Errorf("%d status writes; want 5, one a step", w)
 	}
 }
+
+// A status write that keeps failing (not for a conflict: the API server refuses it, or is down)
+// is tried again later each time, up to a minute apart, not every second for ever.
+func TestAFailingStatusWriteIsTriedLessAndLessOften(t *testing.T) {
+	for n, want := range map[int]time.Duration{
+		1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 6: 32 * time.Second, 7: time.Minute, 100: time.Minute,
+	} {
+		if got := retryAfter(n); got != want {
+			t.Errorf("after %d failures in a row, tried again in %s; want %s", n, got, want)
+		}
+	}
+}
