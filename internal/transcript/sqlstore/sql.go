@@ -33,6 +33,9 @@ type sqlStore struct {
 	// writers (PostgreSQL), and a pool of its own where it does not (SQLite).
 	db, rdb *sql.DB
 	d       dialect
+	// group commits appends that come together in one transaction, where the database takes
+	// one writer (SQLite; groupcommit.go); nil where it takes many.
+	group *committer
 }
 
 const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
@@ -154,16 +157,29 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 			return nil, err
 		}
 	}
-	p := s.d.placeholder
-	insert := fmt.Sprintf(`INSERT INTO records (run_uid, namespace, run, kind, step, attempt, call, time_ns, body)
-		VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-		ON CONFLICT (run_uid, kind, step, attempt, call) DO NOTHING RETURNING seq`,
-		p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9))
+	if s.group != nil {
+		return s.group.append(ctx, records)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
+	out, err := s.appendIn(ctx, tx, records)
+	if err != nil {
+		return nil, err
+	}
+	return out, tx.Commit()
+}
+
+// appendIn stores the records in tx: each key once (a key stored already stands, and is
+// returned as stored), its spend booked, and the runs table told of each run's newest record.
+func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcript.Record) ([]transcript.Record, error) {
+	p := s.d.placeholder
+	insert := fmt.Sprintf(`INSERT INTO records (run_uid, namespace, run, kind, step, attempt, call, time_ns, body)
+		VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+		ON CONFLICT (run_uid, kind, step, attempt, call) DO NOTHING RETURNING seq`,
+		p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9))
 	out := make([]transcript.Record, 0, len(records))
 	// What each run's new records take, and its newest record.
 	added := map[string]int64{}
@@ -200,7 +216,7 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 			return nil, err
 		}
 	}
-	return out, tx.Commit()
+	return out, nil
 }
 
 // book adds spend to the namespace's ledger, on its day, in the transaction of the record it goes
@@ -406,6 +422,9 @@ func (s *sqlStore) Delete(ctx context.Context, runUIDs ...string) error {
 }
 
 func (s *sqlStore) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
 	if s.rdb != s.db {
 		_ = s.rdb.Close()
 	}

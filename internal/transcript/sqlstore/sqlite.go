@@ -55,5 +55,6 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(4)
+	s.group = newCommitter(s)
 	return s, nil
 }
