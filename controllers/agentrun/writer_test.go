@@ -3,9 +3,11 @@ package agentrun
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -152,5 +154,45 @@ func TestAFailingStatusWriteIsTriedLessAndLessOften(t *testing.T) {
 		if got := retryAfter(n); got != want {
 			t.Errorf("after %d failures in a row, tried again in %s; want %s", n, got, want)
 		}
+	}
+}
+
+// With every step written, steps that a restarted operator applies one after another from their
+// records are each written, not merged into one write: kubectl get -w shows each.
+func TestEveryStepWrittenAfterARestartWritesEachStepApplied(t *testing.T) {
+	run := MakeRun("r", ns).Config("relay").Input("go").Obj()
+	run.UID = types.UID("uid-r")
+	o := newOperator(t, relay(), run)
+	// The first operator runs every step, and none of its writes reaches the API server.
+	o.r.StatusBatchPeriod = time.Hour
+	entered, release := make(chan struct{}, 16), make(chan struct{})
+	var refuse atomic.Bool
+	o.r.Client = interceptor.NewClient(o.cluster.Client.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			entered <- struct{}{}
+			<-release
+			if refuse.Load() {
+				return apierrors.NewServiceUnavailable("the first operator is gone")
+			}
+			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	t.Cleanup(func() { refuse.Store(true); close(release) })
+	o.reconcileUntil(t, "r", func() bool { return o.r.runs.heldPhase(run).Terminal() })
+	if got := o.writes("r"); got != 0 {
+		t.Fatalf("%d writes of the first operator reached the API server; this test needs none", got)
+	}
+
+	// The operator restarts, every step written: it applies the five steps from their records.
+	cfg := o.r.Config
+	cfg.Client, cfg.StatusBatchPeriod = o.cluster.Client, 0
+	o.r = New(cfg)
+	startWriter(t, o.r)
+	got := o.drive(t, "r", ended).Status
+	if got.TerminationReason != v1alpha1.ReasonCompleted || got.StepCount != 5 {
+		t.Fatalf("ended %s after %d steps; want Completed after 5", got.TerminationReason, got.StepCount)
+	}
+	if w := o.writes("r"); w != 5 {
+		t.Errorf("%d status writes after the restart; want 5, one a step", w)
 	}
 }
