@@ -169,10 +169,8 @@ func (t *runTable) heldPhase(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
 	case !ok || s.uid != run.UID:
 	case s.held != nil:
 		return s.held.status.Phase
-	case s.out != nil:
-		return s.out.whole.Phase
-	case s.flight != nil:
-		return s.flight.whole.Phase
+	case s.newest() != nil:
+		return s.newest().whole.Phase
 	}
 	return ""
 }

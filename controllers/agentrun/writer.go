@@ -98,6 +98,15 @@ func (t *runTable) handOff(w *working, stored, whole v1alpha1.AgentRunStatus, in
 	})
 }
 
+// newest is the newest status of the run handed to the writer and not yet written: the one to
+// be written next, else the one in flight; nil if there is none.
+func (s *runState) newest() *outWrite {
+	if s.out != nil {
+		return s.out
+	}
+	return s.flight
+}
+
 // newer reports whether resourceVersion a is newer than b.
 func newer(a, b string) bool {
 	cmp, err := resourceversion.CompareResourceVersion(a, b)
@@ -111,11 +120,7 @@ func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.Agen
 		if s.uid != run.UID {
 			return
 		}
-		o := s.out
-		if o == nil {
-			o = s.flight
-		}
-		if o != nil {
+		if o := s.newest(); o != nil {
 			stored, whole, ok = o.run.Status, *o.whole.DeepCopy(), true
 		}
 	})
@@ -131,10 +136,7 @@ func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 		if s.uid != run.UID {
 			return
 		}
-		o := s.out
-		if o == nil {
-			o = s.flight
-		}
+		o := s.newest()
 		switch {
 		case o != nil:
 			held = &v1alpha1.AgentRun{TypeMeta: run.TypeMeta, ObjectMeta: run.ObjectMeta, Spec: run.Spec, Status: o.run.Status}
