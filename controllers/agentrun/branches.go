@@ -74,7 +74,7 @@ func (r *Reconciler) makeBranchesOff(ctx context.Context, w *working, plan *work
 		return
 	}
 	key := client.ObjectKeyFromObject(w.AgentRun)
-	copied := &working{AgentRun: w.DeepCopy(), stored: *w.stored.DeepCopy()}
+	copied := &working{AgentRun: w.DeepCopy()}
 	found := maps.Clone(runs)
 	go func() {
 		r.creators <- struct{}{}

@@ -145,3 +145,19 @@ func (o *operator) drive(t *testing.T, name string, done func(*v1alpha1.AgentRun
 
 // ended reports whether a run ended.
 func ended(run *v1alpha1.AgentRun) bool { return run.Status.Phase.Terminal() }
+
+// handedOff reports whether a status of the run of that name is handed to the writer and not
+// yet written, or its branch runs are being made.
+func (t *runTable) handedOff(key client.ObjectKey) bool {
+	var pending bool
+	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil || s.creating })
+	return pending
+}
+
+// refused reports whether the run of that name has a write refused, waiting for its next
+// reconcile (rearm).
+func (t *runTable) refused(key client.ObjectKey) bool {
+	var refused bool
+	t.existing(key, func(s *runState) { refused = s.out != nil && s.out.refused && s.flight == nil })
+	return refused
+}

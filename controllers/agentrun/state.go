@@ -212,12 +212,19 @@ func (t *runTable) wrote(run *v1alpha1.AgentRun, input string, history []v1alpha
 	written := run.DeepCopy()
 	written.ManagedFields = nil
 	t.with(run, func(s *runState) {
-		s.written, s.held = written, nil
-		s.inputDigest, s.input, s.history = run.Status.InputDigest, "", history
-		if run.Status.InputDigest != "" {
-			s.input = input
-		}
+		s.held = nil
+		s.remember(written, input, history)
 	})
+}
+
+// remember keeps the run as this operator's status write returned it, and the whole input and
+// history of the status it wrote.
+func (s *runState) remember(written *v1alpha1.AgentRun, input string, history []v1alpha1.HandoffRecord) {
+	s.written = written
+	s.inputDigest, s.input, s.history = written.Status.InputDigest, "", history
+	if written.Status.InputDigest != "" {
+		s.input = input
+	}
 }
 
 // keepWhole remembers the whole input and history of the run's status as it is stored, found in

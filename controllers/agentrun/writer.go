@@ -77,8 +77,10 @@ type outWrite struct {
 // goes with it, and a status handed off before and not yet taken is replaced, its Events kept.
 // The run's next loads start from it.
 func (t *runTable) handOff(w *working, stored, whole v1alpha1.AgentRunStatus, input string, history []v1alpha1.HandoffRecord, d workflow.Update) {
-	run := w.DeepCopy()
-	run.Status, run.ManagedFields = stored, nil
+	// The write's own copy: the metadata it is locked to, the spec shared (nothing changes a
+	// run's spec in place, and writeOut patches a copy), the status to write.
+	run := &v1alpha1.AgentRun{TypeMeta: w.TypeMeta, ObjectMeta: *w.ObjectMeta.DeepCopy(), Spec: w.Spec, Status: stored}
+	run.ManagedFields = nil
 	t.with(w.AgentRun, func(s *runState) {
 		s.held = nil
 		if s.written != nil && newer(s.written.ResourceVersion, run.ResourceVersion) {
@@ -161,22 +163,6 @@ func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
 	return pending
 }
 
-// handedOff reports whether a status of the run of that name is handed to the writer and not
-// yet written, or its branch runs are being made.
-func (t *runTable) handedOff(key types.NamespacedName) bool {
-	var pending bool
-	t.existing(key, func(s *runState) { pending = s.out != nil || s.flight != nil || s.creating })
-	return pending
-}
-
-// refused reports whether the run of that name has a write refused, waiting for its next
-// reconcile (rearm).
-func (t *runTable) refused(key types.NamespacedName) bool {
-	var refused bool
-	t.existing(key, func(s *runState) { refused = s.out != nil && s.out.refused && s.flight == nil })
-	return refused
-}
-
 // existing runs f on the run's state, if there is one.
 func (t *runTable) existing(key types.NamespacedName, f func(*runState)) {
 	t.mu.Lock()
@@ -207,11 +193,8 @@ func (t *runTable) wroteOut(key types.NamespacedName, o *outWrite, written *v1al
 		if s.flight != o || s.uid != written.UID {
 			return
 		}
-		s.flight, s.written, s.writeFailures = nil, written, 0
-		s.inputDigest, s.input, s.history = written.Status.InputDigest, "", o.history
-		if written.Status.InputDigest != "" {
-			s.input = o.input
-		}
+		s.flight, s.writeFailures = nil, 0
+		s.remember(written, o.input, o.history)
 		if s.out != nil {
 			s.out.base, s.out.run.ResourceVersion = written.Status, written.ResourceVersion
 			return
@@ -354,9 +337,10 @@ func (r *Reconciler) writeOut(ctx context.Context, key types.NamespacedName) {
 		return
 	}
 	run := o.run.DeepCopy()
-	orig := run.DeepCopy()
+	// The patch's base: read only while the patch is computed, before the answer fills run.
+	orig := *run
 	orig.Status = o.base
-	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(&orig, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case err == nil:
 		r.afterWrite(ctx, run, o.base, o.events, o.guard)
