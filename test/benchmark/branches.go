@@ -103,6 +103,12 @@ func (e *env) measureFanOut(ctx context.Context, f fanOut) (fanOutFigures, error
 	if err != nil {
 		return out, err
 	}
+	prof, err := e.startProfiles(ctx, "baton-"+f.name)
+	if err != nil {
+		return out, err
+	}
+	defer prof.wait()
+	defer prof.stopLocal()
 	began := time.Now()
 	for i := range f.parents {
 		run := MakeRun(runName(i), ns).Config(cfg.Name).Input("the question").Obj()
@@ -116,6 +122,7 @@ func (e *env) measureFanOut(ctx context.Context, f fanOut) (fanOutFigures, error
 		return out, fmt.Errorf("%s: %w", f.name, err)
 	}
 	out.wall = end.Sub(began)
+	prof.stopLocal()
 	e.baton.writes.settle(ctx)
 	after, err := e.after(ctx)
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -160,6 +163,7 @@ func measureShape(ctx context.Context, c client.Client, sc *scraper, ns string, 
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	profiled := profileAPIServer(ctx, sc, "writecost-"+strings.NewReplacer(",", "", " ", "-").Replace(s.name))
 	start := time.Now()
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
@@ -173,6 +177,7 @@ func measureShape(ctx context.Context, c client.Client, sc *scraper, ns string, 
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	<-profiled
 	after, err := sc.apiserver(ctx)
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return 0, 0, 0, err
@@ -200,4 +205,29 @@ func writeCostReport(costs []writeCost) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeCostProfileSeconds is how long the API server is profiled from a shape's first write:
+// less than its writes take on this machine.
+const writeCostProfileSeconds = 4
+
+// profileAPIServer asks the API server for a CPU profile of writeCostProfileSeconds and saves it
+// as bin/bench/apiserver-<name>.cpu.pprof; a profile that cannot be taken is reported, not fatal.
+// The channel closes once it is saved.
+func profileAPIServer(ctx context.Context, sc *scraper, name string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body, err := sc.get(ctx, "/debug/pprof/profile", map[string]string{"seconds": strconv.Itoa(writeCostProfileSeconds)})
+		if err == nil {
+			err = os.MkdirAll(profileDir, 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(profileDir, "apiserver-"+name+".cpu.pprof"), body, 0o644)
+		}
+		if err != nil {
+			fmt.Printf("could not profile the API server for %s: %v\n", name, err)
+		}
+	}()
+	return done
 }
