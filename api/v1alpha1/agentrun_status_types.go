@@ -317,8 +317,9 @@ type AgentRunStatus struct {
 	BranchSteps int32 `json:"branchSteps,omitempty"`
 
 	// branches are the branches of the run's current or latest fan-out, in the order given.
-	// +listType=map
-	// +listMapKey=name
+	// Only the operator writes a run's status, always the whole list: atomic, so the API server
+	// does not track each entry's fields on every write.
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Branches []BranchStatus `json:"branches,omitempty"`
@@ -462,11 +463,12 @@ type AgentRunStatus struct {
 	// cancelled, Ready once it succeeded); Decision says what the latest human decision did;
 	// TokenBudgetWarning is set once, at limits.tokenWarningPercent, CostBudgetWarning once, at
 	// 90% of limits.maxCost. Each carries the observedGeneration it was written for.
-	// +listType=map
-	// +listMapKey=type
+	// Only the operator writes a run's status, always the whole list: atomic, so the API server
+	// does not track each condition's fields on every write (docs/design/status-write-cost.md).
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"` //nolint:kubeapilinter // conditions: atomic, as only the operator writes a run's status; a map list costs each status write its conditions' fields in managed fields
 }
 
 // WrappingUp is the limit that ran out of a run whose wrap-up agent has its last turn.

@@ -265,7 +265,6 @@ const (
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.stepCount`,priority=1
 // +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errorCount`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.terminationMessage`,priority=1
-// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: to change a run, create another (kubectl baton retry copies one)",reason=FieldValueForbidden
 type AgentRun struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the object's metadata.
@@ -289,7 +288,9 @@ type AgentRunList struct {
 	Items           []AgentRun `json:"items"`
 }
 
-// AgentRunSpec is what to run.
+// AgentRunSpec is what to run. The immutability rule is the spec's own, not the object's: the
+// API server then evaluates it over the spec alone, not over the whole run, on each status write.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: to change a run, create another (kubectl baton retry copies one)",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.from) && !has(self.branch))",message="replay replays a recorded run from its start: it goes with neither from nor branch"
 // +kubebuilder:validation:XValidation:rule="!has(self.replay) || (!has(self.limits) && (!has(self.approvals) || self.approvals == 'Required'))",message="replay replays the recorded run under the recorded run's own limits and approvals: set neither limits nor approvals: Skip"
 // +kubebuilder:validation:XValidation:rule="!has(self.session) || (!has(self.from) && !has(self.replay) && !has(self.branch))",message="a turn of a session goes on from the turns before it: it carries no from, replay or branch"
