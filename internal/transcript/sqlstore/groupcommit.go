@@ -107,17 +107,18 @@ func (c *committer) commit(group []*appendReq) {
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
+		savepoint, release, rollbackTo := tx.StmtContext(ctx, c.s.st.savepoint), tx.StmtContext(ctx, c.s.st.release), tx.StmtContext(ctx, c.s.st.rollbackTo)
 		for i, req := range group {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT append"); err != nil {
+			if _, err := savepoint.ExecContext(ctx); err != nil {
 				return err
 			}
 			out, err := c.s.appendIn(ctx, tx, req.records)
 			if err != nil {
-				if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO append"); rbErr != nil {
+				if _, rbErr := rollbackTo.ExecContext(ctx); rbErr != nil {
 					return rbErr
 				}
 			}
-			if _, err := tx.ExecContext(ctx, "RELEASE append"); err != nil {
+			if _, err := release.ExecContext(ctx); err != nil {
 				return err
 			}
 			results[i] = appendResult{out: out, err: err}

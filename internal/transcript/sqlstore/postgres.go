@@ -34,5 +34,9 @@ func openPostgres(ctx context.Context, dsn string) (transcript.Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", Redact(dsn), err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("transcript store %s: %w", Redact(dsn), err)
+	}
 	return s, nil
 }

@@ -24,6 +24,9 @@ type dialect struct {
 	lock string
 	// greatest is the SQL function of the larger of two values.
 	greatest string
+	// savepoints says that appends are committed in groups, each in a savepoint of its own
+	// (a database that takes one writer; groupcommit.go).
+	savepoints bool
 }
 
 // sqlStore is a transcript.Store over database/sql: the SQL is the same on every database but for the
@@ -36,6 +39,8 @@ type sqlStore struct {
 	// group commits appends that come together in one transaction, where the database takes
 	// one writer (SQLite; groupcommit.go); nil where it takes many.
 	group *committer
+	// st are the statements of the hot paths, prepared once (statements.go).
+	st *statements
 }
 
 const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
@@ -175,11 +180,7 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 // appendIn stores the records in tx: each key once (a key stored already stands, and is
 // returned as stored), its spend booked, and the runs table told of each run's newest record.
 func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcript.Record) ([]transcript.Record, error) {
-	p := s.d.placeholder
-	insert := fmt.Sprintf(`INSERT INTO records (run_uid, namespace, run, kind, step, attempt, call, time_ns, body)
-		VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-		ON CONFLICT (run_uid, kind, step, attempt, call) DO NOTHING RETURNING seq`,
-		p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9))
+	insert := tx.StmtContext(ctx, s.st.insert)
 	out := make([]transcript.Record, 0, len(records))
 	// What each run's new records take, and its newest record.
 	added := map[string]int64{}
@@ -189,7 +190,7 @@ func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcrip
 			r.Body = []byte("{}")
 		}
 		spend := r.Spend
-		err := tx.QueryRowContext(ctx, insert, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
+		err := insert.QueryRowContext(ctx, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
 			r.Time.UnixNano(), []byte(r.Body)).Scan(&r.Seq)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -208,11 +209,9 @@ func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcrip
 		}
 	}
 	// The runs table lists the runs held, for the deletion sweep, without scanning records.
-	upsert := fmt.Sprintf(`INSERT INTO runs (run_uid, namespace, run, last_ns, bytes) VALUES (%s, %s, %s, %s, %s)
-		ON CONFLICT (run_uid) DO UPDATE SET last_ns = %s(runs.last_ns, excluded.last_ns), bytes = runs.bytes + excluded.bytes`,
-		p(1), p(2), p(3), p(4), p(5), s.d.greatest)
+	upsert := tx.StmtContext(ctx, s.st.upsertRun)
 	for uid, r := range last {
-		if _, err := tx.ExecContext(ctx, upsert, uid, r.Namespace, r.Run, r.Time.UnixNano(), added[uid]); err != nil {
+		if _, err := upsert.ExecContext(ctx, uid, r.Namespace, r.Run, r.Time.UnixNano(), added[uid]); err != nil {
 			return nil, err
 		}
 	}
@@ -225,14 +224,9 @@ func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend
 	if len(spend) == 0 {
 		return nil
 	}
-	p := s.d.placeholder
-	upsert := fmt.Sprintf(`INSERT INTO spend (namespace, period, currency, cost_nanos, tokens) VALUES (%s, %s, %s, %s, %s)
-		ON CONFLICT (namespace, period, currency) DO UPDATE SET
-			cost_nanos = CASE WHEN spend.cost_nanos > %[6]d - excluded.cost_nanos THEN %[6]d ELSE spend.cost_nanos + excluded.cost_nanos END,
-			tokens = CASE WHEN spend.tokens > %[6]d - excluded.tokens THEN %[6]d ELSE spend.tokens + excluded.tokens END`,
-		p(1), p(2), p(3), p(4), p(5), transcript.MaxSpend)
+	upsert := tx.StmtContext(ctx, s.st.book)
 	for _, sp := range spend {
-		if _, err := tx.ExecContext(ctx, upsert, namespace, sp.Day, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
+		if _, err := upsert.ExecContext(ctx, namespace, sp.Day, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
 			return fmt.Errorf("booking spend in the ledger: %w", err)
 		}
 	}
@@ -281,7 +275,7 @@ func (s *sqlStore) NamespaceBytes(ctx context.Context, namespace string) (int64,
 }
 
 func (s *sqlStore) Get(ctx context.Context, runUID string, key transcript.Key) (transcript.Record, bool, error) {
-	r, err := s.get(ctx, s.rdb, runUID, key)
+	r, err := scanRecord(s.st.get.QueryRowContext(ctx, runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
 	if errors.Is(err, sql.ErrNoRows) {
 		return transcript.Record{}, false, nil
 	}
@@ -293,10 +287,7 @@ type queryer interface {
 }
 
 func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key transcript.Key) (transcript.Record, error) {
-	p := s.d.placeholder
-	row := q.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM records WHERE run_uid = %s AND kind = %s AND step = %s AND attempt = %s AND call = %s",
-		recordColumns, p(1), p(2), p(3), p(4), p(5)), runUID, string(key.Kind), key.Step, key.Attempt, key.Call)
-	return scanRecord(row)
+	return scanRecord(q.QueryRowContext(ctx, getSQL(s.d), runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -424,6 +415,9 @@ func (s *sqlStore) Delete(ctx context.Context, runUIDs ...string) error {
 func (s *sqlStore) Close() error {
 	if s.group != nil {
 		s.group.close()
+	}
+	if s.st != nil {
+		_ = s.st.close()
 	}
 	if s.rdb != s.db {
 		_ = s.rdb.Close()

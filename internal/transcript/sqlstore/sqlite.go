@@ -22,6 +22,7 @@ var sqlite = dialect{
 	greatest:    "max",
 	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
 	migrations:  migrations(columnTypes{serial: "INTEGER PRIMARY KEY AUTOINCREMENT", bigint: "INTEGER", bytes: "BLOB"}),
+	savepoints:  true,
 }
 
 func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
@@ -55,6 +56,11 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(4)
+	if err := s.prepare(ctx); err != nil {
+		_ = s.rdb.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	}
 	s.group = newCommitter(s)
 	return s, nil
 }
