@@ -41,6 +41,9 @@ type sqlStore struct {
 	group *committer
 	// st are the statements of the hot paths, prepared once (statements.go).
 	st *statements
+	// checkpoints copies the log into the database off the commit path, where the database
+	// keeps a write-ahead log (SQLite; checkpoint.go); nil elsewhere.
+	checkpoints *checkpointer
 }
 
 const recordColumns = "seq, run_uid, namespace, run, kind, step, attempt, call, time_ns, body"
@@ -418,6 +421,9 @@ func (s *sqlStore) Close() error {
 	}
 	if s.st != nil {
 		_ = s.st.close()
+	}
+	if s.checkpoints != nil {
+		_ = s.checkpoints.close()
 	}
 	if s.rdb != s.db {
 		_ = s.rdb.Close()

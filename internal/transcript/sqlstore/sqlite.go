@@ -32,7 +32,8 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		}
 	}
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)",
+		fmt.Sprintf("wal_autocheckpoint(%d)", checkpointBackstop)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -56,7 +57,16 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(4)
+	cp, err := sql.Open("sqlite", "file:"+path+"?"+url.Values{"_pragma": {"busy_timeout(10000)"}}.Encode())
+	if err != nil {
+		_ = s.rdb.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	}
+	cp.SetMaxOpenConns(1)
+	s.checkpoints = newCheckpointer(cp)
 	if err := s.prepare(ctx); err != nil {
+		_ = s.checkpoints.close()
 		_ = s.rdb.Close()
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
