@@ -11,9 +11,14 @@ import (
 // database (a checkpoint, with its fsync) in the commit that takes the log past 1,000 pages: one
 // commit in some hundreds waited for it, and so did every step behind it. The writer's
 // connection now leaves that to a checkpointer on a connection of its own, which checkpoints
-// once a second without blocking the writer or the readers (PASSIVE). The writer still
-// checkpoints itself should the log ever reach checkpointBackstop pages, as a bound should the
-// checkpointer fall behind.
+// once a second without blocking the writer or the readers (PASSIVE).
+//
+// Only the writer starts the log again from its beginning, and only when every frame in it is
+// copied. Under a steady stream of commits that is rarely so after a checkpoint from another
+// connection, so the log grows to checkpointBackstop pages (about 40 MB; 8 writers appending
+// 40,000 steps of 2 KiB measured 40 to 46 MB), where the writer checkpoints in its own commit
+// what the checkpointer has not copied yet, at most a second's worth, and starts it again.
+// Under a light load the log starts again after each checkpoint.
 
 const (
 	// checkpointEvery is how often the checkpointer copies the log into the database.

@@ -107,18 +107,18 @@ func (c *committer) commit(group []*appendReq) {
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		savepoint, release, rollbackTo := tx.StmtContext(ctx, c.s.st.savepoint), tx.StmtContext(ctx, c.s.st.release), tx.StmtContext(ctx, c.s.st.rollbackTo)
+		st := c.s.st
 		for i, req := range group {
-			if _, err := savepoint.ExecContext(ctx); err != nil {
+			if err := st.savepoint.exec(ctx, tx); err != nil {
 				return err
 			}
 			out, err := c.s.appendIn(ctx, tx, req.records)
 			if err != nil {
-				if _, rbErr := rollbackTo.ExecContext(ctx); rbErr != nil {
+				if rbErr := st.rollbackTo.exec(ctx, tx); rbErr != nil {
 					return rbErr
 				}
 			}
-			if _, err := release.ExecContext(ctx); err != nil {
+			if err := st.release.exec(ctx, tx); err != nil {
 				return err
 			}
 			results[i] = appendResult{out: out, err: err}

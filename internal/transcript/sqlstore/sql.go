@@ -24,9 +24,8 @@ type dialect struct {
 	lock string
 	// greatest is the SQL function of the larger of two values.
 	greatest string
-	// savepoints says that appends are committed in groups, each in a savepoint of its own
-	// (a database that takes one writer; groupcommit.go).
-	savepoints bool
+	// prepares says that the hot statements are prepared once per connection (statements.go).
+	prepares bool
 }
 
 // sqlStore is a transcript.Store over database/sql: the SQL is the same on every database but for the
@@ -183,7 +182,6 @@ func (s *sqlStore) Append(ctx context.Context, records ...transcript.Record) ([]
 // appendIn stores the records in tx: each key once (a key stored already stands, and is
 // returned as stored), its spend booked, and the runs table told of each run's newest record.
 func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcript.Record) ([]transcript.Record, error) {
-	insert := tx.StmtContext(ctx, s.st.insert)
 	out := make([]transcript.Record, 0, len(records))
 	// What each run's new records take, and its newest record.
 	added := map[string]int64{}
@@ -193,7 +191,7 @@ func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcrip
 			r.Body = []byte("{}")
 		}
 		spend := r.Spend
-		err := insert.QueryRowContext(ctx, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
+		err := s.st.insert.queryRow(ctx, tx, r.RunUID, r.Namespace, r.Run, string(r.Kind), r.Step, r.Attempt, r.Call,
 			r.Time.UnixNano(), []byte(r.Body)).Scan(&r.Seq)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -212,9 +210,8 @@ func (s *sqlStore) appendIn(ctx context.Context, tx *sql.Tx, records []transcrip
 		}
 	}
 	// The runs table lists the runs held, for the deletion sweep, without scanning records.
-	upsert := tx.StmtContext(ctx, s.st.upsertRun)
 	for uid, r := range last {
-		if _, err := upsert.ExecContext(ctx, uid, r.Namespace, r.Run, r.Time.UnixNano(), added[uid]); err != nil {
+		if err := s.st.upsertRun.exec(ctx, tx, uid, r.Namespace, r.Run, r.Time.UnixNano(), added[uid]); err != nil {
 			return nil, err
 		}
 	}
@@ -227,9 +224,8 @@ func (s *sqlStore) book(ctx context.Context, tx *sql.Tx, namespace string, spend
 	if len(spend) == 0 {
 		return nil
 	}
-	upsert := tx.StmtContext(ctx, s.st.book)
 	for _, sp := range spend {
-		if _, err := upsert.ExecContext(ctx, namespace, sp.Day, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
+		if err := s.st.book.exec(ctx, tx, namespace, sp.Day, sp.Currency, min(sp.CostNanos, transcript.MaxSpend), min(sp.Tokens, transcript.MaxSpend)); err != nil {
 			return fmt.Errorf("booking spend in the ledger: %w", err)
 		}
 	}
@@ -278,7 +274,7 @@ func (s *sqlStore) NamespaceBytes(ctx context.Context, namespace string) (int64,
 }
 
 func (s *sqlStore) Get(ctx context.Context, runUID string, key transcript.Key) (transcript.Record, bool, error) {
-	r, err := scanRecord(s.st.get.QueryRowContext(ctx, runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
+	r, err := scanRecord(s.st.get.queryRowIn(ctx, s.rdb, runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
 	if errors.Is(err, sql.ErrNoRows) {
 		return transcript.Record{}, false, nil
 	}
@@ -290,7 +286,7 @@ type queryer interface {
 }
 
 func (s *sqlStore) get(ctx context.Context, q queryer, runUID string, key transcript.Key) (transcript.Record, error) {
-	return scanRecord(q.QueryRowContext(ctx, getSQL(s.d), runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
+	return scanRecord(q.QueryRowContext(ctx, s.st.get.text, runUID, string(key.Kind), key.Step, key.Attempt, key.Call))
 }
 
 type scanner interface{ Scan(dest ...any) error }

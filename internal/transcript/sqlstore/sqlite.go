@@ -22,7 +22,7 @@ var sqlite = dialect{
 	greatest:    "max",
 	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
 	migrations:  migrations(columnTypes{serial: "INTEGER PRIMARY KEY AUTOINCREMENT", bigint: "INTEGER", bytes: "BLOB"}),
-	savepoints:  true,
+	prepares:    true,
 }
 
 func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
@@ -57,6 +57,8 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	s.rdb.SetMaxOpenConns(4)
+	// Idle readers are kept, with the statements prepared on them.
+	s.rdb.SetMaxIdleConns(4)
 	cp, err := sql.Open("sqlite", "file:"+path+"?"+url.Values{"_pragma": {"busy_timeout(10000)"}}.Encode())
 	if err != nil {
 		_ = s.rdb.Close()

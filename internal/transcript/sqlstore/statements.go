@@ -9,18 +9,53 @@ import (
 	"github.com/baton-dev/baton/internal/transcript"
 )
 
-// The statements of the hot paths, prepared once per connection. SQLite parses a statement
-// again on every call otherwise: each step's append made four parses (its savepoint, the record,
-// the run's row, the savepoint's release), and a run's first step in this process a fifth (the
-// read of whether it was recorded before a restart). PostgreSQL's driver caches what it prepares
-// itself; prepared here, the code is the same on both.
+// The statements of the hot paths. SQLite parses a statement again on every call: each step's
+// append made four parses (its savepoint, the record, the run's row, the savepoint's release),
+// and a run's first step in this process a fifth (the read of whether it was recorded before a
+// restart). So on SQLite they are prepared once per connection. PostgreSQL's driver caches what
+// it prepares itself, and a pooler in front of it may take no named statements
+// (default_query_exec_mode=simple_protocol): there they are sent as text, as before.
 
-// statements are a store's prepared statements: those that write on the writer pool (db), the
-// read on the reader pool (rdb).
+// statements are a store's hot statements: those that write go to the writer pool (db), the
+// read to the reader pool (rdb).
 type statements struct {
-	insert, upsertRun, book, get *sql.Stmt
+	insert, upsertRun, book, get statement
 	// savepoint, release and rollbackTo frame each append of a group commit (SQLite only).
-	savepoint, release, rollbackTo *sql.Stmt
+	savepoint, release, rollbackTo statement
+}
+
+// statement is one of the hot statements: its text, and the statement prepared once where the
+// dialect prepares them.
+type statement struct {
+	text string
+	stmt *sql.Stmt
+}
+
+// queryRow runs the statement in tx, for one row.
+func (q statement) queryRow(ctx context.Context, tx *sql.Tx, args ...any) *sql.Row {
+	if q.stmt != nil {
+		return tx.StmtContext(ctx, q.stmt).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, q.text, args...)
+}
+
+// exec runs the statement in tx.
+func (q statement) exec(ctx context.Context, tx *sql.Tx, args ...any) error {
+	var err error
+	if q.stmt != nil {
+		_, err = tx.StmtContext(ctx, q.stmt).ExecContext(ctx, args...)
+	} else {
+		_, err = tx.ExecContext(ctx, q.text, args...)
+	}
+	return err
+}
+
+// queryRowIn runs the statement on db, outside a transaction, for one row.
+func (q statement) queryRowIn(ctx context.Context, db *sql.DB, args ...any) *sql.Row {
+	if q.stmt != nil {
+		return q.stmt.QueryRowContext(ctx, args...)
+	}
+	return db.QueryRowContext(ctx, q.text, args...)
 }
 
 // insertSQL stores a record once per key; it returns the record's sequence number, and no row
@@ -58,41 +93,40 @@ func getSQL(d dialect) string {
 		recordColumns, p(1), p(2), p(3), p(4), p(5))
 }
 
-// prepare prepares the store's statements, once its schema is up to date.
+// prepare makes the store's statements, once its schema is up to date, and prepares them where
+// the dialect does.
 func (s *sqlStore) prepare(ctx context.Context) error {
-	st := &statements{}
-	var err error
-	prep := func(db *sql.DB, query string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var stmt *sql.Stmt
-		stmt, err = db.PrepareContext(ctx, query)
-		return stmt
-	}
-	st.insert = prep(s.db, insertSQL(s.d))
-	st.upsertRun = prep(s.db, upsertRunSQL(s.d))
-	st.book = prep(s.db, bookSQL(s.d))
-	st.get = prep(s.rdb, getSQL(s.d))
-	if s.d.savepoints {
-		st.savepoint = prep(s.db, "SAVEPOINT append")
-		st.release = prep(s.db, "RELEASE append")
-		st.rollbackTo = prep(s.db, "ROLLBACK TO append")
-	}
-	if err != nil {
-		_ = st.close()
-		return fmt.Errorf("preparing the transcript's statements: %w", err)
+	st := &statements{
+		insert: statement{text: insertSQL(s.d)}, upsertRun: statement{text: upsertRunSQL(s.d)},
+		book: statement{text: bookSQL(s.d)}, get: statement{text: getSQL(s.d)},
+		savepoint: statement{text: "SAVEPOINT append"}, release: statement{text: "RELEASE append"},
+		rollbackTo: statement{text: "ROLLBACK TO append"},
 	}
 	s.st = st
+	if !s.d.prepares {
+		return nil
+	}
+	for _, q := range []struct {
+		db *sql.DB
+		st *statement
+	}{{s.db, &st.insert}, {s.db, &st.upsertRun}, {s.db, &st.book}, {s.rdb, &st.get},
+		{s.db, &st.savepoint}, {s.db, &st.release}, {s.db, &st.rollbackTo}} {
+		stmt, err := q.db.PrepareContext(ctx, q.st.text)
+		if err != nil {
+			_ = st.close()
+			return fmt.Errorf("preparing the transcript's statements: %w", err)
+		}
+		q.st.stmt = stmt
+	}
 	return nil
 }
 
 // close closes the statements prepared.
 func (st *statements) close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{st.insert, st.upsertRun, st.book, st.get, st.savepoint, st.release, st.rollbackTo} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
+	for _, q := range []statement{st.insert, st.upsertRun, st.book, st.get, st.savepoint, st.release, st.rollbackTo} {
+		if q.stmt != nil {
+			errs = append(errs, q.stmt.Close())
 		}
 	}
 	return errors.Join(errs...)
