@@ -2,8 +2,10 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,5 +79,75 @@ func TestAnAppendToAClosedStoreFails(t *testing.T) {
 	rec := transcript.Record{RunUID: "uid", Namespace: "ns", Run: "run", Key: transcript.Key{Kind: transcript.KindStep, Step: 1}, Time: time.Unix(1, 0)}
 	if _, err := s.Append(ctx, rec); err == nil {
 		t.Fatal("an append to a closed store succeeded")
+	}
+}
+
+// An append the database refuses fails alone: the appends committed with it are stored, and
+// told so, and the refused one is not stored.
+func TestAnAppendTheDatabaseRefusesFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "transcript.db")
+	s, err := sqlstore.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	// What the database refuses: any record of run uid-bad.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err = db.ExecContext(ctx, `CREATE TRIGGER refuse BEFORE INSERT ON records WHEN NEW.run_uid = 'uid-bad'
+		BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	// The database's write lock is held while the appends come, so that they wait together and
+	// the refused one is committed in a group with the others.
+	lock, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 100
+	errs := make([]error, runs+1)
+	var wg sync.WaitGroup
+	for i := range runs + 1 {
+		if i == runs {
+			// The others are on their way; the refused one comes last. How long they take to
+			// be waiting changes what this test covers, not what it asserts.
+			time.Sleep(100 * time.Millisecond)
+		}
+		wg.Go(func() {
+			uid := fmt.Sprintf("uid-%d", i)
+			if i == runs {
+				uid = "uid-bad"
+			}
+			_, errs[i] = s.Append(ctx, transcript.Record{RunUID: uid, Namespace: "ns", Run: "run",
+				Key: transcript.Key{Kind: transcript.KindStep, Step: 1}, Time: time.Unix(1, 0), Body: []byte(`{}`)})
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := lock.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	_ = lock.Close()
+	wg.Wait()
+	if errs[runs] == nil || !strings.Contains(errs[runs].Error(), "refused") {
+		t.Fatalf("the refused append returned %v; want the database's refusal", errs[runs])
+	}
+	for i := range runs {
+		if errs[i] != nil {
+			t.Fatalf("append %d, committed beside the refused one: %v", i, errs[i])
+		}
+		recs, err := s.List(ctx, transcript.Query{RunUID: fmt.Sprintf("uid-%d", i)})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("run %d holds %d records (%v); want its one", i, len(recs), err)
+		}
+	}
+	if recs, err := s.List(ctx, transcript.Query{RunUID: "uid-bad"}); err != nil || len(recs) != 0 {
+		t.Fatalf("the refused run holds %d records (%v); want none", len(recs), err)
 	}
 }
