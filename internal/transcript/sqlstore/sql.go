@@ -116,6 +116,9 @@ func migrations(t columnTypes) []string {
 			UNIQUE (namespace, config, sink, event_id)
 		);
 		CREATE INDEX outbox_pending ON outbox (done_ns, run_uid, namespace, config, sink, seq);`,
+		// Records are read and deleted by run, never by namespace (the runs table answers that):
+		// the namespace's index only cost each append a page of its own.
+		`DROP INDEX IF EXISTS records_namespace;`,
 	}
 }
 
