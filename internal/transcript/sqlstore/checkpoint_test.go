@@ -16,12 +16,7 @@ import (
 // the log) sees the records while the store is still open, after a few appends.
 func TestTheLogIsCheckpointedWithoutACommitWaitingForIt(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "transcript.db")
-	s, err := sqlstore.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, path := openSQLite(t)
 	const steps = 10
 	for i := 1; i <= steps; i++ {
 		if _, err := s.Append(ctx, transcript.Record{RunUID: "uid-1", Namespace: "ns", Run: "run-1",
@@ -53,4 +48,17 @@ func inTheFile(ctx context.Context, path string) (int, error) {
 	n := 0
 	err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM records").Scan(&n)
 	return n, err
+}
+
+// openSQLite opens a SQLite store in a directory of the test's, closed with the test; it returns
+// the database file's path beside it.
+func openSQLite(t *testing.T) (transcript.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "transcript.db")
+	s, err := sqlstore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
 }

@@ -86,12 +86,7 @@ func TestAnAppendToAClosedStoreFails(t *testing.T) {
 // told so, and the refused one is not stored.
 func TestAnAppendTheDatabaseRefusesFailsAlone(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "transcript.db")
-	s, err := sqlstore.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, path := openSQLite(t)
 	// What the database refuses: any record of run uid-bad.
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
