@@ -134,8 +134,8 @@ func New(cfg Config) *Reconciler {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile takes a run one step further: it starts the run, starts its next step, or applies
-// the step that just ended, and stores the status once (most often handed to the status writer). A run comes back at normal priority
-// unless the reconcile asks for less.
+// the step that just ended, and stores the status once (most often handed to the status
+// writer). A run comes back at normal priority unless the reconcile asks for less.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	result, err := r.reconcile(ctx, req)
 	if result.Priority == nil {

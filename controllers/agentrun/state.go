@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/api/v1alpha1"
@@ -28,9 +27,8 @@ import (
 // A step whose run goes on is held (hold): the next step starts at once, and what is held is
 // written once the batch period since its oldest change has passed, else with the steps that
 // end soon after. A gate, an end or an Event is handed to the writer at once, with what is
-// held. Every step
-// held is in the transcript already, so an operator that stops before the write loses nothing:
-// its successor applies those steps again from their records.
+// held. Every step held is in the transcript already, so an operator that stops before the
+// write loses nothing: its successor applies those steps again from their records.
 //
 // The informer cache may hold the copy of a run from before this operator's last write; a
 // reconcile that acted on it would see a step not yet applied and start it a second time. So
@@ -162,17 +160,15 @@ func (t *runTable) with(run *v1alpha1.AgentRun, f func(*runState)) {
 // yet (a run begun writes its start with its first step's result), held or handed to the
 // writer; "" when it holds none.
 func (t *runTable) heldPhase(run *v1alpha1.AgentRun) v1alpha1.RunPhase {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.runs[client.ObjectKeyFromObject(run)]
-	switch {
-	case !ok || s.uid != run.UID:
-	case s.held != nil:
-		return s.held.status.Phase
-	case s.newest() != nil:
-		return s.newest().whole.Phase
-	}
-	return ""
+	var phase v1alpha1.RunPhase
+	t.of(run, func(s *runState) {
+		if s.held != nil {
+			phase = s.held.status.Phase
+		} else if o := s.newest(); o != nil {
+			phase = o.whole.Phase
+		}
+	})
+	return phase
 }
 
 // forget drops everything kept of the run (a status write in flight finds nothing to note).
@@ -191,19 +187,18 @@ func (t *runTable) latest(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 }
 
 // latestOf is latest, and whether it is this operator's written copy, newer than the cache's.
-func (t *runTable) latestOf(run *v1alpha1.AgentRun) (*v1alpha1.AgentRun, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.runs[client.ObjectKeyFromObject(run)]
-	if !ok || s.uid != run.UID || s.written == nil {
-		return run, false
-	}
-	cmp, err := resourceversion.CompareResourceVersion(run.ResourceVersion, s.written.ResourceVersion)
-	if err == nil && cmp < 0 {
-		return s.written.DeepCopy(), true
-	}
-	s.written = nil
-	return run, false
+func (t *runTable) latestOf(run *v1alpha1.AgentRun) (latest *v1alpha1.AgentRun, ahead bool) {
+	latest = run
+	t.of(run, func(s *runState) {
+		switch {
+		case s.written == nil:
+		case newer(s.written.ResourceVersion, run.ResourceVersion):
+			latest, ahead = s.written.DeepCopy(), true
+		default:
+			s.written = nil
+		}
+	})
+	return latest, ahead
 }
 
 // wrote remembers the run as this operator's status write left it, and the whole input and
@@ -333,14 +328,8 @@ func (t *runTable) madeUID(run *v1alpha1.AgentRun, name string) types.UID {
 }
 
 // madeRun is what this process knows of the run it made for the run's branch of that name.
-func (t *runTable) madeRun(run *v1alpha1.AgentRun, name string) (madeRun, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s, ok := t.runs[client.ObjectKeyFromObject(run)]
-	if !ok || s.uid != run.UID {
-		return madeRun{}, false
-	}
-	m, ok := s.made[name]
+func (t *runTable) madeRun(run *v1alpha1.AgentRun, name string) (m madeRun, ok bool) {
+	t.of(run, func(s *runState) { m, ok = s.made[name] })
 	return m, ok
 }
 
@@ -355,17 +344,13 @@ func (t *runTable) startCreating(run *v1alpha1.AgentRun) bool {
 
 // doneCreating notes that the run's branch runs are made, or failed to be.
 func (t *runTable) doneCreating(run *v1alpha1.AgentRun) {
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
-		if s.uid == run.UID {
-			s.creating = false
-		}
-	})
+	t.of(run, func(s *runState) { s.creating = false })
 }
 
 // creating reports whether the run's branch runs are being made.
 func (t *runTable) creating(run *v1alpha1.AgentRun) bool {
 	var creating bool
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) { creating = s.uid == run.UID && s.creating })
+	t.of(run, func(s *runState) { creating = s.creating })
 	return creating
 }
 

@@ -118,10 +118,7 @@ func newer(a, b string) bool {
 // outgoing is the newest status handed to the writer for the run and not yet written, cut
 // and whole, if there is one.
 func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.AgentRunStatus, ok bool) {
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
-		if s.uid != run.UID {
-			return
-		}
+	t.of(run, func(s *runState) {
 		if o := s.newest(); o != nil {
 			stored, whole, ok = o.run.Status, *o.whole.DeepCopy(), true
 		}
@@ -134,10 +131,7 @@ func (t *runTable) outgoing(run *v1alpha1.AgentRun) (stored, whole v1alpha1.Agen
 // given is not changed.
 func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 	var held *v1alpha1.AgentRun
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
-		if s.uid != run.UID {
-			return
-		}
+	t.of(run, func(s *runState) {
 		o := s.newest()
 		switch {
 		case o != nil:
@@ -156,8 +150,8 @@ func (t *runTable) asHeld(run *v1alpha1.AgentRun) *v1alpha1.AgentRun {
 // if one is, the writer wakes the run once all of it is written.
 func (t *runTable) awaitWrite(run *v1alpha1.AgentRun) bool {
 	var pending bool
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
-		pending = s.uid == run.UID && (s.out != nil || s.flight != nil)
+	t.of(run, func(s *runState) {
+		pending = s.out != nil || s.flight != nil
 		s.await = s.await || pending
 	})
 	return pending
@@ -170,6 +164,15 @@ func (t *runTable) existing(key types.NamespacedName, f func(*runState)) {
 	if s, ok := t.runs[key]; ok {
 		f(s)
 	}
+}
+
+// of runs f on what is kept of the run, if anything is: not of another run that had its name.
+func (t *runTable) of(run *v1alpha1.AgentRun, f func(*runState)) {
+	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+		if s.uid == run.UID {
+			f(s)
+		}
+	})
 }
 
 // takeOut is the run's next write, now in flight; nil if there is none to make now.
@@ -243,9 +246,9 @@ func (t *runTable) dropFlight(key types.NamespacedName, o *outWrite) {
 // (or ended), so the write's decisions are made again from the fresh copy, and the steps they
 // applied from their records.
 func (t *runTable) dropStale(run *v1alpha1.AgentRun) {
-	t.existing(client.ObjectKeyFromObject(run), func(s *runState) {
+	t.of(run, func(s *runState) {
 		o := s.out
-		if o == nil || !o.refused || s.flight != nil || s.uid != run.UID {
+		if o == nil || !o.refused || s.flight != nil {
 			return
 		}
 		if run.Status.Phase.Terminal() || !equality.Semantic.DeepEqual(run.Status, o.base) {
@@ -258,8 +261,8 @@ func (t *runTable) dropStale(run *v1alpha1.AgentRun) {
 // decided on; it reports whether there was one.
 func (t *runTable) rearm(w *working) bool {
 	again := false
-	t.existing(client.ObjectKeyFromObject(w.AgentRun), func(s *runState) {
-		if o := s.out; o != nil && o.refused && s.flight == nil && s.uid == w.UID {
+	t.of(w.AgentRun, func(s *runState) {
+		if o := s.out; o != nil && o.refused && s.flight == nil {
 			o.run.ObjectMeta = *w.ObjectMeta.DeepCopy()
 			o.run.ManagedFields, o.refused, again = nil, false, true
 		}
