@@ -292,23 +292,37 @@ func (e *env) startProfiles(ctx context.Context, name string) (*profiles, error)
 		p.local = f
 		p.paths = append(p.paths, localPath)
 	}
-	apiPath := filepath.Join(profileDir, "apiserver-"+name+".cpu.pprof")
-	if strings.HasPrefix(name, "baton-") {
-		apiPath = filepath.Join(profileDir, "apiserver-"+strings.TrimPrefix(name, "baton-")+".cpu.pprof")
-	}
+	api := profileAPIServer(ctx, e.scrape, strings.TrimPrefix(name, "baton-"), apiserverProfileSeconds)
 	go func() {
 		defer close(p.apiDone)
-		body, err := e.scrape.get(ctx, "/debug/pprof/profile", map[string]string{"seconds": strconv.Itoa(apiserverProfileSeconds)})
-		if err == nil {
-			err = os.WriteFile(apiPath, body, 0o644)
+		if path := <-api; path != "" {
+			p.paths = append(p.paths, path)
 		}
-		if err != nil {
-			fmt.Printf("could not profile the API server: %v\n", err)
-			return
-		}
-		p.paths = append(p.paths, apiPath)
 	}()
 	return p, nil
+}
+
+// profileAPIServer asks the API server for a CPU profile of seconds and saves it as
+// apiserver-<name>.cpu.pprof under profileDir; a profile that cannot be taken is reported, not
+// fatal. The channel gives the profile's path once it is saved, "" if it was not.
+func profileAPIServer(ctx context.Context, sc *scraper, name string, seconds int) <-chan string {
+	saved := make(chan string, 1)
+	go func() {
+		path := filepath.Join(profileDir, "apiserver-"+name+".cpu.pprof")
+		body, err := sc.get(ctx, "/debug/pprof/profile", map[string]string{"seconds": strconv.Itoa(seconds)})
+		if err == nil {
+			err = os.MkdirAll(profileDir, 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		if err != nil {
+			fmt.Printf("could not profile the API server for %s: %v\n", name, err)
+			path = ""
+		}
+		saved <- path
+	}()
+	return saved
 }
 
 // writeHeapProfile writes this process's heap profile under profileDir, and its goroutines'

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,7 +160,7 @@ func measureShape(ctx context.Context, c client.Client, sc *scraper, ns string, 
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	profiled := profileAPIServer(ctx, sc, "writecost-"+strings.NewReplacer(",", "", " ", "-").Replace(s.name))
+	profiled := profileAPIServer(ctx, sc, "writecost-"+strings.NewReplacer(",", "", " ", "-").Replace(s.name), writeCostProfileSeconds)
 	start := time.Now()
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
@@ -210,24 +207,3 @@ func writeCostReport(costs []writeCost) string {
 // writeCostProfileSeconds is how long the API server is profiled from a shape's first write:
 // less than its writes take on this machine.
 const writeCostProfileSeconds = 4
-
-// profileAPIServer asks the API server for a CPU profile of writeCostProfileSeconds and saves it
-// as bin/bench/apiserver-<name>.cpu.pprof; a profile that cannot be taken is reported, not fatal.
-// The channel closes once it is saved.
-func profileAPIServer(ctx context.Context, sc *scraper, name string) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		body, err := sc.get(ctx, "/debug/pprof/profile", map[string]string{"seconds": strconv.Itoa(writeCostProfileSeconds)})
-		if err == nil {
-			err = os.MkdirAll(profileDir, 0o755)
-		}
-		if err == nil {
-			err = os.WriteFile(filepath.Join(profileDir, "apiserver-"+name+".cpu.pprof"), body, 0o644)
-		}
-		if err != nil {
-			fmt.Printf("could not profile the API server for %s: %v\n", name, err)
-		}
-	}()
-	return done
-}
