@@ -29,12 +29,8 @@ func openPostgres(ctx context.Context, dsn string) (transcript.Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	s := &sqlStore{db: db, rdb: db, d: postgres}
+	s := &sqlStore{db: db, rdb: db, d: postgres, st: newStatements(postgres)}
 	if err := s.migrate(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("transcript store %s: %w", Redact(dsn), err)
-	}
-	if err := s.prepare(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", Redact(dsn), err)
 	}

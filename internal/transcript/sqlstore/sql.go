@@ -24,8 +24,6 @@ type dialect struct {
 	lock string
 	// greatest is the SQL function of the larger of two values.
 	greatest string
-	// prepares says that the hot statements are prepared once per connection (statements.go).
-	prepares bool
 }
 
 // sqlStore is a transcript.Store over database/sql: the SQL is the same on every database but for the
@@ -38,7 +36,8 @@ type sqlStore struct {
 	// group commits appends that come together in one transaction, where the database takes
 	// one writer (SQLite; groupcommit.go); nil where it takes many.
 	group *committer
-	// st are the statements of the hot paths, prepared once (statements.go).
+	// st are the statements of the hot paths, prepared once where the database parses each
+	// anew (SQLite; statements.go).
 	st *statements
 	// checkpoints copies the log into the database off the commit path, where the database
 	// keeps a write-ahead log (SQLite; checkpoint.go); nil elsewhere.

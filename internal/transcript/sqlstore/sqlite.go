@@ -22,7 +22,6 @@ var sqlite = dialect{
 	greatest:    "max",
 	placeholder: func(i int) string { return fmt.Sprintf("?%d", i) },
 	migrations:  migrations(columnTypes{serial: "INTEGER PRIMARY KEY AUTOINCREMENT", bigint: "INTEGER", bytes: "BLOB"}),
-	prepares:    true,
 }
 
 func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
@@ -46,7 +45,7 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &sqlStore{db: db, rdb: db, d: sqlite}
+	s := &sqlStore{db: db, rdb: db, d: sqlite, st: newStatements(sqlite)}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
@@ -60,17 +59,13 @@ func openSQLite(ctx context.Context, path string) (transcript.Store, error) {
 	// Idle readers are kept, with the statements prepared on them.
 	s.rdb.SetMaxIdleConns(4)
 	cp, err := sql.Open("sqlite", "file:"+path+"?"+url.Values{"_pragma": {"busy_timeout(10000)"}}.Encode())
-	if err != nil {
-		_ = s.rdb.Close()
-		_ = db.Close()
-		return nil, fmt.Errorf("transcript store %s: %w", path, err)
+	if err == nil {
+		cp.SetMaxOpenConns(1)
+		s.checkpoints = newCheckpointer(cp)
+		err = s.st.prepare(ctx, s.db, s.rdb)
 	}
-	cp.SetMaxOpenConns(1)
-	s.checkpoints = newCheckpointer(cp)
-	if err := s.prepare(ctx); err != nil {
-		_ = s.checkpoints.close()
-		_ = s.rdb.Close()
-		_ = db.Close()
+	if err != nil {
+		_ = s.Close()
 		return nil, fmt.Errorf("transcript store %s: %w", path, err)
 	}
 	s.group = newCommitter(s)

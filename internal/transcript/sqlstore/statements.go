@@ -12,7 +12,7 @@ import (
 // The statements of the hot paths. SQLite parses a statement again on every call: each step's
 // append made four parses (its savepoint, the record, the run's row, the savepoint's release),
 // and a run's first step in this process a fifth (the read of whether it was recorded before a
-// restart). So on SQLite they are prepared once per connection. PostgreSQL's driver caches what
+// restart). So on SQLite they are prepared once per connection (openSQLite). PostgreSQL's driver caches what
 // it prepares itself, and a pooler in front of it may take no named statements
 // (default_query_exec_mode=simple_protocol): there they are sent as text, as before.
 
@@ -25,7 +25,7 @@ type statements struct {
 }
 
 // statement is one of the hot statements: its text, and the statement prepared once where the
-// dialect prepares them.
+// store prepares them.
 type statement struct {
 	text string
 	stmt *sql.Stmt
@@ -93,27 +93,26 @@ func getSQL(d dialect) string {
 		recordColumns, p(1), p(2), p(3), p(4), p(5))
 }
 
-// prepare makes the store's statements, once its schema is up to date, and prepares them where
-// the dialect does.
-func (s *sqlStore) prepare(ctx context.Context) error {
-	st := &statements{
-		insert: statement{text: insertSQL(s.d)}, upsertRun: statement{text: upsertRunSQL(s.d)},
-		book: statement{text: bookSQL(s.d)}, get: statement{text: getSQL(s.d)},
+// newStatements are the dialect's hot statements, as text.
+func newStatements(d dialect) *statements {
+	return &statements{
+		insert: statement{text: insertSQL(d)}, upsertRun: statement{text: upsertRunSQL(d)},
+		book: statement{text: bookSQL(d)}, get: statement{text: getSQL(d)},
 		savepoint: statement{text: "SAVEPOINT append"}, release: statement{text: "RELEASE append"},
 		rollbackTo: statement{text: "ROLLBACK TO append"},
 	}
-	s.st = st
-	if !s.d.prepares {
-		return nil
-	}
+}
+
+// prepare prepares the statements once the schema is up to date: those that write on db, the
+// read on rdb.
+func (st *statements) prepare(ctx context.Context, db, rdb *sql.DB) error {
 	for _, q := range []struct {
 		db *sql.DB
 		st *statement
-	}{{s.db, &st.insert}, {s.db, &st.upsertRun}, {s.db, &st.book}, {s.rdb, &st.get},
-		{s.db, &st.savepoint}, {s.db, &st.release}, {s.db, &st.rollbackTo}} {
+	}{{db, &st.insert}, {db, &st.upsertRun}, {db, &st.book}, {rdb, &st.get},
+		{db, &st.savepoint}, {db, &st.release}, {db, &st.rollbackTo}} {
 		stmt, err := q.db.PrepareContext(ctx, q.st.text)
 		if err != nil {
-			_ = st.close()
 			return fmt.Errorf("preparing the transcript's statements: %w", err)
 		}
 		q.st.stmt = stmt
